@@ -1,0 +1,121 @@
+// Package auth verifies and mints the HS256 JWTs that identify members: the subject is the
+// member id, an optional role claim "admin" opens the admin routes, and exp is required.
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/playhead/playhead/apperr"
+)
+
+// MinSecretBytes is the shortest accepted HS256 secret: the key should be as long as the hash.
+const MinSecretBytes = 32
+
+// RoleAdmin is the role claim value that opens the admin routes.
+const RoleAdmin = "admin"
+
+// Identity is who a verified token speaks for.
+type Identity struct {
+	MemberID int64
+	Admin    bool
+}
+
+// Claims is the token body.
+type Claims struct {
+	jwt.RegisteredClaims
+	Role string `json:"role,omitempty"`
+}
+
+// Verifier checks tokens signed with one secret.
+type Verifier struct {
+	secret []byte
+	parser *jwt.Parser
+}
+
+// NewVerifier returns a Verifier for secret, which must be at least MinSecretBytes long.
+func NewVerifier(secret []byte) (*Verifier, error) {
+	if len(secret) < MinSecretBytes {
+		return nil, fmt.Errorf("JWT secret is %d bytes, need at least %d", len(secret), MinSecretBytes)
+	}
+	return &Verifier{
+		secret: secret,
+		// Only HS256: accepting the algorithm named by the token is the classic JWT hole.
+		parser: jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired()),
+	}, nil
+}
+
+// Verify parses a compact token and returns its identity. Every failure is an
+// apperr.Unauthenticated error.
+func (v *Verifier) Verify(token string) (Identity, error) {
+	var claims Claims
+	_, err := v.parser.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return v.secret, nil })
+	if err != nil {
+		switch {
+		case errors.Is(err, jwt.ErrTokenExpired):
+			return Identity{}, apperr.Errorf(apperr.Unauthenticated, "token expired")
+		case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+			return Identity{}, apperr.Errorf(apperr.Unauthenticated, "token has no exp claim")
+		default:
+			return Identity{}, apperr.Errorf(apperr.Unauthenticated, "invalid token")
+		}
+	}
+	member, err := strconv.ParseInt(claims.Subject, 10, 64)
+	if err != nil || member <= 0 {
+		return Identity{}, apperr.Errorf(apperr.Unauthenticated, "token subject is not a member id")
+	}
+	return Identity{MemberID: member, Admin: claims.Role == RoleAdmin}, nil
+}
+
+// Mint signs a token for member that expires after ttl.
+func Mint(secret []byte, member int64, admin bool, ttl time.Duration) (string, error) {
+	now := time.Now()
+	claims := Claims{RegisteredClaims: jwt.RegisteredClaims{
+		Subject:   strconv.FormatInt(member, 10),
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+	}}
+	if admin {
+		claims.Role = RoleAdmin
+	}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+}
+
+const localsKey = "playhead.identity"
+
+// Middleware rejects requests without a valid bearer token and stores the identity for From.
+func (v *Verifier) Middleware() fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		header := c.Get(fiber.HeaderAuthorization)
+		token, ok := strings.CutPrefix(header, "Bearer ")
+		if !ok || token == "" {
+			return apperr.Errorf(apperr.Unauthenticated, "missing bearer token")
+		}
+		id, err := v.Verify(token)
+		if err != nil {
+			return err
+		}
+		c.Locals(localsKey, id)
+		return c.Next()
+	}
+}
+
+// RequireAdmin rejects identities without the admin role. It runs after Middleware.
+func RequireAdmin(c *fiber.Ctx) error {
+	if !From(c).Admin {
+		return apperr.Errorf(apperr.Forbidden, "admin role required")
+	}
+	return c.Next()
+}
+
+// From returns the identity Middleware stored. Routes behind Middleware always have one.
+func From(c *fiber.Ctx) Identity {
+	id, _ := c.Locals(localsKey).(Identity)
+	return id
+}

@@ -1,0 +1,302 @@
+package buffer_test
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/playhead/playhead/buffer"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// val is a test value: a payload and the logical time that orders versions of one key.
+type val struct{ n, at int }
+
+func newer(a, b val) bool { return a.at > b.at }
+
+// recorder is a flush function that keeps every batch it was given.
+type recorder struct {
+	mu      sync.Mutex
+	batches [][]buffer.Entry[int, val]
+}
+
+func (r *recorder) flush(_ context.Context, batch []buffer.Entry[int, val]) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.batches = append(r.batches, append([]buffer.Entry[int, val](nil), batch...))
+	return nil
+}
+
+func (r *recorder) all() map[int]val {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[int]val{}
+	for _, b := range r.batches {
+		for _, e := range b {
+			if old, ok := out[e.Key]; !ok || newer(e.Value, old) {
+				out[e.Key] = e.Value
+			}
+		}
+	}
+	return out
+}
+
+func setup(t *testing.T, cfg buffer.Config[int, val]) (*buffer.Buffer[int, val], *buffer.Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	cfg.Metrics = buffer.NewMetrics(reg, "test")
+	cfg.Compare = cmp.Compare[int]
+	cfg.Newer = newer
+	b, err := buffer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start()
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	return b, cfg.Metrics, reg
+}
+
+func mustOffer(t *testing.T, b *buffer.Buffer[int, val], k int, v val) {
+	t.Helper()
+	ok, err := b.Offer(k, v)
+	if err != nil || !ok {
+		t.Fatalf("Offer(%d) = %v, %v; want accepted", k, ok, err)
+	}
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			m := f.GetMetric()[0]
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not found", name)
+	return 0
+}
+
+func TestBuffer_CoalescesAndSorts(t *testing.T) {
+	rec := &recorder{}
+	b, _, reg := setup(t, buffer.Config[int, val]{FlushBatch: 1000, FlushInterval: time.Hour, Flush: rec.flush})
+	// Key 3 gets three versions offered out of order; the newest (at=9) must win.
+	mustOffer(t, b, 3, val{n: 1, at: 1})
+	mustOffer(t, b, 1, val{n: 10, at: 2})
+	mustOffer(t, b, 3, val{n: 3, at: 9})
+	mustOffer(t, b, 2, val{n: 20, at: 3})
+	mustOffer(t, b, 3, val{n: 2, at: 5})
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.batches) != 1 {
+		t.Fatalf("got %d batches, want 1", len(rec.batches))
+	}
+	want := []buffer.Entry[int, val]{{1, val{10, 2}}, {2, val{20, 3}}, {3, val{3, 9}}}
+	got := rec.batches[0]
+	if len(got) != len(want) {
+		t.Fatalf("batch = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("batch = %v, want %v", got, want)
+		}
+	}
+	if c := counterValue(t, reg, "playhead_test_buffer_coalesced_total"); c != 2 {
+		t.Fatalf("coalesced = %v, want 2", c)
+	}
+}
+
+func TestBuffer_FlushesOnBatchSize(t *testing.T) {
+	flushed := make(chan int, 10)
+	b, _, _ := setup(t, buffer.Config[int, val]{FlushBatch: 5, FlushInterval: time.Hour,
+		Flush: func(_ context.Context, batch []buffer.Entry[int, val]) error { flushed <- len(batch); return nil }})
+	for k := range 5 {
+		mustOffer(t, b, k, val{at: 1})
+	}
+	select {
+	case n := <-flushed:
+		if n != 5 {
+			t.Fatalf("flushed %d rows, want 5", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no flush after FlushBatch distinct keys")
+	}
+}
+
+func TestBuffer_FlushesOnInterval(t *testing.T) {
+	flushed := make(chan int, 10)
+	b, _, _ := setup(t, buffer.Config[int, val]{FlushBatch: 1000, FlushInterval: 20 * time.Millisecond,
+		Flush: func(_ context.Context, batch []buffer.Entry[int, val]) error { flushed <- len(batch); return nil }})
+	mustOffer(t, b, 1, val{at: 1})
+	select {
+	case n := <-flushed:
+		if n != 1 {
+			t.Fatalf("flushed %d rows, want 1", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no flush after FlushInterval")
+	}
+}
+
+// A flush that blocks must not block producers: once the channel is full, Offer drops and
+// returns at once, and the drop is counted.
+func TestBuffer_DropsWhenFull(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	b, _, reg := setup(t, buffer.Config[int, val]{Capacity: 4, FlushBatch: 1, FlushInterval: time.Hour,
+		Flush: func(context.Context, []buffer.Entry[int, val]) error {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-release
+			return nil
+		}})
+	mustOffer(t, b, 0, val{at: 1})
+	<-entered // the flusher is stuck in Flush and receives nothing more
+	for k := 1; k <= 4; k++ {
+		mustOffer(t, b, k, val{at: 1})
+	}
+	for k := 5; k < 105; k++ {
+		ok, err := b.Offer(k, val{at: 1})
+		if err != nil || ok {
+			t.Fatalf("Offer into a full buffer = %v, %v; want dropped", ok, err)
+		}
+	}
+	if d := counterValue(t, reg, "playhead_test_buffer_dropped_total"); d != 100 {
+		t.Fatalf("dropped = %v, want 100", d)
+	}
+	if depth := counterValue(t, reg, "playhead_test_buffer_depth"); depth != 4 {
+		t.Fatalf("depth = %v, want 4", depth)
+	}
+	close(release)
+}
+
+func TestBuffer_FailedFlushIsCountedAndDropped(t *testing.T) {
+	var calls atomic.Int32
+	b, _, reg := setup(t, buffer.Config[int, val]{FlushBatch: 1, FlushInterval: time.Hour,
+		Flush: func(context.Context, []buffer.Entry[int, val]) error {
+			calls.Add(1)
+			return errors.New("database down")
+		}})
+	mustOffer(t, b, 1, val{at: 1})
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("flush called %d times, want 1 (no retry)", calls.Load())
+	}
+	if f := counterValue(t, reg, "playhead_test_buffer_flush_failures_total"); f != 1 {
+		t.Fatalf("flush failures = %v, want 1", f)
+	}
+	if _, ok := b.Pending(1); ok {
+		t.Fatal("a dropped entry is still pending")
+	}
+}
+
+func TestBuffer_PendingUntilFlushed(t *testing.T) {
+	release := make(chan struct{})
+	b, _, _ := setup(t, buffer.Config[int, val]{FlushBatch: 1000, FlushInterval: time.Hour,
+		Flush: func(context.Context, []buffer.Entry[int, val]) error { <-release; return nil }})
+	mustOffer(t, b, 7, val{n: 1, at: 1})
+	mustOffer(t, b, 7, val{n: 2, at: 2})
+	if v, ok := b.Pending(7); !ok || v.n != 2 {
+		t.Fatalf("Pending(7) = %v, %v; want n=2", v, ok)
+	}
+	if _, ok := b.Pending(8); ok {
+		t.Fatal("Pending(8) found a key never offered")
+	}
+	close(release)
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Pending(7); ok {
+		t.Fatal("Pending(7) after the flush")
+	}
+}
+
+// Close under concurrent Offers: every accepted entry is flushed, every Offer after Close
+// began is refused with ErrClosed, and nothing else is lost.
+func TestBuffer_CloseFlushesEveryAcceptedEntry(t *testing.T) {
+	rec := &recorder{}
+	b, _, _ := setup(t, buffer.Config[int, val]{Capacity: 100_000, FlushBatch: 100, FlushInterval: time.Millisecond, Flush: rec.flush})
+	const producers, perProducer = 8, 5000
+	accepted := make([]map[int]val, producers)
+	var wg sync.WaitGroup
+	for p := range producers {
+		accepted[p] = map[int]val{}
+		wg.Go(func() {
+			for i := range perProducer {
+				k := p*perProducer + i%500 // each producer owns 500 keys and rewrites them
+				v := val{n: i, at: i}
+				ok, err := b.Offer(k, v)
+				if errors.Is(err, buffer.ErrClosed) {
+					return
+				}
+				if ok {
+					accepted[p][k] = v
+				}
+			}
+		})
+	}
+	time.Sleep(2 * time.Millisecond)
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if _, err := b.Offer(1, val{}); !errors.Is(err, buffer.ErrClosed) {
+		t.Fatalf("Offer after Close = %v, want ErrClosed", err)
+	}
+	stored := rec.all()
+	total := 0
+	for _, acc := range accepted {
+		for k, v := range acc {
+			total++
+			if got, ok := stored[k]; !ok || got != v {
+				t.Fatalf("key %d: flushed %v (present %v), newest accepted %v", k, got, ok, v)
+			}
+		}
+	}
+	if total == 0 {
+		t.Fatal("no entry was accepted before Close; the test proved nothing")
+	}
+	t.Logf("%d keys accepted and flushed", total)
+}
+
+func TestBuffer_CloseHonoursDeadline(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	b, _, _ := setup(t, buffer.Config[int, val]{FlushBatch: 1000, FlushInterval: time.Hour,
+		Flush: func(context.Context, []buffer.Entry[int, val]) error {
+			<-release // a flush that ignores its deadline: Close must still return on time
+			return nil
+		}})
+	mustOffer(t, b, 1, val{at: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := b.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want DeadlineExceeded", err)
+	}
+}
+
+func TestNew_Validates(t *testing.T) {
+	_, err := buffer.New(buffer.Config[int, val]{Capacity: -1})
+	if err == nil {
+		t.Fatal("New accepted a config without Flush and with a negative capacity")
+	}
+}

@@ -1,0 +1,71 @@
+package httpserver
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Health answers liveness and readiness. Ready means: not draining, and the database answers.
+type Health struct {
+	draining atomic.Bool
+	ping     func(ctx context.Context) error
+}
+
+// NewHealth returns a Health that checks the database with ping.
+func NewHealth(ping func(ctx context.Context) error) *Health {
+	return &Health{ping: ping}
+}
+
+// SetDraining makes readiness fail from now on: the process is stopping.
+func (h *Health) SetDraining() { h.draining.Store(true) }
+
+// Ready returns nil when the node should receive traffic.
+func (h *Health) Ready(ctx context.Context) error {
+	if h.draining.Load() {
+		return errDraining
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return h.ping(ctx)
+}
+
+var errDraining = errors.New("draining")
+
+// Register adds /healthz and /readyz to the public app.
+func (h *Health) Register(app *fiber.App) {
+	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	app.Get("/readyz", func(c *fiber.Ctx) error {
+		if err := h.Ready(c.UserContext()); err != nil {
+			return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"error": "not ready: " + err.Error()})
+		}
+		return c.JSON(fiber.Map{"status": "ready"})
+	})
+}
+
+// MetricsHandler serves /metrics from gatherer plus /healthz and /readyz, for the metrics
+// listen address (never the public one).
+func (h *Health) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if err := h.Ready(r.Context()); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":"not ready"}` + "\n"))
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":"ready"}` + "\n"))
+	})
+	return mux
+}

@@ -1,0 +1,118 @@
+// Package httpserver builds Playhead's public Fiber app and its metrics listener: the one
+// error-to-status mapping, request metrics, health and readiness, and the helpers handlers use
+// to read ids and JSON bodies.
+package httpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/playhead/playhead/apperr"
+)
+
+// Config configures the public app.
+type Config struct {
+	// BodyLimit is the largest request body read into memory, in bytes.
+	BodyLimit int
+	// ReadTimeout, WriteTimeout and IdleTimeout bound slow clients.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// Logger receives 5xx errors.
+	Logger *slog.Logger
+	// Metrics records every request. Optional.
+	Metrics *Metrics
+}
+
+// New returns the public Fiber app with Playhead's error handler and request metrics.
+func New(cfg Config) *fiber.App {
+	app := fiber.New(fiber.Config{
+		BodyLimit:             cfg.BodyLimit,
+		ReadTimeout:           cfg.ReadTimeout,
+		WriteTimeout:          cfg.WriteTimeout,
+		IdleTimeout:           cfg.IdleTimeout,
+		DisableStartupMessage: true,
+		ErrorHandler:          ErrorHandler(cfg.Logger),
+	})
+	if cfg.Metrics != nil {
+		app.Use(cfg.Metrics.middleware)
+	}
+	return app
+}
+
+// Status returns the HTTP status for an application error code.
+func Status(code apperr.Code) int {
+	switch code {
+	case apperr.Invalid:
+		return fiber.StatusBadRequest
+	case apperr.Unauthenticated:
+		return fiber.StatusUnauthorized
+	case apperr.Forbidden:
+		return fiber.StatusForbidden
+	case apperr.NotFound:
+		return fiber.StatusNotFound
+	case apperr.Conflict:
+		return fiber.StatusConflict
+	case apperr.TooLarge:
+		return fiber.StatusRequestEntityTooLarge
+	case apperr.Unprocessable:
+		return fiber.StatusUnprocessableEntity
+	case apperr.TooManyRequests:
+		return fiber.StatusTooManyRequests
+	case apperr.Unavailable:
+		return fiber.StatusServiceUnavailable
+	default:
+		return fiber.StatusInternalServerError
+	}
+}
+
+// ErrorHandler writes every error as JSON {"error": "..."} with the status of its code.
+// Fiber's own errors (unknown route, body too large) keep their status.
+func ErrorHandler(logger *slog.Logger) fiber.ErrorHandler {
+	return func(c *fiber.Ctx, err error) error {
+		status, message := describe(err)
+		if status >= 500 && logger != nil {
+			logger.Error("request failed", "method", c.Method(), "path", c.Path(), "status", status, "err", err)
+		}
+		return c.Status(status).JSON(fiber.Map{"error": message})
+	}
+}
+
+// describe returns the status and client-safe message for err.
+func describe(err error) (int, string) {
+	if fe, ok := errors.AsType[*fiber.Error](err); ok {
+		return fe.Code, fe.Message
+	}
+	return Status(apperr.CodeOf(err)), apperr.MessageOf(err)
+}
+
+// ParamID reads a positive integer path parameter.
+func ParamID(c *fiber.Ctx, name string) (int64, error) {
+	raw := c.Params(name)
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, apperr.Errorf(apperr.Invalid, "%s must be a positive integer, got %q", name, raw)
+	}
+	return id, nil
+}
+
+// DecodeJSON decodes a whole JSON object body into v, rejecting unknown fields and trailing
+// data, so that a typo in a field name is an error rather than a silent default.
+func DecodeJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+			return apperr.Errorf(apperr.Unprocessable, "%s must be a %s", te.Field, te.Type)
+		}
+		return apperr.Errorf(apperr.Invalid, "malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return apperr.Errorf(apperr.Invalid, "malformed JSON body: trailing data")
+	}
+	return nil
+}

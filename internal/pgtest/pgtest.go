@@ -1,0 +1,248 @@
+// Package pgtest gives tests a real PostgreSQL: one server per test binary (or the one named by
+// PLAYHEAD_TEST_DATABASE_URL) and a fresh, migrated database per test, cloned from a template.
+//
+// Packages that use it call Main from their TestMain so the server they started is stopped.
+// When no PostgreSQL can be had the test fails with a message saying what to install; it
+// never skips.
+package pgtest
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver pgtestdb connects with
+	"github.com/peterldowns/pgtestdb"
+	"go.uber.org/goleak"
+
+	"github.com/playhead/playhead/migrations"
+)
+
+// EnvURL names the variable that points the tests at an existing server instead of starting
+// one. The role in it must be allowed to create roles and databases.
+const EnvURL = "PLAYHEAD_TEST_DATABASE_URL"
+
+var (
+	startOnce sync.Once
+	server    *Server
+	startErr  error
+)
+
+// Server is a PostgreSQL server the tests use.
+type Server struct {
+	// Config is how pgtestdb reaches the server as an administrator.
+	Config pgtestdb.Config
+	// DataDir and BinDir are set when this package started the cluster itself.
+	DataDir, BinDir string
+	dir             string
+}
+
+// Main runs the tests of a package, then checks that they leaked no goroutines (goleak,
+// ignoring the long-lived goroutines of fasthttp and pgxpool that outlive a closed server by
+// design), and stops the server this package started, if any.
+func Main(m *testing.M, ignore ...goleak.Option) {
+	code := m.Run()
+	if code == 0 {
+		http.DefaultClient.CloseIdleConnections()
+		ignore = append(ignore,
+			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
+			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+			goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+		)
+		if err := goleak.Find(ignore...); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	if server != nil && server.DataDir != "" {
+		server.stop()
+	}
+	os.Exit(code)
+}
+
+// Shared returns the server for this test binary, starting it on first use.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	startOnce.Do(func() { server, startErr = start() })
+	if startErr != nil {
+		t.Fatalf("pgtest: no PostgreSQL for the tests: %v\n"+
+			"install it (Debian: apt-get install postgresql) or set %s to a server URL", startErr, EnvURL)
+	}
+	return server
+}
+
+// URL creates a new migrated database for t, dropped when t passes, and returns its URL.
+func URL(t testing.TB) string {
+	t.Helper()
+	conf := pgtestdb.Custom(t, Shared(t).Config, migrator{})
+	return conf.URL()
+}
+
+// Pool returns a pool on a new migrated database for t, and the database's URL.
+func Pool(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
+	dbURL := URL(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatalf("pgtest: connect: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, dbURL
+}
+
+// migrator applies Playhead's embedded migrations to pgtestdb's template database.
+type migrator struct{}
+
+func (migrator) Hash() (string, error) { return migrations.Hash() }
+
+func (migrator) Migrate(ctx context.Context, db *sql.DB, _ pgtestdb.Config) error {
+	_, err := migrations.Up(ctx, db)
+	return err
+}
+
+func start() (*Server, error) {
+	if raw := os.Getenv(EnvURL); raw != "" {
+		return fromURL(raw)
+	}
+	return startCluster()
+}
+
+func fromURL(raw string) (*Server, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvURL, err)
+	}
+	password, _ := u.User.Password()
+	return &Server{Config: pgtestdb.Config{
+		DriverName: "pgx",
+		Host:       u.Hostname(),
+		Port:       cmp.Or(u.Port(), "5432"),
+		User:       u.User.Username(),
+		Password:   password,
+		Database:   strings.TrimPrefix(u.Path, "/"),
+		Options:    cmp.Or(u.RawQuery, "sslmode=disable"),
+	}}, nil
+}
+
+// startCluster runs initdb and pg_ctl into a temporary directory. PostgreSQL refuses to run as
+// root, so as root the commands run as the postgres user, which owns the directory.
+func startCluster() (*Server, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "playhead-pgtest-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{BinDir: bin, DataDir: filepath.Join(dir, "data"), dir: dir}
+	if os.Geteuid() == 0 {
+		if err := chownToPostgres(dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	port, err := freePort()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if out, err := s.run("initdb", "-D", s.DataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("initdb: %w: %s", err, out)
+	}
+	// Durability settings are off: a test cluster is thrown away, and fsync on a shared
+	// machine makes the suite slow for nothing.
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "+
+		"-c full_page_writes=off -c max_connections=400", port, dir)
+	if out, err := s.run("pg_ctl", "-D", s.DataDir, "-o", opts, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "60", "start"); err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pg_ctl start: %w: %s %s", err, out, log)
+	}
+	s.Config = pgtestdb.Config{
+		DriverName: "pgx",
+		Host:       "127.0.0.1",
+		Port:       strconv.Itoa(port),
+		User:       "postgres",
+		Database:   "postgres",
+		Options:    "sslmode=disable",
+	}
+	return s, nil
+}
+
+// Restart restarts a cluster this package started (pg_ctl restart -m fast), for fault tests.
+func (s *Server) Restart() error {
+	if s.DataDir == "" {
+		return errors.New("pgtest: the server was not started by this package")
+	}
+	out, err := s.run("pg_ctl", "-D", s.DataDir, "-m", "fast", "-w", "-t", "60", "restart")
+	if err != nil {
+		return fmt.Errorf("pg_ctl restart: %w: %s", err, out)
+	}
+	return nil
+}
+
+func (s *Server) stop() {
+	_, _ = s.run("pg_ctl", "-D", s.DataDir, "-m", "immediate", "-w", "stop")
+	os.RemoveAll(s.dir)
+}
+
+func (s *Server) run(name string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	path := filepath.Join(s.BinDir, name)
+	cmd := exec.CommandContext(ctx, path, args...)
+	if os.Geteuid() == 0 {
+		cmd = exec.CommandContext(ctx, "runuser", append([]string{"-u", "postgres", "--", path}, args...)...)
+	}
+	return cmd.CombinedOutput()
+}
+
+// binDir finds the PostgreSQL server binaries: on PATH, or Debian's versioned directory.
+func binDir() (string, error) {
+	if p, err := exec.LookPath("pg_ctl"); err == nil {
+		if _, err := exec.LookPath("initdb"); err == nil {
+			return filepath.Dir(p), nil
+		}
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
+	if len(matches) == 0 {
+		return "", errors.New("initdb and pg_ctl not found on PATH or in /usr/lib/postgresql/*/bin")
+	}
+	return filepath.Dir(matches[len(matches)-1]), nil
+}
+
+func chownToPostgres(dir string) error {
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return fmt.Errorf("running as root needs a postgres user to run the server: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return os.Chown(dir, uid, gid)
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}

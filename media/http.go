@@ -1,0 +1,156 @@
+package media
+
+import (
+	"errors"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/httpserver"
+)
+
+// AdminHandler serves /v1/admin/media.
+type AdminHandler struct {
+	Store *Store
+}
+
+// Register adds the admin media routes (/media…) to router, the /v1/admin group that
+// requires the admin role.
+func (h *AdminHandler) Register(router fiber.Router) {
+	router.Post("/media", h.create)
+	router.Patch("/media/:id", h.patch)
+	router.Get("/media/:id", h.get)
+}
+
+// MaxTitleRunes bounds a media title.
+const MaxTitleRunes = 500
+
+type createRequest struct {
+	Title      string     `json:"title"`
+	DurationMS int64      `json:"duration_ms"`
+	Visibility Visibility `json:"visibility"`
+	Status     Status     `json:"status"`
+	// OwnerID defaults to the calling admin.
+	OwnerID int64 `json:"owner_id"`
+}
+
+// create registers media that is already encoded elsewhere: READY unless told otherwise.
+func (h *AdminHandler) create(c *fiber.Ctx) error {
+	var req createRequest
+	if err := httpserver.DecodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	m := Media{
+		OwnerID:    req.OwnerID,
+		Title:      strings.TrimSpace(req.Title),
+		Status:     req.Status,
+		Visibility: req.Visibility,
+		DurationMS: req.DurationMS,
+	}
+	if m.OwnerID == 0 {
+		m.OwnerID = auth.From(c).MemberID
+	}
+	if m.Status == "" {
+		m.Status = StatusReady
+	}
+	if m.Visibility == "" {
+		m.Visibility = VisibilityPublic
+	}
+	if m.OwnerID <= 0 {
+		return apperr.Errorf(apperr.Unprocessable, "owner_id must be a positive member id")
+	}
+	if err := errors.Join(checkTitle(m.Title), checkStatus(m.Status), checkVisibility(m.Visibility), checkDuration(m.DurationMS)); err != nil {
+		return err
+	}
+	out, err := h.Store.Create(c.UserContext(), m)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(out)
+}
+
+func (h *AdminHandler) patch(c *fiber.Ctx) error {
+	id, err := httpserver.ParamID(c, "id")
+	if err != nil {
+		return err
+	}
+	var p Patch
+	if err := httpserver.DecodeJSON(c.Body(), &p); err != nil {
+		return err
+	}
+	if p.Title == nil && p.Status == nil && p.Visibility == nil && p.DurationMS == nil {
+		return apperr.Errorf(apperr.Unprocessable, "nothing to change: give title, status, visibility or duration_ms")
+	}
+	var errs []error
+	if p.Title != nil {
+		*p.Title = strings.TrimSpace(*p.Title)
+		errs = append(errs, checkTitle(*p.Title))
+	}
+	if p.Status != nil {
+		errs = append(errs, checkStatus(*p.Status))
+	}
+	if p.Visibility != nil {
+		errs = append(errs, checkVisibility(*p.Visibility))
+	}
+	if p.DurationMS != nil {
+		errs = append(errs, checkDuration(*p.DurationMS))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	out, err := h.Store.Update(c.UserContext(), id, p)
+	if err != nil {
+		return err
+	}
+	return c.JSON(out)
+}
+
+func (h *AdminHandler) get(c *fiber.Ctx) error {
+	id, err := httpserver.ParamID(c, "id")
+	if err != nil {
+		return err
+	}
+	m, err := h.Store.Get(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(m)
+}
+
+// The field checks return nil or an apperr.Unprocessable error. errors.Join of several keeps
+// the first one's code, which is what the client sees.
+
+func checkTitle(title string) error {
+	switch {
+	case title == "":
+		return apperr.Errorf(apperr.Unprocessable, "title is required")
+	case utf8.RuneCountInString(title) > MaxTitleRunes:
+		return apperr.Errorf(apperr.Unprocessable, "title is longer than %d characters", MaxTitleRunes)
+	}
+	return nil
+}
+
+func checkStatus(s Status) error {
+	if !s.Valid() {
+		return apperr.Errorf(apperr.Unprocessable, "status must be UPLOADED, PROCESSING, READY or FAILED")
+	}
+	return nil
+}
+
+func checkVisibility(v Visibility) error {
+	if !v.Valid() {
+		return apperr.Errorf(apperr.Unprocessable, "visibility must be PUBLIC or PRIVATE")
+	}
+	return nil
+}
+
+// checkDuration accepts 0: the duration is unknown (stored as NULL).
+func checkDuration(ms int64) error {
+	if ms < 0 {
+		return apperr.Errorf(apperr.Unprocessable, "duration_ms must not be negative")
+	}
+	return nil
+}

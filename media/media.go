@@ -1,0 +1,66 @@
+// Package media is the media catalogue: the media row, who may play it, and the admin routes
+// that register and change media. Every change notifies all nodes so their caches evict it.
+package media
+
+import (
+	"time"
+)
+
+// Status is where a media item is in its life.
+type Status string
+
+// The media statuses. Only READY media is playable.
+const (
+	StatusUploaded   Status = "UPLOADED"
+	StatusProcessing Status = "PROCESSING"
+	StatusReady      Status = "READY"
+	StatusFailed     Status = "FAILED"
+)
+
+// Visibility says who may play READY media.
+type Visibility string
+
+// The visibilities: PUBLIC media is playable by every member, PRIVATE only by its owner.
+const (
+	VisibilityPublic  Visibility = "PUBLIC"
+	VisibilityPrivate Visibility = "PRIVATE"
+)
+
+// Valid reports whether s is a known status.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusUploaded, StatusProcessing, StatusReady, StatusFailed:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether v is a known visibility.
+func (v Visibility) Valid() bool { return v == VisibilityPublic || v == VisibilityPrivate }
+
+// Media is one media item.
+type Media struct {
+	ID         int64      `json:"id"`
+	OwnerID    int64      `json:"owner_id"`
+	Title      string     `json:"title"`
+	Status     Status     `json:"status"`
+	Visibility Visibility `json:"visibility"`
+	// DurationMS is 0 when the duration is not known yet.
+	DurationMS int64     `json:"duration_ms,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+// Access is the part of a media row that decides who may play it: small, so that a cache of
+// many of them stays small.
+type Access struct {
+	OwnerID    int64
+	DurationMS int64
+	Status     Status
+	Visibility Visibility
+}
+
+// PlayableBy reports whether member may play the media: READY, and public or owned.
+func (a Access) PlayableBy(member int64) bool {
+	return a.Status == StatusReady && (a.Visibility == VisibilityPublic || a.OwnerID == member)
+}

@@ -1,0 +1,237 @@
+package playback
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/buffer"
+	"github.com/playhead/playhead/httpserver"
+	"github.com/playhead/playhead/media"
+)
+
+// Mode is how PUT writes a position.
+type Mode string
+
+// The write modes.
+const (
+	// ModeWriteBehind validates through the cache, buffers, and answers at once.
+	ModeWriteBehind Mode = "writebehind"
+	// ModeSync validates with a query and writes with a statement on the request path: the
+	// seed's design before write-behind, kept only as a benchmark baseline.
+	ModeSync Mode = "sync"
+)
+
+// Valid reports whether m is a known mode.
+func (m Mode) Valid() bool { return m == ModeWriteBehind || m == ModeSync }
+
+// AccessChecker decides whether a member may play a media item (cache.Cache, or
+// cache.Direct for the synchronous baseline).
+type AccessChecker interface {
+	Playable(ctx context.Context, member, mediaID int64) (media.Access, error)
+}
+
+// Handler serves /v1/playback.
+type Handler struct {
+	Store  *Store
+	Access AccessChecker
+	Buffer *buffer.Buffer[Key, Position]
+	Mode   Mode
+}
+
+// Register adds the playback routes (/playback…) to router, the authenticated /v1 group.
+func (h *Handler) Register(router fiber.Router) {
+	g := router.Group("/playback")
+	g.Get("/", h.list)
+	g.Post("/:mediaID", h.open)
+	g.Put("/:mediaID", h.put)
+	g.Get("/:mediaID", h.get)
+	g.Delete("/:mediaID", h.hide)
+}
+
+// now is the server receive time at PostgreSQL's precision.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+type positionResponse struct {
+	MediaID    int64     `json:"media_id"`
+	PositionMS int32     `json:"position_ms"`
+	EventTime  time.Time `json:"event_time"`
+}
+
+func (h *Handler) put(c *fiber.Ctx) error {
+	member := auth.From(c).MemberID
+	mediaID, err := httpserver.ParamID(c, "mediaID")
+	if err != nil {
+		return err
+	}
+	raw, err := ParsePosition(c.Body())
+	if err != nil {
+		return err
+	}
+	access, err := h.Access.Playable(c.UserContext(), member, mediaID)
+	if err != nil {
+		return err
+	}
+	pos, err := CheckRange(raw, access.DurationMS)
+	if err != nil {
+		return err
+	}
+	key, value := Key{Member: member, Media: mediaID}, Position{PositionMS: pos, EventTime: now()}
+	if h.Mode == ModeSync {
+		if err := h.Store.UpsertOne(c.UserContext(), key, value); err != nil {
+			return err
+		}
+		return c.SendStatus(fiber.StatusNoContent)
+	}
+	// A drop (buffer full) still answers 204: it is counted and logged, and the player
+	// reports again in 5 s. Only a closing buffer refuses, so the client retries elsewhere.
+	if _, err := h.Buffer.Offer(key, value); errors.Is(err, buffer.ErrClosed) {
+		return apperr.Errorf(apperr.Unavailable, "shutting down")
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+func (h *Handler) open(c *fiber.Ctx) error {
+	key, err := h.playableKey(c)
+	if err != nil {
+		return err
+	}
+	st, err := h.Store.Open(c.UserContext(), key, now())
+	if err != nil {
+		return err
+	}
+	pos := h.newest(key, st.Position)
+	return c.JSON(positionResponse{MediaID: key.Media, PositionMS: pos.PositionMS, EventTime: pos.EventTime})
+}
+
+func (h *Handler) get(c *fiber.Ctx) error {
+	key, err := h.playableKey(c)
+	if err != nil {
+		return err
+	}
+	st, found, err := h.Store.Get(c.UserContext(), key)
+	if err != nil {
+		return err
+	}
+	pending, isPending := h.pending(key)
+	if !found && !isPending {
+		return apperr.Errorf(apperr.NotFound, "no position for media %d", key.Media)
+	}
+	pos := st.Position
+	if isPending && (!found || Newer(pending, pos)) {
+		pos = pending
+	}
+	return c.JSON(positionResponse{MediaID: key.Media, PositionMS: pos.PositionMS, EventTime: pos.EventTime})
+}
+
+func (h *Handler) hide(c *fiber.Ctx) error {
+	key, err := h.playableKey(c)
+	if err != nil {
+		return err
+	}
+	pending, _ := h.pending(key)
+	if err := h.Store.Hide(c.UserContext(), key, pending, now()); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+type listResponse struct {
+	Items      []Item `json:"items"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// MaxListLimit bounds one page of the continue-watching list.
+const MaxListLimit = 100
+
+func (h *Handler) list(c *fiber.Ctx) error {
+	member := auth.From(c).MemberID
+	limit := 20
+	if raw := c.Query("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return apperr.Errorf(apperr.Invalid, "limit must be an integer from 1 to %d", MaxListLimit)
+		}
+		limit = n
+	}
+	var after *Cursor
+	if raw := c.Query("cursor"); raw != "" {
+		cur, err := DecodeCursor(raw)
+		if err != nil {
+			return err
+		}
+		after = &cur
+	}
+	items, next, err := h.Store.List(c.UserContext(), member, after, limit)
+	if err != nil {
+		return err
+	}
+	resp := listResponse{Items: items}
+	if resp.Items == nil {
+		resp.Items = []Item{}
+	}
+	if next != nil {
+		resp.NextCursor = EncodeCursor(*next)
+	}
+	return c.JSON(resp)
+}
+
+// playableKey reads the media id and checks the member may play it.
+func (h *Handler) playableKey(c *fiber.Ctx) (Key, error) {
+	member := auth.From(c).MemberID
+	mediaID, err := httpserver.ParamID(c, "mediaID")
+	if err != nil {
+		return Key{}, err
+	}
+	if _, err := h.Access.Playable(c.UserContext(), member, mediaID); err != nil {
+		return Key{}, err
+	}
+	return Key{Member: member, Media: mediaID}, nil
+}
+
+// pending returns this node's unflushed position for key: reads see their own writes.
+func (h *Handler) pending(key Key) (Position, bool) {
+	if h.Buffer == nil {
+		return Position{}, false
+	}
+	return h.Buffer.Pending(key)
+}
+
+func (h *Handler) newest(key Key, stored Position) Position {
+	if p, ok := h.pending(key); ok && Newer(p, stored) {
+		return p
+	}
+	return stored
+}
+
+// EncodeCursor makes an opaque page cursor.
+func EncodeCursor(c Cursor) string {
+	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d.%d", c.EventTime.UnixMicro(), c.MediaID))
+}
+
+// DecodeCursor reads a cursor made by EncodeCursor.
+func DecodeCursor(s string) (Cursor, error) {
+	bad := apperr.Errorf(apperr.Invalid, "cursor is not one this server issued")
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return Cursor{}, bad
+	}
+	micros, id, ok := strings.Cut(string(raw), ".")
+	if !ok {
+		return Cursor{}, bad
+	}
+	us, err1 := strconv.ParseInt(micros, 10, 64)
+	mediaID, err2 := strconv.ParseInt(id, 10, 64)
+	if err1 != nil || err2 != nil || mediaID <= 0 {
+		return Cursor{}, bad
+	}
+	return Cursor{EventTime: time.UnixMicro(us).UTC(), MediaID: mediaID}, nil
+}

@@ -1,0 +1,253 @@
+package playback_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/playhead/playhead/buffer"
+	"github.com/playhead/playhead/playback"
+)
+
+type positionBody struct {
+	MediaID    int64     `json:"media_id"`
+	PositionMS int32     `json:"position_ms"`
+	EventTime  time.Time `json:"event_time"`
+}
+
+func TestPlayback_PutThenGet(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	id := b.createMedia(t, map[string]any{"title": "film", "duration_ms": 600_000})
+	tok := token(t, 42, false)
+
+	status, body := b.do(t, http.MethodPost, fmt.Sprintf("/v1/playback/%d", id), tok, nil)
+	if status != http.StatusOK {
+		t.Fatalf("POST: %d %s", status, body)
+	}
+	for _, pos := range []int{5000, 10000, 15000} {
+		if status, body := b.do(t, http.MethodPut, fmt.Sprintf("/v1/playback/%d", id), tok, map[string]any{"position_ms": pos}); status != http.StatusNoContent {
+			t.Fatalf("PUT %d: %d %s", pos, status, body)
+		}
+	}
+	// Before any flush, this node's pending value wins over the database's 0.
+	status, body = b.do(t, http.MethodGet, fmt.Sprintf("/v1/playback/%d", id), tok, nil)
+	var got positionBody
+	if err := json.Unmarshal(body, &got); status != http.StatusOK || err != nil || got.PositionMS != 15000 {
+		t.Fatalf("GET before flush: %d %s", status, body)
+	}
+	b.flushNow(t)
+	if n := b.count(t, `SELECT count(*) FROM playback WHERE member_id = 42 AND media_id = $1 AND position_ms = 15000`, id); n != 1 {
+		t.Fatalf("stored rows with the newest position = %d, want 1", n)
+	}
+	// Reopening resumes from the stored position.
+	status, body = b.do(t, http.MethodPost, fmt.Sprintf("/v1/playback/%d", id), tok, nil)
+	if err := json.Unmarshal(body, &got); status != http.StatusOK || err != nil || got.PositionMS != 15000 {
+		t.Fatalf("POST after flush: %d %s", status, body)
+	}
+}
+
+func TestPlayback_BadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	public := b.createMedia(t, map[string]any{"title": "public", "duration_ms": 60_000})
+	private := b.createMedia(t, map[string]any{"title": "private", "duration_ms": 60_000, "visibility": "PRIVATE", "owner_id": 99})
+	noDuration := b.createMedia(t, map[string]any{"title": "live"})
+	processing := b.createMedia(t, map[string]any{"title": "encoding", "status": "PROCESSING"})
+	member := token(t, 7, false)
+	path := func(id int64) string { return fmt.Sprintf("/v1/playback/%d", id) }
+
+	expired, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "7", "exp": time.Now().Add(-time.Minute).Unix()}).SignedString(secret)
+	noExp, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "7"}).SignedString(secret)
+	forged, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "7", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte("another-secret-another-secret-another"))
+	hs512, _ := jwt.NewWithClaims(jwt.SigningMethodHS512, jwt.MapClaims{"sub": "7", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
+	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"sub": "7", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	badSubject, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
+
+	cases := []struct {
+		name   string
+		method string
+		path   string
+		token  string
+		body   any
+		status int
+	}{
+		{"MalformedJSON", http.MethodPut, path(public), member, `{"position_ms": 1`, 400},
+		{"NotAnObject", http.MethodPut, path(public), member, `[1,2]`, 400},
+		{"EmptyBody", http.MethodPut, path(public), member, ``, 400},
+		{"TrailingData", http.MethodPut, path(public), member, `{"position_ms": 1} {}`, 400},
+		{"MissingPosition", http.MethodPut, path(public), member, `{}`, 422},
+		{"NullPosition", http.MethodPut, path(public), member, `{"position_ms": null}`, 422},
+		{"NegativePosition", http.MethodPut, path(public), member, `{"position_ms": -1}`, 422},
+		{"FractionalPosition", http.MethodPut, path(public), member, `{"position_ms": 1.5}`, 422},
+		{"StringPosition", http.MethodPut, path(public), member, `{"position_ms": "1000"}`, 422},
+		{"OverDuration", http.MethodPut, path(public), member, `{"position_ms": 60001}`, 422},
+		{"Over24hWithoutDuration", http.MethodPut, path(noDuration), member, `{"position_ms": 86400001}`, 422},
+		{"NonNumericMediaID", http.MethodPut, "/v1/playback/abc", member, `{"position_ms": 1}`, 400},
+		{"ZeroMediaID", http.MethodPut, "/v1/playback/0", member, `{"position_ms": 1}`, 400},
+		{"UnknownMediaID", http.MethodPut, path(987654), member, `{"position_ms": 1}`, 404},
+		{"NotReadyMedia", http.MethodPut, path(processing), member, `{"position_ms": 1}`, 404},
+		{"OthersPrivateMedia", http.MethodPut, path(private), member, `{"position_ms": 1}`, 404},
+		{"OthersPrivateMediaOpen", http.MethodPost, path(private), member, nil, 404},
+		{"OversizeBody", http.MethodPut, path(public), member, `{"position_ms": 1, "pad": "` + strings.Repeat("x", 2000) + `"}`, 413},
+		{"OversizeBodyOverAppLimit", http.MethodPut, path(public), member, `{"pad": "` + strings.Repeat("x", 70<<10) + `"}`, 413},
+		{"MissingToken", http.MethodPut, path(public), "", `{"position_ms": 1}`, 401},
+		{"ExpiredToken", http.MethodPut, path(public), expired, `{"position_ms": 1}`, 401},
+		{"TokenWithoutExp", http.MethodPut, path(public), noExp, `{"position_ms": 1}`, 401},
+		{"ForgedToken", http.MethodPut, path(public), forged, `{"position_ms": 1}`, 401},
+		{"WrongAlgorithmHS512", http.MethodPut, path(public), hs512, `{"position_ms": 1}`, 401},
+		{"AlgorithmNone", http.MethodPut, path(public), none, `{"position_ms": 1}`, 401},
+		{"SubjectNotAMember", http.MethodPut, path(public), badSubject, `{"position_ms": 1}`, 401},
+		{"GarbageToken", http.MethodPut, path(public), "not.a.jwt", `{"position_ms": 1}`, 401},
+		{"NonAdminCreatesMedia", http.MethodPost, "/v1/admin/media", member, `{"title":"x"}`, 403},
+		{"NonAdminPatchesMedia", http.MethodPatch, fmt.Sprintf("/v1/admin/media/%d", public), member, `{"visibility":"PRIVATE"}`, 403},
+		{"AdminBadVisibility", http.MethodPost, "/v1/admin/media", b.admin, `{"title":"x","visibility":"SECRET"}`, 422},
+		{"AdminUnknownField", http.MethodPost, "/v1/admin/media", b.admin, `{"title":"x","colour":"red"}`, 400},
+		{"AdminEmptyPatch", http.MethodPatch, fmt.Sprintf("/v1/admin/media/%d", public), b.admin, `{}`, 422},
+		{"AdminPatchUnknownMedia", http.MethodPatch, "/v1/admin/media/987654", b.admin, `{"title":"y"}`, 404},
+		{"BadListLimit", http.MethodGet, "/v1/playback?limit=0", member, nil, 400},
+		{"BadListCursor", http.MethodGet, "/v1/playback?cursor=%%%", member, nil, 400},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := b.do(t, tc.method, tc.path, tc.token, tc.body)
+			if status != tc.status {
+				t.Fatalf("status = %d, want %d (body %s)", status, tc.status, body)
+			}
+			var e struct {
+				Error string `json:"error"`
+			}
+			if err := json.Unmarshal(body, &e); err != nil || e.Error == "" {
+				t.Fatalf("body %q is not a JSON error", body)
+			}
+		})
+	}
+	b.flushNow(t)
+	if n := b.count(t, `SELECT count(*) FROM playback`); n != 0 {
+		t.Fatalf("%d playback rows written by bad requests", n)
+	}
+	if n := b.count(t, `SELECT count(*) FROM media WHERE title IN ('x', 'y')`); n != 0 {
+		t.Fatalf("%d media rows written by bad requests", n)
+	}
+}
+
+// A full buffer behind a stuck flush still answers 204 at once, and counts the drop.
+func TestPlayback_DropStillAnswers204(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	b := setup(t, options{capacity: 2, flushBatch: 1, flush: func(context.Context, []buffer.Entry[playback.Key, playback.Position]) error {
+		<-release
+		return nil
+	}})
+	id := b.createMedia(t, map[string]any{"title": "film", "duration_ms": 600_000})
+	for member := int64(1); member <= 50; member++ {
+		if status, body := b.do(t, http.MethodPut, fmt.Sprintf("/v1/playback/%d", id), token(t, member, false), `{"position_ms": 1000}`); status != http.StatusNoContent {
+			t.Fatalf("PUT: %d %s", status, body)
+		}
+	}
+	close(release)
+	families, _ := b.reg.Gather()
+	var dropped float64
+	for _, f := range families {
+		if f.GetName() == "playhead_playback_buffer_dropped_total" {
+			dropped = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	// At most capacity (2) + the one batch the stuck flusher holds can be accepted.
+	if dropped < 47 {
+		t.Fatalf("dropped = %v, want at least 47 of 50", dropped)
+	}
+}
+
+func TestPlayback_ListPagesNewestFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	tok := token(t, 5, false)
+	var ids []int64
+	for i := range 5 {
+		ids = append(ids, b.createMedia(t, map[string]any{"title": fmt.Sprintf("film %d", i), "duration_ms": 600_000}))
+	}
+	hiddenID := b.createMedia(t, map[string]any{"title": "hidden", "duration_ms": 600_000})
+	for _, id := range append(ids, hiddenID) {
+		if status, body := b.do(t, http.MethodPut, fmt.Sprintf("/v1/playback/%d", id), tok, `{"position_ms": 1000}`); status != http.StatusNoContent {
+			t.Fatalf("PUT: %d %s", status, body)
+		}
+		time.Sleep(2 * time.Millisecond) // distinct event times
+	}
+	b.flushNow(t)
+	if status, body := b.do(t, http.MethodDelete, fmt.Sprintf("/v1/playback/%d", hiddenID), tok, nil); status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", status, body)
+	}
+	var seen []int64
+	cursor := ""
+	for page := 0; page < 5; page++ {
+		status, body := b.do(t, http.MethodGet, "/v1/playback?limit=2"+cursor, tok, nil)
+		if status != http.StatusOK {
+			t.Fatalf("GET list: %d %s", status, body)
+		}
+		var resp struct {
+			Items      []playback.Item `json:"items"`
+			NextCursor string          `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(body, &resp); err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range resp.Items {
+			seen = append(seen, it.MediaID)
+		}
+		if resp.NextCursor == "" {
+			break
+		}
+		cursor = "&cursor=" + resp.NextCursor
+	}
+	want := []int64{ids[4], ids[3], ids[2], ids[1], ids[0]}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("list = %v, want %v (newest first, hidden excluded)", seen, want)
+	}
+}
+
+// A position reported before a hide, but flushed after it, must not bring the row back.
+func TestPlayback_HideIsNotUndoneByOlderBufferedPosition(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	id := b.createMedia(t, map[string]any{"title": "film", "duration_ms": 600_000})
+	tok := token(t, 8, false)
+	if status, _ := b.do(t, http.MethodPost, fmt.Sprintf("/v1/playback/%d", id), tok, nil); status != http.StatusOK {
+		t.Fatal("POST failed")
+	}
+	if status, _ := b.do(t, http.MethodPut, fmt.Sprintf("/v1/playback/%d", id), tok, `{"position_ms": 9000}`); status != http.StatusNoContent {
+		t.Fatal("PUT failed")
+	}
+	if status, body := b.do(t, http.MethodDelete, fmt.Sprintf("/v1/playback/%d", id), tok, nil); status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", status, body)
+	}
+	b.flushNow(t) // the older PUT reaches the database after the hide
+	if n := b.count(t, `SELECT count(*) FROM playback WHERE member_id = 8 AND media_id = $1 AND hidden`, id); n != 1 {
+		t.Fatal("the row is not hidden after an older position was flushed")
+	}
+}
+
+// A media made private by an admin stops accepting other members' positions.
+func TestPlayback_AdminChangeTakesEffect(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	id := b.createMedia(t, map[string]any{"title": "film", "duration_ms": 600_000})
+	tok := token(t, 9, false)
+	if status, _ := b.do(t, http.MethodPut, fmt.Sprintf("/v1/playback/%d", id), tok, `{"position_ms": 1}`); status != http.StatusNoContent {
+		t.Fatal("PUT before the change failed")
+	}
+	if status, body := b.do(t, http.MethodPatch, fmt.Sprintf("/v1/admin/media/%d", id), b.admin, `{"visibility":"PRIVATE"}`); status != http.StatusOK {
+		t.Fatalf("PATCH: %d %s", status, body)
+	}
+	// This test has no listener, so it evicts by hand what a notification would.
+	b.cache.Evict(id)
+	if status, _ := b.do(t, http.MethodPut, fmt.Sprintf("/v1/playback/%d", id), tok, `{"position_ms": 2}`); status != http.StatusNotFound {
+		t.Fatalf("PUT after the media went private = %d, want 404", status)
+	}
+}

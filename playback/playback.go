@@ -1,0 +1,85 @@
+// Package playback is the continue-watching API: players report positions, which are
+// validated against the media cache, buffered, coalesced and written to PostgreSQL in one
+// bulk statement per batch (write-behind); and the reads that resume and list them.
+package playback
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/playhead/playhead/apperr"
+)
+
+// Key identifies one playback row.
+type Key struct {
+	Member, Media int64
+}
+
+// CompareKeys orders keys by member, then media: the order every flush takes row locks in.
+func CompareKeys(a, b Key) int {
+	return cmp.Or(cmp.Compare(a.Member, b.Member), cmp.Compare(a.Media, b.Media))
+}
+
+// Position is one reported playhead position.
+type Position struct {
+	PositionMS int32
+	// EventTime is when the server received the report, truncated to PostgreSQL's microsecond
+	// precision so a buffered value compares exactly like its stored copy.
+	EventTime time.Time
+}
+
+// Newer reports whether a was reported after b.
+func Newer(a, b Position) bool { return a.EventTime.After(b.EventTime) }
+
+// MaxPositionMS bounds positions of media whose duration is unknown: 24 hours.
+const MaxPositionMS = 24 * 60 * 60 * 1000
+
+// MaxBodyBytes bounds a position report's body. A real one is about 25 bytes.
+const MaxBodyBytes = 1024
+
+// ParsePosition reads a PUT body {"position_ms": <int>}. Malformed JSON is apperr.Invalid; a
+// missing, non-integer or negative position is apperr.Unprocessable. The upper bound depends
+// on the media and is checked by CheckRange.
+func ParsePosition(body []byte) (int64, error) {
+	if len(body) > MaxBodyBytes {
+		return 0, apperr.Errorf(apperr.TooLarge, "body over %d bytes", MaxBodyBytes)
+	}
+	var req struct {
+		PositionMS json.RawMessage `json:"position_ms"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&req); err != nil {
+		return 0, apperr.Errorf(apperr.Invalid, "malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return 0, apperr.Errorf(apperr.Invalid, "malformed JSON body: trailing data")
+	}
+	raw := req.PositionMS
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, apperr.Errorf(apperr.Unprocessable, "position_ms is required")
+	}
+	pos, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return 0, apperr.Errorf(apperr.Unprocessable, "position_ms must be an integer number of milliseconds")
+	}
+	if pos < 0 {
+		return 0, apperr.Errorf(apperr.Unprocessable, "position_ms must not be negative")
+	}
+	return pos, nil
+}
+
+// CheckRange checks pos against the media's duration (0 when unknown, then MaxPositionMS).
+func CheckRange(pos, durationMS int64) (int32, error) {
+	limit := int64(MaxPositionMS)
+	if durationMS > 0 {
+		limit = min(durationMS, math.MaxInt32)
+	}
+	if pos > limit {
+		return 0, apperr.Errorf(apperr.Unprocessable, "position_ms %d is past the end of the media (%d ms)", pos, limit)
+	}
+	return int32(pos), nil
+}

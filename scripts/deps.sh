@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what Playhead needs to run and test: PostgreSQL server binaries and ffmpeg.
+# As root it uses apt-get; otherwise it says exactly what to install and fails.
+set -euo pipefail
+
+missing=()
+have_pg() { command -v initdb >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; }
+have_pg || missing+=(postgresql)
+command -v ffmpeg >/dev/null 2>&1 || missing+=(ffmpeg)
+command -v ffprobe >/dev/null 2>&1 || missing+=(ffmpeg)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+pkgs=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "Playhead needs: $pkgs" >&2
+  echo "install them, e.g.: sudo apt-get install -y $pkgs" >&2
+  exit 1
+fi
+echo "installing: $pkgs" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
