@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"strconv"
 	"time"
@@ -111,7 +112,7 @@ func DecodeJSON(body []byte, v any) error {
 		}
 		return apperr.Errorf(apperr.Invalid, "malformed JSON body: %v", err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return apperr.Errorf(apperr.Invalid, "malformed JSON body: trailing data")
 	}
 	return nil

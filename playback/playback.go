@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"io"
 	"math"
 	"strconv"
 	"time"
@@ -55,7 +56,7 @@ func ParsePosition(body []byte) (int64, error) {
 	if err := dec.Decode(&req); err != nil {
 		return 0, apperr.Errorf(apperr.Invalid, "malformed JSON body: %v", err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return 0, apperr.Errorf(apperr.Invalid, "malformed JSON body: trailing data")
 	}
 	raw := req.PositionMS

@@ -1,0 +1,66 @@
+package auth_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/auth"
+)
+
+var secret = []byte("0123456789abcdef0123456789abcdef")
+
+func TestVerifier_Verify(t *testing.T) {
+	v, err := auth.NewVerifier(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := auth.Mint(secret, 42, true, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := v.Verify(good)
+	if err != nil || id.MemberID != 42 || !id.Admin {
+		t.Fatalf("Verify(minted) = %+v, %v", id, err)
+	}
+	member, _ := auth.Mint(secret, 7, false, time.Hour)
+	if id, err := v.Verify(member); err != nil || id.Admin {
+		t.Fatalf("Verify(member) = %+v, %v; want no admin role", id, err)
+	}
+
+	sign := func(method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
+		s, err := jwt.NewWithClaims(method, claims).SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	future := time.Now().Add(time.Hour).Unix()
+	bad := map[string]string{
+		"Expired":      sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "1", "exp": time.Now().Add(-time.Second).Unix()}),
+		"NoExp":        sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "1"}),
+		"OtherSecret":  sign(jwt.SigningMethodHS256, []byte("fedcba9876543210fedcba9876543210"), jwt.MapClaims{"sub": "1", "exp": future}),
+		"HS384":        sign(jwt.SigningMethodHS384, secret, jwt.MapClaims{"sub": "1", "exp": future}),
+		"None":         sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.MapClaims{"sub": "1", "exp": future}),
+		"SubNotNumber": sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "bob", "exp": future}),
+		"SubZero":      sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "0", "exp": future}),
+		"NoSub":        sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"exp": future}),
+		"Garbage":      "a.b.c",
+		"Empty":        "",
+	}
+	for name, tok := range bad {
+		t.Run(name, func(t *testing.T) {
+			if _, err := v.Verify(tok); apperr.CodeOf(err) != apperr.Unauthenticated {
+				t.Fatalf("Verify = %v, want unauthenticated", err)
+			}
+		})
+	}
+}
+
+func TestNewVerifier_RejectsShortSecret(t *testing.T) {
+	if _, err := auth.NewVerifier([]byte("short")); err == nil {
+		t.Fatal("a 5-byte secret was accepted")
+	}
+}
