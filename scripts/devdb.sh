@@ -7,7 +7,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dir="$root/.data/pg"
 port=${PLAYHEAD_DEV_PG_PORT:-54329}
 
-bindir=$(dirname "$(command -v initdb 2>/dev/null || ls /usr/lib/postgresql/*/bin/initdb | tail -n 1)")
+bindir=$(dirname "$(readlink -f "$(command -v initdb 2>/dev/null || ls /usr/lib/postgresql/*/bin/initdb | tail -n 1)")")
 as_pg() {
   if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }

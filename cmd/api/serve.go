@@ -150,7 +150,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("server stopped: %w", err)
 	}
 
-	logger.Info("stopping", "budget", cfg.ShutdownTimeout)
+	logger.Info("stopping", "budget", cfg.ShutdownTimeout.String())
 	health.SetDraining()
 	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
