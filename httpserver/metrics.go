@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -44,7 +45,9 @@ func (m *Metrics) middleware(c *fiber.Ctx) error {
 	if status == fiber.StatusNotFound && route == "/" && c.Path() != "/" {
 		route = "unmatched" // Fiber reports its catch-all for unknown paths
 	}
-	method := c.Method()
+	// Fiber's strings point into fasthttp's reused request buffer; a label value kept by
+	// Prometheus must be a copy, or the next request on the connection rewrites it.
+	method := strings.Clone(c.Method())
 	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
 	m.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
 	return err

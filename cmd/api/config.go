@@ -76,6 +76,7 @@ func (e *env) int(name string, def int) int {
 	n, err := strconv.Atoi(raw)
 	if err != nil {
 		e.errs = append(e.errs, fmt.Errorf("%s: %q is not an integer", name, raw))
+		return def // reported once, not again by the range checks
 	}
 	return n
 }
@@ -88,6 +89,7 @@ func (e *env) duration(name string, def time.Duration) time.Duration {
 	d, err := time.ParseDuration(raw)
 	if err != nil {
 		e.errs = append(e.errs, fmt.Errorf("%s: %q is not a duration (e.g. 5s, 250ms)", name, raw))
+		return def // reported once, not again by the range checks
 	}
 	return d
 }

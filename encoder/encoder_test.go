@@ -1,0 +1,113 @@
+package encoder_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/playhead/playhead/encoder"
+	"github.com/playhead/playhead/internal/testvideo"
+)
+
+func newEncoder(t *testing.T) *encoder.Encoder {
+	t.Helper()
+	e, err := encoder.New(encoder.Config{Preset: "ultrafast", SegmentSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestEncoder_Encode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		spec      testvideo.Spec
+		wantRungs []int
+	}{
+		{"WithAudio480", testvideo.Spec{Seconds: 3, Width: 640, Height: 480, Audio: true}, []int{480, 360, 240}},
+		{"SilentTiny", testvideo.Spec{Seconds: 2, Width: 160, Height: 120}, []int{120}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			input := testvideo.MP4(t, dir, tc.spec)
+			out := filepath.Join(dir, "out")
+			res, err := newEncoder(t).Encode(context.Background(), input, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var heights []int
+			for _, r := range res.Renditions {
+				heights = append(heights, r.Height)
+			}
+			if len(heights) != len(tc.wantRungs) {
+				t.Fatalf("renditions %v, want %v", heights, tc.wantRungs)
+			}
+			for i := range heights {
+				if heights[i] != tc.wantRungs[i] {
+					t.Fatalf("renditions %v, want %v", heights, tc.wantRungs)
+				}
+			}
+			if res.Probe.DurationMS < int64(tc.spec.Seconds)*1000-100 || res.Probe.HasAudio != tc.spec.Audio {
+				t.Fatalf("probe = %+v", res.Probe)
+			}
+			master, err := os.ReadFile(filepath.Join(out, res.Master))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Count(string(master), "#EXT-X-STREAM-INF"); got != len(tc.wantRungs) {
+				t.Fatalf("master lists %d variants, want %d:\n%s", got, len(tc.wantRungs), master)
+			}
+			// ffprobe must be able to read the master playlist end to end.
+			cmd := exec.Command("ffprobe", "-v", "error", "-show_entries", "stream=height", "-of", "csv=p=0", filepath.Join(out, res.Master))
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("ffprobe master: %v: %s", err, b)
+			}
+			if _, err := os.Stat(filepath.Join(out, res.Thumbnail)); err != nil {
+				t.Fatalf("thumbnail: %v", err)
+			}
+		})
+	}
+}
+
+func TestEncoder_NotVideo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "notes.mp4")
+	if err := os.WriteFile(junk, []byte("this is not a video, just text pretending"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := newEncoder(t).Encode(context.Background(), junk, filepath.Join(dir, "out"))
+	if !errors.Is(err, encoder.ErrNotVideo) {
+		t.Fatalf("Encode(text) = %v, want ErrNotVideo", err)
+	}
+}
+
+func TestEncoder_CancelKillsFFmpeg(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	input := testvideo.MP4(t, dir, testvideo.Spec{Seconds: 10, Width: 1280, Height: 720})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cause := errors.New("claim lost")
+	time.AfterFunc(300*time.Millisecond, func() { cancel(cause) }) // mid-encode
+	_, err := newEncoder(t).Encode(ctx, input, filepath.Join(dir, "out"))
+	if !errors.Is(err, cause) {
+		t.Fatalf("Encode with a cancelled context = %v, want the cancel cause", err)
+	}
+}
+
+func TestPlanLadder_NeverUpscales(t *testing.T) {
+	for h := 2; h <= 2200; h += 7 {
+		for _, r := range encoder.PlanLadder(h) {
+			if r.Height > h {
+				t.Fatalf("PlanLadder(%d) has a %dp rendition", h, r.Height)
+			}
+		}
+	}
+}

@@ -1,0 +1,159 @@
+// Package storage keeps media objects (uploads, HLS outputs, thumbnails) under string keys
+// such as "hls/42/<claim token>/master.m3u8". Local is the default backend: a directory.
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Store is an object store. Keys are slash-separated relative paths.
+type Store interface {
+	// Put streams r into key, replacing any object there, and returns the bytes written.
+	// A failed Put leaves no object behind.
+	Put(ctx context.Context, key string, r io.Reader) (int64, error)
+	// Open reads key. A missing key is an error wrapping fs.ErrNotExist.
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	// DeletePrefix removes every object under prefix ("hls/42/token/").
+	DeletePrefix(ctx context.Context, prefix string) error
+}
+
+// ErrBadKey is returned for keys that are empty, absolute or climb out with "..".
+var ErrBadKey = errors.New("storage: bad key")
+
+// CheckKey validates key.
+func CheckKey(key string) error {
+	if key == "" || strings.HasPrefix(key, "/") || path.Clean(key) != strings.TrimSuffix(key, "/") ||
+		key == ".." || strings.HasPrefix(key, "../") {
+		return fmt.Errorf("%w: %q", ErrBadKey, key)
+	}
+	return nil
+}
+
+// Local stores objects as files under a root directory.
+type Local struct {
+	root string
+}
+
+// NewLocal returns a Local rooted at dir, creating it if needed.
+func NewLocal(dir string) (*Local, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("storage dir: %w", err)
+	}
+	return &Local{root: abs}, nil
+}
+
+// Root is the directory objects live under, for serving them over HTTP.
+func (l *Local) Root() string { return l.root }
+
+func (l *Local) path(key string) (string, error) {
+	if err := CheckKey(key); err != nil {
+		return "", err
+	}
+	return filepath.Join(l.root, filepath.FromSlash(key)), nil
+}
+
+// Put writes to a temporary file beside the target and renames it into place, so readers
+// never see half an object and a failed write leaves nothing.
+func (l *Local) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
+	p, err := l.path(key)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return 0, fmt.Errorf("put %s: %w", key, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".put-*")
+	if err != nil {
+		return 0, fmt.Errorf("put %s: %w", key, err)
+	}
+	n, err := io.Copy(tmp, contextReader{ctx: ctx, r: r})
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), p)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return n, fmt.Errorf("put %s: %w", key, err)
+	}
+	return n, nil
+}
+
+// Open opens key for reading.
+func (l *Local) Open(_ context.Context, key string) (io.ReadCloser, error) {
+	p, err := l.path(key)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", key, err)
+	}
+	return f, nil
+}
+
+// DeletePrefix removes the directory of prefix. A missing prefix is not an error.
+func (l *Local) DeletePrefix(_ context.Context, prefix string) error {
+	p, err := l.path(prefix)
+	if err != nil {
+		return err
+	}
+	if p == l.root {
+		return fmt.Errorf("%w: refusing to delete the whole store", ErrBadKey)
+	}
+	if err := os.RemoveAll(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete %s: %w", prefix, err)
+	}
+	return nil
+}
+
+// contextReader stops a long copy when its context is cancelled.
+type contextReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c contextReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// PutFile uploads the local file at src to key.
+func PutFile(ctx context.Context, s Store, key, src string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = s.Put(ctx, key, f)
+	return err
+}
+
+// PutDir uploads every file under dir to prefix + its relative path.
+func PutDir(ctx context.Context, s Store, prefix, dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		return PutFile(ctx, s, path.Join(prefix, filepath.ToSlash(rel)), p)
+	})
+}
