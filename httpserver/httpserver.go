@@ -19,7 +19,8 @@ import (
 
 // Config configures the public app.
 type Config struct {
-	// BodyLimit is the largest request body read into memory, in bytes.
+	// BodyLimit is the largest request body LimitBody lets a handler read into memory, in
+	// bytes. Routes that stream (uploads) are registered before LimitBody and set their own.
 	BodyLimit int
 	// ReadTimeout, WriteTimeout and IdleTimeout bound slow clients.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
@@ -30,9 +31,15 @@ type Config struct {
 }
 
 // New returns the public Fiber app with Playhead's error handler and request metrics.
+//
+// Request bodies are streamed (fasthttp's StreamRequestBody), so an upload never sits in the
+// heap. That also means fasthttp no longer refuses large bodies by itself: every route that
+// reads a body must sit behind LimitBody or enforce its own limit.
 func New(cfg Config) *fiber.App {
 	app := fiber.New(fiber.Config{
-		BodyLimit:             cfg.BodyLimit,
+		BodyLimit:                    cfg.BodyLimit,
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
 		ReadTimeout:           cfg.ReadTimeout,
 		WriteTimeout:          cfg.WriteTimeout,
 		IdleTimeout:           cfg.IdleTimeout,
@@ -89,6 +96,30 @@ func describe(err error) (int, string) {
 		return fe.Code, fe.Message
 	}
 	return Status(apperr.CodeOf(err)), apperr.MessageOf(err)
+}
+
+// LimitBody refuses bodies over limit bytes with 413: by Content-Length before reading a byte,
+// and for chunked bodies while reading, so no handler behind it can be made to buffer more.
+func LimitBody(limit int) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		cl := c.Request().Header.ContentLength()
+		if cl > limit {
+			return apperr.Errorf(apperr.TooLarge, "body is %d bytes, the limit is %d", cl, limit)
+		}
+		if cl == -1 { // chunked: read at most limit+1 bytes to find out
+			if stream := c.Context().RequestBodyStream(); stream != nil {
+				b, err := io.ReadAll(io.LimitReader(stream, int64(limit)+1))
+				if err != nil {
+					return apperr.Errorf(apperr.Invalid, "reading body: %v", err)
+				}
+				if len(b) > limit {
+					return apperr.Errorf(apperr.TooLarge, "body is over the limit of %d bytes", limit)
+				}
+				c.Request().SetBodyRaw(b)
+			}
+		}
+		return c.Next()
+	}
 }
 
 // ParamID reads a positive integer path parameter.

@@ -154,3 +154,49 @@ func checkDuration(ms int64) error {
 	}
 	return nil
 }
+
+// Handler serves the member's view of media: GET /v1/media/{id}.
+type Handler struct {
+	Store *Store
+	// ObjectURL turns a storage key into the URL a player fetches it from.
+	ObjectURL func(key string) string
+}
+
+// Register adds the member media routes to router, the authenticated /v1 group.
+func (h *Handler) Register(router fiber.Router) {
+	router.Get("/media/:id", h.get)
+}
+
+// View is media as its viewer sees it: with playable URLs once READY.
+type View struct {
+	Media
+	HLSURL       string `json:"hls_url,omitempty"`
+	ThumbnailURL string `json:"thumbnail_url,omitempty"`
+}
+
+// get shows media the member owns (in any status) or public READY media; anything else is
+// indistinguishable from missing.
+func (h *Handler) get(c *fiber.Ctx) error {
+	id, err := httpserver.ParamID(c, "id")
+	if err != nil {
+		return err
+	}
+	m, err := h.Store.Get(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	member := auth.From(c).MemberID
+	if m.OwnerID != member && !(Access{Status: m.Status, Visibility: m.Visibility, OwnerID: m.OwnerID}).PlayableBy(member) {
+		return apperr.Errorf(apperr.NotFound, "media %d not found", id)
+	}
+	v := View{Media: m}
+	if m.Status == StatusReady {
+		if m.HLSKey != "" {
+			v.HLSURL = h.ObjectURL(m.HLSKey)
+		}
+		if m.ThumbnailKey != "" {
+			v.ThumbnailURL = h.ObjectURL(m.ThumbnailKey)
+		}
+	}
+	return c.JSON(v)
+}

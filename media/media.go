@@ -49,6 +49,11 @@ type Media struct {
 	DurationMS int64     `json:"duration_ms,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
+	// HLSKey and ThumbnailKey are storage keys of the encoded outputs, set when READY.
+	HLSKey       string `json:"-"`
+	ThumbnailKey string `json:"-"`
+	// FailureReason says why the media is FAILED.
+	FailureReason string `json:"failure_reason,omitempty"`
 }
 
 // Access is the part of a media row that decides who may play it: small, so that a cache of

@@ -20,11 +20,13 @@ type Store struct {
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-const mediaColumns = `id, owner_id, title, status, visibility, coalesce(duration_ms, 0), created_at, updated_at`
+const mediaColumns = `id, owner_id, title, status, visibility, coalesce(duration_ms, 0), created_at, updated_at,
+	coalesce(hls_key, ''), coalesce(thumbnail_key, ''), coalesce(failure_reason, '')`
 
 func scanMedia(row pgx.Row) (Media, error) {
 	var m Media
-	err := row.Scan(&m.ID, &m.OwnerID, &m.Title, &m.Status, &m.Visibility, &m.DurationMS, &m.CreatedAt, &m.UpdatedAt)
+	err := row.Scan(&m.ID, &m.OwnerID, &m.Title, &m.Status, &m.Visibility, &m.DurationMS, &m.CreatedAt, &m.UpdatedAt,
+		&m.HLSKey, &m.ThumbnailKey, &m.FailureReason)
 	return m, err
 }
 
@@ -123,4 +125,39 @@ func (s *Store) LookupAccess(ctx context.Context, id int64) (Access, bool, error
 		return Access{}, false, fmt.Errorf("look up media %d: %w", id, err)
 	}
 	return a, true, nil
+}
+
+// The writes below run inside the media pipeline's fenced job transactions, which have already
+// locked the owner and media rows. Each notifies every node's cache on commit.
+
+// MarkReady makes media id playable with its encoded outputs.
+func MarkReady(ctx context.Context, tx pgx.Tx, id int64, hlsKey, thumbnailKey string, durationMS int64) error {
+	_, err := tx.Exec(ctx, `
+		UPDATE media SET status = 'READY', hls_key = $2, thumbnail_key = $3, duration_ms = nullif($4::bigint, 0),
+		       failure_reason = NULL, updated_at = statement_timestamp()
+		WHERE id = $1`, id, hlsKey, thumbnailKey, durationMS)
+	if err != nil {
+		return fmt.Errorf("mark media %d ready: %w", id, err)
+	}
+	return NotifyChanged(ctx, tx, id)
+}
+
+// MarkFailed records that media id will never become playable, and why.
+func MarkFailed(ctx context.Context, tx pgx.Tx, id int64, reason string) error {
+	_, err := tx.Exec(ctx, `UPDATE media SET status = 'FAILED', failure_reason = $2, updated_at = statement_timestamp() WHERE id = $1`,
+		id, reason)
+	if err != nil {
+		return fmt.Errorf("mark media %d failed: %w", id, err)
+	}
+	return NotifyChanged(ctx, tx, id)
+}
+
+// SetStatus moves media id to status (PROCESSING when a job is retried, UPLOADED when an
+// import has fetched its file).
+func SetStatus(ctx context.Context, tx pgx.Tx, id int64, status Status) error {
+	_, err := tx.Exec(ctx, `UPDATE media SET status = $2, failure_reason = NULL, updated_at = statement_timestamp() WHERE id = $1`, id, status)
+	if err != nil {
+		return fmt.Errorf("set media %d status: %w", id, err)
+	}
+	return NotifyChanged(ctx, tx, id)
 }

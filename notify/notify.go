@@ -18,6 +18,10 @@ import (
 // cache evicts that id.
 const ChannelMediaChanged = "media_changed"
 
+// ChannelJobs carries a job kind whenever a job becomes claimable; idle workers wake at once
+// instead of waiting for their next poll.
+const ChannelJobs = "jobs_available"
+
 // Execer is what Send needs: a transaction, a connection or a pool.
 type Execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
@@ -77,6 +81,27 @@ func (h handler) HandleNotification(_ context.Context, n *pgconn.Notification, _
 func (h handler) HandleBacklog(context.Context, string, *pgx.Conn) error {
 	if h.onConnect != nil {
 		h.onConnect()
+	}
+	return nil
+}
+
+// The outbox kinds: what a member is told about their media.
+const (
+	OutboxMediaReady  = "media_ready"
+	OutboxMediaFailed = "media_failed"
+)
+
+// Outbox records a notification for member about media in the caller's transaction, so it is
+// sent exactly when the change it announces commits. A relay (outside this service) delivers
+// the rows.
+func Outbox(ctx context.Context, db Execer, member, media int64, kind string, payload map[string]any) error {
+	if payload == nil {
+		payload = map[string]any{}
+	}
+	_, err := db.Exec(ctx, `INSERT INTO notification_outbox (member_id, media_id, kind, payload) VALUES ($1, $2, $3, $4)`,
+		member, media, kind, payload)
+	if err != nil {
+		return fmt.Errorf("outbox %s: %w", kind, err)
 	}
 	return nil
 }

@@ -48,12 +48,44 @@ type Config struct {
 	MaxBodyBytes int
 	// LogLevel is debug, info, warn or error (PLAYHEAD_LOG_LEVEL). Default info.
 	LogLevel string
+
+	// NodeID names this process in job claims (PLAYHEAD_NODE_ID). Default hostname-pid.
+	NodeID string
+	// StorageDir is the local object store (PLAYHEAD_STORAGE_DIR). Default ./data/objects.
+	StorageDir string
+	// MaxUploadBytes bounds one upload (PLAYHEAD_MAX_UPLOAD_BYTES). Default 2 GiB.
+	MaxUploadBytes int64
+	// UploadTimeout is how long one upload may take to arrive (PLAYHEAD_UPLOAD_TIMEOUT). Default 1 h.
+	UploadTimeout time.Duration
+	// JobLease is a claimed job's lease; heartbeats extend it every third
+	// (PLAYHEAD_JOB_LEASE). Default 60 s.
+	JobLease time.Duration
+	// JobPollInterval is the workers' fallback poll (PLAYHEAD_JOB_POLL_INTERVAL). Default 1 s.
+	JobPollInterval time.Duration
+	// JobMaxAttempts is each job's attempt limit (PLAYHEAD_JOB_MAX_ATTEMPTS). Default 3.
+	JobMaxAttempts int
+	// JobRetryBase and JobRetryCap shape the full-jitter backoff between attempts
+	// (PLAYHEAD_JOB_RETRY_BASE, PLAYHEAD_JOB_RETRY_CAP). Defaults 5 s and 5 min.
+	JobRetryBase, JobRetryCap time.Duration
+	// EncodeConcurrency is how many encodes run at once on this node
+	// (PLAYHEAD_ENCODE_CONCURRENCY). Default 1.
+	EncodeConcurrency int
+	// EncodeTimeout bounds one ffmpeg HLS encode (PLAYHEAD_ENCODE_TIMEOUT). Default 30 min.
+	EncodeTimeout time.Duration
+	// EncodePreset is the x264 preset (PLAYHEAD_ENCODE_PRESET). Default veryfast.
+	EncodePreset string
+	// RetentionCompleted and RetentionDead are how long finished jobs are kept
+	// (PLAYHEAD_RETENTION_COMPLETED, PLAYHEAD_RETENTION_DEAD). Defaults 7 and 30 days.
+	RetentionCompleted, RetentionDead time.Duration
+	// RetentionInterval is how often a node tries to prune (PLAYHEAD_RETENTION_INTERVAL). Default 10 min.
+	RetentionInterval time.Duration
 }
 
 // roles a node can run.
 const (
-	roleAll = "all"
-	roleAPI = "api"
+	roleAll    = "all"
+	roleAPI    = "api"
+	roleWorker = "worker"
 )
 
 // env reads configuration variables, collecting every error so one start-up names them all.
@@ -121,9 +153,25 @@ func loadConfig(args []string) (Config, error) {
 		DBMaxConns:       e.int("PLAYHEAD_DB_MAX_CONNS", 0),
 		MaxBodyBytes:     e.int("PLAYHEAD_MAX_BODY_BYTES", 64<<10),
 		LogLevel:         e.str("PLAYHEAD_LOG_LEVEL", "info"),
+
+		NodeID:             e.str("PLAYHEAD_NODE_ID", defaultNodeID()),
+		StorageDir:         e.str("PLAYHEAD_STORAGE_DIR", "./data/objects"),
+		MaxUploadBytes:     int64(e.int("PLAYHEAD_MAX_UPLOAD_BYTES", 2<<30)),
+		UploadTimeout:      e.duration("PLAYHEAD_UPLOAD_TIMEOUT", time.Hour),
+		JobLease:           e.duration("PLAYHEAD_JOB_LEASE", 60*time.Second),
+		JobPollInterval:    e.duration("PLAYHEAD_JOB_POLL_INTERVAL", time.Second),
+		JobMaxAttempts:     e.int("PLAYHEAD_JOB_MAX_ATTEMPTS", 3),
+		JobRetryBase:       e.duration("PLAYHEAD_JOB_RETRY_BASE", 5*time.Second),
+		JobRetryCap:        e.duration("PLAYHEAD_JOB_RETRY_CAP", 5*time.Minute),
+		EncodeConcurrency:  e.int("PLAYHEAD_ENCODE_CONCURRENCY", 1),
+		EncodeTimeout:      e.duration("PLAYHEAD_ENCODE_TIMEOUT", 30*time.Minute),
+		EncodePreset:       e.str("PLAYHEAD_ENCODE_PRESET", "veryfast"),
+		RetentionCompleted: e.duration("PLAYHEAD_RETENTION_COMPLETED", 7*24*time.Hour),
+		RetentionDead:      e.duration("PLAYHEAD_RETENTION_DEAD", 30*24*time.Hour),
+		RetentionInterval:  e.duration("PLAYHEAD_RETENTION_INTERVAL", 10*time.Minute),
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.StringVar(&c.Role, "role", c.Role, "all or api (overrides PLAYHEAD_ROLE)")
+	fs.StringVar(&c.Role, "role", c.Role, "all, api or worker (overrides PLAYHEAD_ROLE)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -132,7 +180,7 @@ func loadConfig(args []string) (Config, error) {
 
 func (c Config) validate(e *env) error {
 	e.check(c.DatabaseURL != "", "DATABASE_URL is required (make run starts a local cluster and sets it)")
-	e.check(c.Role == roleAll || c.Role == roleAPI, "PLAYHEAD_ROLE: %q is not all or api (the worker role arrives with the media pipeline)", c.Role)
+	e.check(c.Role == roleAll || c.Role == roleAPI || c.Role == roleWorker, "PLAYHEAD_ROLE: %q is not all, api or worker", c.Role)
 	e.check(len(c.JWTSecret) >= auth.MinSecretBytes, "PLAYHEAD_JWT_SECRET: must be at least %d bytes (make run generates one)", auth.MinSecretBytes)
 	e.check(c.BufferCapacity > 0, "PLAYHEAD_BUFFER_CAPACITY: must be positive")
 	e.check(c.FlushBatch > 0, "PLAYHEAD_FLUSH_BATCH: must be positive")
@@ -144,7 +192,27 @@ func (c Config) validate(e *env) error {
 	e.check(c.ShutdownTimeout > 0, "PLAYHEAD_SHUTDOWN_TIMEOUT: must be positive")
 	e.check(c.DBMaxConns >= 0, "PLAYHEAD_DB_MAX_CONNS: must not be negative")
 	e.check(c.MaxBodyBytes >= playback.MaxBodyBytes, "PLAYHEAD_MAX_BODY_BYTES: must be at least %d", playback.MaxBodyBytes)
+	e.check(c.NodeID != "", "PLAYHEAD_NODE_ID: must not be empty")
+	e.check(c.StorageDir != "", "PLAYHEAD_STORAGE_DIR: must not be empty")
+	e.check(c.MaxUploadBytes > 0, "PLAYHEAD_MAX_UPLOAD_BYTES: must be positive")
+	e.check(c.UploadTimeout > 0, "PLAYHEAD_UPLOAD_TIMEOUT: must be positive")
+	e.check(c.JobLease >= 3*time.Millisecond, "PLAYHEAD_JOB_LEASE: must be at least 3ms (heartbeats run every third)")
+	e.check(c.JobPollInterval > 0, "PLAYHEAD_JOB_POLL_INTERVAL: must be positive")
+	e.check(c.JobMaxAttempts >= 1, "PLAYHEAD_JOB_MAX_ATTEMPTS: must be at least 1")
+	e.check(c.JobRetryBase > 0 && c.JobRetryCap >= c.JobRetryBase, "PLAYHEAD_JOB_RETRY_BASE/PLAYHEAD_JOB_RETRY_CAP: need 0 < base <= cap")
+	e.check(c.EncodeConcurrency >= 1, "PLAYHEAD_ENCODE_CONCURRENCY: must be at least 1")
+	e.check(c.EncodeTimeout > 0, "PLAYHEAD_ENCODE_TIMEOUT: must be positive")
+	e.check(c.RetentionCompleted > 0 && c.RetentionDead > 0 && c.RetentionInterval > 0,
+		"PLAYHEAD_RETENTION_COMPLETED/_DEAD/_INTERVAL: must be positive")
 	_, err := parseLogLevel(c.LogLevel)
 	e.check(err == nil, "PLAYHEAD_LOG_LEVEL: %q is not debug, info, warn or error", c.LogLevel)
 	return errors.Join(e.errs...)
+}
+
+func defaultNodeID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "node"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }

@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -18,10 +20,13 @@ import (
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/cache"
 	"github.com/playhead/playhead/dbpool"
+	"github.com/playhead/playhead/encodejobs"
+	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/notify"
 	"github.com/playhead/playhead/playback"
+	"github.com/playhead/playhead/storage"
 )
 
 func runServe(ctx context.Context, args []string) error {
@@ -37,111 +42,102 @@ func runServe(ctx context.Context, args []string) error {
 	return serve(ctx, cfg, logger)
 }
 
+// node is everything one process runs, so serve can stop the parts in order.
+type node struct {
+	cfg      Config
+	logger   *slog.Logger
+	reg      *prometheus.Registry
+	pool     *pgxpool.Pool
+	listener *notify.Listener
+	health   *httpserver.Health
+
+	app            *fiber.App                                      // nil on a worker
+	playbackBuffer *buffer.Buffer[playback.Key, playback.Position] // nil on a worker or in sync mode
+	mediaCache     *cache.Cache                                    // nil on a worker
+	worker         *encodejobs.Worker                              // nil on an api node
+	queue          *encodejobs.Queue
+}
+
 // serve runs the node until ctx is cancelled (SIGTERM or SIGINT), then stops in the design's
 // order: readiness fails, the HTTP server finishes in-flight requests, the playback buffer
-// drains and flushes, the listener and pool close. Every position answered 204 before the
-// signal is in the database when serve returns nil.
+// drains and flushes, workers give their claims back, the listener and pool close. Every
+// position answered 204 before the signal is in the database when serve returns nil.
 func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	n := &node{cfg: cfg, logger: logger, reg: prometheus.NewRegistry()}
+	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	pool, err := dbpool.Open(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns), reg)
+	maxConns := int32(cfg.DBMaxConns)
+	if maxConns == 0 && cfg.Role == roleWorker {
+		// A worker needs a connection per running job (heartbeats, finishes) and one to claim.
+		maxConns = int32(cfg.EncodeConcurrency + 2)
+	}
+	var err error
+	n.pool, err = dbpool.Open(ctx, cfg.DatabaseURL, maxConns, n.reg)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	if err := waitForDatabase(ctx, pool, logger); err != nil {
+	defer n.pool.Close()
+	if err := waitForDatabase(ctx, n.pool, logger); err != nil {
 		return err
 	}
 	if cfg.Role == roleAll {
-		if err := migrate(ctx, pool, func(msg string) { logger.Info(msg) }); err != nil {
+		if err := migrate(ctx, n.pool, func(msg string) { logger.Info(msg) }); err != nil {
+			return err
+		}
+	}
+	n.health = httpserver.NewHealth(n.pool.Ping)
+	n.listener = notify.NewListener(cfg.DatabaseURL, logger)
+	n.queue = encodejobs.NewQueue(n.pool, cfg.JobLease)
+	store, err := storage.NewLocal(cfg.StorageDir)
+	if err != nil {
+		return fmt.Errorf("PLAYHEAD_STORAGE_DIR: %w", err)
+	}
+	if cfg.Role != roleWorker {
+		if err := n.buildAPI(store); err != nil {
+			return err
+		}
+		defer n.mediaCache.Close()
+	}
+	if cfg.Role != roleAPI {
+		if err := n.buildWorker(store); err != nil {
 			return err
 		}
 	}
 
-	verifier, err := auth.NewVerifier([]byte(cfg.JWTSecret))
-	if err != nil {
-		return err
-	}
-	mediaStore := media.NewStore(pool)
-	mediaCache, err := cache.New(cache.Config{
-		MaxItems:    int64(cfg.CacheMaxItems),
-		TTL:         cfg.CacheTTL,
-		NegativeTTL: cfg.CacheNegativeTTL,
-		Load:        mediaStore.LookupAccess,
-		Registerer:  reg,
-	})
-	if err != nil {
-		return err
-	}
-	defer mediaCache.Close()
-
-	listenCtx, stopListening := context.WithCancel(context.Background())
-	listener := notify.NewListener(cfg.DatabaseURL, logger)
-	listener.Handle(notify.ChannelMediaChanged, mediaCache.EvictPayload, mediaCache.Clear)
+	background, stopBackground := context.WithCancel(context.Background())
 	listenDone := make(chan struct{})
 	go func() {
 		defer close(listenDone)
-		_ = listener.Run(listenCtx) // returns only when listenCtx is cancelled
+		_ = n.listener.Run(background) // returns only when background is cancelled
 	}()
-	defer func() { stopListening(); <-listenDone }()
-
-	playbackStore := playback.NewStore(pool)
-	playbackHandler := &playback.Handler{Store: playbackStore, Access: mediaCache, Mode: cfg.WriteMode}
-	var playbackBuffer *buffer.Buffer[playback.Key, playback.Position]
-	if cfg.WriteMode == playback.ModeSync {
-		playbackHandler.Access = cache.Direct(mediaStore.LookupAccess)
-	} else {
-		playbackBuffer, err = buffer.New(buffer.Config[playback.Key, playback.Position]{
-			Capacity:      cfg.BufferCapacity,
-			FlushBatch:    cfg.FlushBatch,
-			FlushInterval: cfg.FlushInterval,
-			Flush:         playbackStore.Flush,
-			Compare:       playback.CompareKeys,
-			Newer:         playback.Newer,
-			Metrics:       buffer.NewMetrics(reg, "playback"),
-			Logger:        logger,
-		})
-		if err != nil {
-			return err
-		}
-		playbackBuffer.Start()
-		playbackHandler.Buffer = playbackBuffer
+	defer func() { stopBackground(); <-listenDone }()
+	if n.worker != nil {
+		n.worker.Start()
+		go n.queue.RunRetention(background, cfg.RetentionInterval, cfg.RetentionCompleted, cfg.RetentionDead, logger)
 	}
 
-	health := httpserver.NewHealth(pool.Ping)
-	app := httpserver.New(httpserver.Config{
-		BodyLimit:    cfg.MaxBodyBytes,
-		ReadTimeout:  10 * time.Second,
-		WriteTimeout: 30 * time.Second,
-		IdleTimeout:  60 * time.Second,
-		Logger:       logger,
-		Metrics:      httpserver.NewMetrics(reg),
-	})
-	health.Register(app)
-	api := app.Group("/v1", verifier.Middleware())
-	playbackHandler.Register(api)
-	(&media.AdminHandler{Store: mediaStore}).Register(api.Group("/admin", auth.RequireAdmin))
-
-	// Listen before serving, so a busy port is an error at start-up, not a log line later.
-	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("PLAYHEAD_HTTP_ADDR: %w", err)
+	serveErr := make(chan error, 2)
+	var httpAddr string
+	if n.app != nil {
+		// Listen before serving, so a busy port is an error at start-up, not a log line later.
+		ln, err := net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("PLAYHEAD_HTTP_ADDR: %w", err)
+		}
+		httpAddr = ln.Addr().String()
+		go func() { serveErr <- n.app.Listener(ln) }()
 	}
 	metricsLn, err := net.Listen("tcp", cfg.MetricsAddr)
 	if err != nil {
-		httpLn.Close()
 		return fmt.Errorf("PLAYHEAD_METRICS_ADDR: %w", err)
 	}
-	metricsSrv := &http.Server{Handler: health.MetricsHandler(reg), ReadHeaderTimeout: 5 * time.Second}
-	serveErr := make(chan error, 2)
-	go func() { serveErr <- app.Listener(httpLn) }()
+	metricsSrv := &http.Server{Handler: n.health.MetricsHandler(n.reg), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := metricsSrv.Serve(metricsLn); !errors.Is(err, http.ErrServerClosed) {
 			serveErr <- err
 		}
 	}()
-	logger.Info("serving", "role", cfg.Role, "http", httpLn.Addr().String(), "metrics", metricsLn.Addr().String(),
+	logger.Info("serving", "role", cfg.Role, "node", cfg.NodeID, "http", httpAddr, "metrics", metricsLn.Addr().String(),
 		"write_mode", cfg.WriteMode)
 
 	select {
@@ -149,18 +145,28 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	case err := <-serveErr:
 		return fmt.Errorf("server stopped: %w", err)
 	}
+	return n.stop(metricsSrv)
+}
 
-	logger.Info("stopping", "budget", cfg.ShutdownTimeout.String())
-	health.SetDraining()
-	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+func (n *node) stop(metricsSrv *http.Server) error {
+	n.logger.Info("stopping", "budget", n.cfg.ShutdownTimeout.String())
+	n.health.SetDraining()
+	stopCtx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
 	var errs []error
-	if err := app.ShutdownWithContext(stopCtx); err != nil {
-		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	if n.app != nil {
+		if err := n.app.ShutdownWithContext(stopCtx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
 	}
-	if playbackBuffer != nil {
-		if err := playbackBuffer.Close(stopCtx); err != nil {
+	if n.playbackBuffer != nil {
+		if err := n.playbackBuffer.Close(stopCtx); err != nil {
 			errs = append(errs, fmt.Errorf("playback buffer drain: %w", err))
+		}
+	}
+	if n.worker != nil {
+		if err := n.worker.Stop(stopCtx); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := metricsSrv.Shutdown(stopCtx); err != nil {
@@ -169,7 +175,105 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	logger.Info("stopped cleanly")
+	n.logger.Info("stopped cleanly")
+	return nil
+}
+
+// objectsPath is where the public app serves encoded outputs (HLS and thumbnails) from local
+// storage. Uploaded sources are never served.
+const objectsPath = "/objects/"
+
+// buildAPI builds the public app: playback, media, uploads and admin routes.
+func (n *node) buildAPI(store *storage.Local) error {
+	cfg := n.cfg
+	verifier, err := auth.NewVerifier([]byte(cfg.JWTSecret))
+	if err != nil {
+		return err
+	}
+	mediaStore := media.NewStore(n.pool)
+	n.mediaCache, err = cache.New(cache.Config{
+		MaxItems:    int64(cfg.CacheMaxItems),
+		TTL:         cfg.CacheTTL,
+		NegativeTTL: cfg.CacheNegativeTTL,
+		Load:        mediaStore.LookupAccess,
+		Registerer:  n.reg,
+	})
+	if err != nil {
+		return err
+	}
+	n.listener.Handle(notify.ChannelMediaChanged, n.mediaCache.EvictPayload, n.mediaCache.Clear)
+
+	playbackStore := playback.NewStore(n.pool)
+	playbackHandler := &playback.Handler{Store: playbackStore, Access: n.mediaCache, Mode: cfg.WriteMode}
+	if cfg.WriteMode == playback.ModeSync {
+		playbackHandler.Access = cache.Direct(mediaStore.LookupAccess)
+	} else {
+		n.playbackBuffer, err = buffer.New(buffer.Config[playback.Key, playback.Position]{
+			Capacity:      cfg.BufferCapacity,
+			FlushBatch:    cfg.FlushBatch,
+			FlushInterval: cfg.FlushInterval,
+			Flush:         playbackStore.Flush,
+			Compare:       playback.CompareKeys,
+			Newer:         playback.Newer,
+			Metrics:       buffer.NewMetrics(n.reg, "playback"),
+			Logger:        n.logger,
+		})
+		if err != nil {
+			return err
+		}
+		n.playbackBuffer.Start()
+		playbackHandler.Buffer = n.playbackBuffer
+	}
+
+	app := httpserver.New(httpserver.Config{
+		BodyLimit:    cfg.MaxBodyBytes,
+		ReadTimeout:  10 * time.Second,
+		WriteTimeout: 30 * time.Second,
+		IdleTimeout:  60 * time.Second,
+		Logger:       n.logger,
+		Metrics:      httpserver.NewMetrics(n.reg),
+	})
+	n.health.Register(app)
+	app.Static(objectsPath+"hls", store.Root()+"/hls", fiber.Static{Browse: false})
+	// The upload streams its body and enforces its own limit, so it is registered before the
+	// group whose LimitBody would read the body into memory.
+	upload := &encodejobs.UploadHandler{Pool: n.pool, Store: store, MaxBytes: cfg.MaxUploadBytes,
+		Timeout: cfg.UploadTimeout, MaxAttempts: cfg.JobMaxAttempts}
+	upload.Register(app, verifier.Middleware())
+	api := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
+	playbackHandler.Register(api)
+	(&media.Handler{Store: mediaStore, ObjectURL: objectURL}).Register(api)
+	admin := api.Group("/admin", auth.RequireAdmin)
+	(&media.AdminHandler{Store: mediaStore}).Register(admin)
+	(&encodejobs.AdminHandler{Queue: n.queue}).Register(admin)
+	n.app = app
+	return nil
+}
+
+func objectURL(key string) string { return objectsPath + strings.TrimPrefix(key, "/") }
+
+// buildWorker builds the encode worker and hooks it to job notifications.
+func (n *node) buildWorker(store storage.Store) error {
+	cfg := n.cfg
+	enc, err := encoder.New(encoder.Config{EncodeTimeout: cfg.EncodeTimeout, Preset: cfg.EncodePreset})
+	if err != nil {
+		return err
+	}
+	encode := &encodejobs.Encode{Pool: n.pool, Store: store, Encoder: enc}
+	n.worker, err = encodejobs.NewWorker(n.queue, encodejobs.WorkerConfig{
+		Node:         cfg.NodeID,
+		Concurrency:  cfg.EncodeConcurrency,
+		Lease:        cfg.JobLease,
+		PollInterval: cfg.JobPollInterval,
+		RetryBase:    cfg.JobRetryBase,
+		RetryCap:     cfg.JobRetryCap,
+		Logger:       n.logger,
+		Metrics:      encodejobs.NewMetrics(n.reg, n.pool),
+	}, encode.Kind())
+	if err != nil {
+		return err
+	}
+	n.listener.Handle(notify.ChannelJobs, func(string) { n.worker.Wake() }, n.worker.Wake)
 	return nil
 }
 

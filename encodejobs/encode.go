@@ -1,0 +1,116 @@
+package encodejobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/playhead/playhead/encoder"
+	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/notify"
+	"github.com/playhead/playhead/storage"
+)
+
+// KindEncode is the job that turns an uploaded source into HLS.
+const KindEncode = "encode"
+
+// Encode runs encode jobs: fetch the media's source from storage, encode it into a scratch
+// directory, upload the outputs under a prefix unique to the claim, and make the media READY
+// in the fenced completion.
+type Encode struct {
+	Pool    *pgxpool.Pool
+	Store   storage.Store
+	Encoder *encoder.Encoder
+	// ScratchDir holds each encode's temporary files; the system's temp dir when empty.
+	ScratchDir string
+}
+
+// Kind returns the encode job kind for a Worker.
+func (e *Encode) Kind() Kind {
+	return Kind{Name: KindEncode, Run: e.run, Fail: FailMedia}
+}
+
+// OutputPrefix is where one claim's outputs go. The claim token makes it unique, so a worker
+// that lost its claim can never overwrite the files of the one that won.
+func OutputPrefix(mediaID int64, claimToken string) string {
+	return fmt.Sprintf("hls/%d/%s/", mediaID, claimToken)
+}
+
+func (e *Encode) run(ctx context.Context, j Job) (Result, error) {
+	var sourceKey *string
+	if err := e.Pool.QueryRow(ctx, `SELECT source_key FROM media WHERE id = $1`, j.MediaID).Scan(&sourceKey); err != nil {
+		return Result{}, fmt.Errorf("read media %d: %w", j.MediaID, err)
+	}
+	if sourceKey == nil {
+		return Result{}, Permanent(errors.New("media has no uploaded source"))
+	}
+	scratch, err := os.MkdirTemp(e.ScratchDir, "playhead-encode-*")
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(scratch)
+
+	src := filepath.Join(scratch, "source")
+	if err := e.fetch(ctx, *sourceKey, src); err != nil {
+		return Result{}, err
+	}
+	outDir := filepath.Join(scratch, "out")
+	out, err := e.Encoder.Encode(ctx, src, outDir)
+	if errors.Is(err, encoder.ErrNotVideo) {
+		return Result{}, Permanent(err)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+
+	prefix := OutputPrefix(j.MediaID, j.ClaimToken)
+	discard := func(ctx context.Context) { _ = e.Store.DeletePrefix(ctx, prefix) }
+	if err := storage.PutDir(ctx, e.Store, prefix, outDir); err != nil {
+		discard(context.WithoutCancel(ctx))
+		return Result{}, fmt.Errorf("store outputs: %w", err)
+	}
+	return Result{
+		Commit: func(ctx context.Context, tx pgx.Tx, owner int64) error {
+			if err := media.MarkReady(ctx, tx, j.MediaID, prefix+out.Master, prefix+out.Thumbnail, out.Probe.DurationMS); err != nil {
+				return err
+			}
+			return notify.Outbox(ctx, tx, owner, j.MediaID, notify.OutboxMediaReady, map[string]any{"job_id": j.ID})
+		},
+		Discard: discard,
+	}, nil
+}
+
+func (e *Encode) fetch(ctx context.Context, key, dst string) error {
+	r, err := e.Store.Open(ctx, key)
+	if err != nil {
+		return fmt.Errorf("fetch source: %w", err)
+	}
+	defer r.Close()
+	f, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fetch source: %w", err)
+	}
+	return nil
+}
+
+// FailMedia is the DeadFunc of media jobs: the media is FAILED with the reason, and its owner
+// gets one notification, in the transaction that marks the job DEAD.
+func FailMedia(ctx context.Context, tx pgx.Tx, j Job, owner int64, reason string) error {
+	if err := media.MarkFailed(ctx, tx, j.MediaID, reason); err != nil {
+		return err
+	}
+	return notify.Outbox(ctx, tx, owner, j.MediaID, notify.OutboxMediaFailed, map[string]any{"job_id": j.ID, "reason": reason})
+}
