@@ -124,11 +124,15 @@ func (h *UploadHandler) readForm(ctx context.Context, mr *multipart.Reader, form
 				form.title = strings.TrimSuffix(part.FileName(), filepath.Ext(part.FileName()))
 			}
 			form.sourceKey = "uploads/" + randomID() + "/source"
-			n, err := h.Store.Put(ctx, form.sourceKey, part)
-			if err != nil {
-				if errors.Is(err, errTooLarge) {
-					return err
-				}
+			src := &recordingReader{r: part}
+			n, err := h.Store.Put(ctx, form.sourceKey, src)
+			switch {
+			case errors.Is(src.err, errTooLarge):
+				return src.err
+			case src.err != nil:
+				// The client's body broke off or is not valid multipart: its fault, not ours.
+				return apperr.Errorf(apperr.Invalid, "reading the uploaded file: %v", src.err)
+			case err != nil:
 				return fmt.Errorf("store upload: %w", err)
 			}
 			form.size = n
@@ -208,6 +212,21 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	l.left -= int64(n)
 	if l.left < 0 {
 		return n, errTooLarge
+	}
+	return n, err
+}
+
+// recordingReader remembers the first read error other than io.EOF, so a failed Put can be
+// told apart: the client's body failed, or storage did.
+type recordingReader struct {
+	r   io.Reader
+	err error
+}
+
+func (r *recordingReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && r.err == nil {
+		r.err = err
 	}
 	return n, err
 }

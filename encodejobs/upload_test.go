@@ -1,0 +1,274 @@
+package encodejobs_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/encodejobs"
+	"github.com/playhead/playhead/httpserver"
+	"github.com/playhead/playhead/storage"
+)
+
+var secret = []byte("upload-test-secret-upload-test-secret")
+
+type uploadServer struct {
+	*bundle
+	url     string
+	storage string
+	token   string
+}
+
+func startUploadServer(t *testing.T, maxBytes int64) *uploadServer {
+	t.Helper()
+	b := setup(t, time.Minute)
+	dir := t.TempDir()
+	store, err := storage.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := auth.NewVerifier(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := httpserver.New(httpserver.Config{BodyLimit: 64 << 10})
+	(&encodejobs.UploadHandler{Pool: b.pool, Store: store, MaxBytes: maxBytes, Timeout: time.Minute, MaxAttempts: 3}).
+		Register(app, verifier.Middleware())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = app.Listener(ln) }()
+	t.Cleanup(func() { _ = app.Shutdown() })
+	tok, err := auth.Mint(secret, 11, false, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &uploadServer{bundle: b, url: "http://" + ln.Addr().String() + "/v1/media", storage: dir, token: tok}
+}
+
+// post sends body with contentType; size -1 sends it chunked.
+func (s *uploadServer) post(t *testing.T, contentType string, body io.Reader, size int64) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = size
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+// multipartBody builds a small form in memory.
+func multipartBody(t *testing.T, fields map[string]string, file []byte) (string, *bytes.Buffer) {
+	t.Helper()
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	for k, v := range fields {
+		_ = w.WriteField(k, v)
+	}
+	if file != nil {
+		fw, _ := w.CreateFormFile("file", "clip.mp4")
+		_, _ = fw.Write(file)
+	}
+	_ = w.Close()
+	return w.FormDataContentType(), &buf
+}
+
+// storedObjects counts files under the storage dir.
+func storedObjects(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+func TestUpload_BadInput(t *testing.T) {
+	t.Parallel()
+	s := startUploadServer(t, 1<<20)
+	big := bytes.Repeat([]byte("x"), 2<<20)
+	cases := []struct {
+		name   string
+		build  func() (string, io.Reader, int64)
+		status int
+	}{
+		{"NotMultipart", func() (string, io.Reader, int64) {
+			return "application/json", strings.NewReader(`{"file":"x"}`), 12
+		}, 400},
+		{"NoFile", func() (string, io.Reader, int64) {
+			ct, b := multipartBody(t, map[string]string{"title": "t"}, nil)
+			return ct, b, int64(b.Len())
+		}, 422},
+		{"EmptyFile", func() (string, io.Reader, int64) {
+			ct, b := multipartBody(t, nil, []byte{})
+			return ct, b, int64(b.Len())
+		}, 422},
+		{"UnknownField", func() (string, io.Reader, int64) {
+			ct, b := multipartBody(t, map[string]string{"colour": "red"}, []byte("abc"))
+			return ct, b, int64(b.Len())
+		}, 400},
+		{"BadVisibility", func() (string, io.Reader, int64) {
+			ct, b := multipartBody(t, map[string]string{"visibility": "FRIENDS"}, []byte("abc"))
+			return ct, b, int64(b.Len())
+		}, 422},
+		{"OverLimitByContentLength", func() (string, io.Reader, int64) {
+			ct, b := multipartBody(t, nil, big)
+			return ct, b, int64(b.Len())
+		}, 413},
+		{"OverLimitChunked", func() (string, io.Reader, int64) {
+			ct, b := multipartBody(t, nil, big)
+			return ct, b, -1
+		}, 413},
+		{"Truncated", func() (string, io.Reader, int64) {
+			ct, b := multipartBody(t, nil, []byte("some bytes"))
+			cut := b.Bytes()[:b.Len()-20]
+			return ct, bytes.NewReader(cut), int64(len(cut))
+		}, 400},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ct, body, size := tc.build()
+			status, out := s.post(t, ct, body, size)
+			if status != tc.status {
+				t.Fatalf("status = %d, want %d (%s)", status, tc.status, out)
+			}
+			var e struct{ Error string }
+			if json.Unmarshal(out, &e) != nil || e.Error == "" {
+				t.Fatalf("body %q is not a JSON error", out)
+			}
+		})
+	}
+	if n := s.count(t, `SELECT count(*) FROM media`); n != 0 {
+		t.Fatalf("%d media rows from bad uploads", n)
+	}
+	if n := s.count(t, `SELECT count(*) FROM jobs`); n != 0 {
+		t.Fatalf("%d jobs from bad uploads", n)
+	}
+	if n := storedObjects(t, s.storage); n != 0 {
+		t.Fatalf("%d stored objects left behind by bad uploads", n)
+	}
+}
+
+func TestUpload_CreatesMediaAndJobTogether(t *testing.T) {
+	t.Parallel()
+	s := startUploadServer(t, 1<<20)
+	ct, body := multipartBody(t, map[string]string{"title": "Holiday", "visibility": "public"}, []byte("fake video bytes"))
+	status, out := s.post(t, ct, body, int64(body.Len()))
+	if status != http.StatusAccepted {
+		t.Fatalf("upload: %d %s", status, out)
+	}
+	var resp struct {
+		ID     int64
+		Status string
+	}
+	if err := json.Unmarshal(out, &resp); err != nil || resp.ID == 0 || resp.Status != "PROCESSING" {
+		t.Fatalf("response %s", out)
+	}
+	if n := s.count(t, `SELECT count(*) FROM media WHERE id = $1 AND owner_id = 11 AND title = 'Holiday' AND visibility = 'PUBLIC' AND status = 'PROCESSING'`, resp.ID); n != 1 {
+		t.Fatal("media row not as uploaded")
+	}
+	if n := s.count(t, `SELECT count(*) FROM jobs WHERE media_id = $1 AND kind = 'encode' AND status = 'PENDING'`, resp.ID); n != 1 {
+		t.Fatal("no pending encode job for the upload")
+	}
+	var key string
+	if err := s.pool.QueryRow(t.Context(), `SELECT source_key FROM media WHERE id = $1`, resp.ID).Scan(&key); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(s.storage, filepath.FromSlash(key)))
+	if err != nil || string(got) != "fake video bytes" {
+		t.Fatalf("stored source = %q, %v", got, err)
+	}
+}
+
+// A 256 MiB upload, streamed chunked from a generator, raises the Go heap by less than 32 MiB:
+// the body goes from the socket to the file in small buffers.
+func TestUpload_256MiBKeepsTheHeapFlat(t *testing.T) {
+	s := startUploadServer(t, 1<<30)
+	const size = 256 << 20
+
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	heap := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	runtime.GC()
+	baseline := heap()
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		ticker := time.NewTicker(2 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ticker.C:
+				if h := heap(); h > peak.Load() {
+					peak.Store(h)
+				}
+			}
+		}
+	})
+
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		fw, err := mw.CreateFormFile("file", "big.bin")
+		if err != nil {
+			pw.CloseWithError(err)
+			return
+		}
+		chunk := bytes.Repeat([]byte{0xAB}, 64<<10)
+		for written := 0; written < size; written += len(chunk) {
+			if _, err := fw.Write(chunk); err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+		}
+		pw.CloseWithError(mw.Close())
+	}()
+	status, out := s.post(t, mw.FormDataContentType(), pr, -1)
+	close(stop)
+	wg.Wait()
+	if status != http.StatusAccepted {
+		t.Fatalf("upload: %d %s", status, out)
+	}
+	var key string
+	if err := s.pool.QueryRow(t.Context(), `SELECT source_key FROM media`).Scan(&key); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(filepath.Join(s.storage, filepath.FromSlash(key)))
+	if err != nil || info.Size() != size {
+		t.Fatalf("stored %v bytes (%v), want %d", info.Size(), err, size)
+	}
+	growth := int64(peak.Load()) - int64(baseline)
+	t.Logf("heap: baseline %d MiB, peak %d MiB, growth %.1f MiB for a %d MiB upload",
+		baseline>>20, peak.Load()>>20, float64(growth)/(1<<20), size>>20)
+	if growth >= 32<<20 {
+		t.Fatalf("the heap grew by %s during a 256 MiB upload, want < 32 MiB", fmt.Sprintf("%.1f MiB", float64(growth)/(1<<20)))
+	}
+}
