@@ -1,0 +1,243 @@
+package playback_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/playhead/playhead/buffer"
+	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/playback"
+)
+
+// The statements below are copies of the production upsert (playback/store.go: upsertOneSQL
+// and the ON CONFLICT clause of flushSQL), because those constants are unexported. Keep the
+// guard identical so that every technique does the same work.
+
+const benchUpsertOneSQL = `
+INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (member_id, media_id) DO UPDATE
+SET position_ms = excluded.position_ms,
+    event_time  = excluded.event_time,
+    updated_at  = excluded.updated_at,
+    hidden      = false
+WHERE p.event_time < excluded.event_time`
+
+// benchStageColumns are the columns COPY writes into the staging table.
+var benchStageColumns = []string{"member_id", "media_id", "position_ms", "event_time"}
+
+// benchMergeSQL moves a staging table into playback with flushSQL's conflict clause. Rows leave
+// a freshly filled staging table in the order COPY wrote them (sorted), as rows leave unnest in
+// array order; neither is promised by SQL, and an ORDER BY would add a sort.
+const benchMergeSQL = `
+INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at)
+SELECT s.member_id, s.media_id, s.position_ms, s.event_time, $1
+FROM %s AS s
+ON CONFLICT (member_id, media_id) DO UPDATE
+SET position_ms = excluded.position_ms,
+    event_time  = excluded.event_time,
+    updated_at  = excluded.updated_at,
+    hidden      = false
+WHERE p.event_time < excluded.event_time`
+
+type benchBatch = []buffer.Entry[playback.Key, playback.Position]
+
+// upsertFunc writes one coalesced, sorted batch.
+type upsertFunc func(ctx context.Context, batch benchBatch) error
+
+// benchMethod is one bulk-write technique. prepare runs outside the timer and returns the
+// write function and what to release afterwards.
+type benchMethod struct {
+	name    string
+	prepare func(b *testing.B, pool *pgxpool.Pool) (upsertFunc, func())
+}
+
+var benchMethods = []benchMethod{
+	// The naive baseline: one statement (one round trip, one transaction) per row.
+	{"PerRow", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
+		store := playback.NewStore(pool)
+		return func(ctx context.Context, batch benchBatch) error {
+			for _, e := range batch {
+				if err := store.UpsertOne(ctx, e.Key, e.Value); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, func() {}
+	}},
+	// Production: one INSERT … SELECT FROM unnest(arrays) ON CONFLICT.
+	{"Unnest", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
+		return playback.NewStore(pool).Flush, func() {}
+	}},
+	// The one-row upsert queued len(batch) times in a pgx.Batch: one pipelined round trip, one
+	// implicit transaction.
+	{"Batch", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
+		return func(ctx context.Context, batch benchBatch) error {
+			now := time.Now()
+			var pb pgx.Batch
+			for _, e := range batch {
+				pb.Queue(benchUpsertOneSQL, e.Key.Member, e.Key.Media, e.Value.PositionMS, e.Value.EventTime, now)
+			}
+			return pool.SendBatch(ctx, &pb).Close()
+		}, func() {}
+	}},
+	// COPY into a temporary table created in the transaction (ON COMMIT DROP), then one
+	// INSERT … SELECT … ON CONFLICT.
+	{"CopyTemp", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
+		merge := fmt.Sprintf(benchMergeSQL, "playback_stage")
+		return func(ctx context.Context, batch benchBatch) error {
+			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `CREATE TEMP TABLE playback_stage
+					(member_id bigint, media_id bigint, position_ms int, event_time timestamptz) ON COMMIT DROP`); err != nil {
+					return err
+				}
+				if err := copyBatch(ctx, tx, "playback_stage", batch); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, merge, time.Now())
+				return err
+			})
+		}, func() {}
+	}},
+	// The same with a temporary table kept by the connection (created once, emptied at every
+	// commit by ON COMMIT DELETE ROWS): no catalog work per batch. A production version would
+	// create it in the pool's AfterConnect; here one connection is held for the benchmark.
+	{"CopyTempKept", func(b *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
+		ctx := context.Background()
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, `CREATE TEMP TABLE playback_stage_kept
+			(member_id bigint, media_id bigint, position_ms int, event_time timestamptz) ON COMMIT DELETE ROWS`); err != nil {
+			conn.Release()
+			b.Fatal(err)
+		}
+		merge := fmt.Sprintf(benchMergeSQL, "playback_stage_kept")
+		return func(ctx context.Context, batch benchBatch) error {
+			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if err := copyBatch(ctx, tx, "playback_stage_kept", batch); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, merge, time.Now())
+				return err
+			})
+		}, conn.Release
+	}},
+}
+
+func copyBatch(ctx context.Context, tx pgx.Tx, table string, batch benchBatch) error {
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{table}, benchStageColumns, pgx.CopyFromSlice(len(batch), func(i int) ([]any, error) {
+		e := batch[i]
+		return []any{e.Key.Member, e.Key.Media, e.Value.PositionMS, e.Value.EventTime}, nil
+	}))
+	if err == nil && n != int64(len(batch)) {
+		err = fmt.Errorf("copied %d rows of %d", n, len(batch))
+	}
+	return err
+}
+
+// benchMedia is how many media items the keys spread over; rows/benchMedia members each
+// watch all of them.
+const benchMedia = 100
+
+// BenchmarkUpsert writes batches of distinct keys into playback with each technique, at the
+// production batch size (1 000) and at the buffer's capacity (10 000). Every timed iteration
+// carries newer event times than the one before, so every row takes the ON CONFLICT … DO
+// UPDATE path and is really rewritten; a first pass outside the timer inserts the rows. Each
+// run gets a fresh database.
+func BenchmarkUpsert(b *testing.B) {
+	for _, rows := range []int{1_000, 10_000} {
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
+			for _, m := range benchMethods {
+				b.Run("method="+m.name, func(b *testing.B) { benchUpsert(b, rows, m) })
+			}
+		})
+	}
+}
+
+func benchUpsert(b *testing.B, rows int, m benchMethod) {
+	ctx := context.Background()
+	pool, _ := pgtest.Pool(b)
+	keys := benchKeys(b, pool, rows)
+	write, release := m.prepare(b, pool)
+	defer release()
+
+	base := time.Now().UTC().Truncate(time.Microsecond)
+	batchAt := func(iter int) benchBatch {
+		at := base.Add(time.Duration(iter) * time.Second)
+		batch := make(benchBatch, len(keys))
+		for i, k := range keys {
+			batch[i] = buffer.Entry[playback.Key, playback.Position]{Key: k, Value: playback.Position{
+				PositionMS: int32(iter*1000 + i%1000), EventTime: at}}
+		}
+		return batch
+	}
+
+	// The insert pass: the rows exist before the timed updates, and the connection has
+	// prepared its statements.
+	if err := write(ctx, batchAt(0)); err != nil {
+		b.Fatal(err)
+	}
+	checkWritten(b, pool, rows, base)
+
+	b.ResetTimer()
+	for i := 1; i <= b.N; i++ {
+		b.StopTimer()
+		batch := batchAt(i)
+		b.StartTimer()
+		if err := write(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "rows/s")
+	checkWritten(b, pool, rows, base.Add(time.Duration(b.N)*time.Second))
+}
+
+// benchKeys creates the media and members for rows keys and returns the keys, sorted as the
+// buffer sorts a batch.
+func benchKeys(b *testing.B, pool *pgxpool.Pool, rows int) []playback.Key {
+	ctx := context.Background()
+	store := media.NewStore(pool)
+	var medias []int64
+	for i := range benchMedia {
+		m, err := store.Create(ctx, media.Media{OwnerID: 1, Title: fmt.Sprintf("bench %d", i),
+			Status: media.StatusReady, Visibility: media.VisibilityPublic, DurationMS: 3_600_000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		medias = append(medias, m.ID)
+	}
+	members := rows / benchMedia
+	if _, err := pool.Exec(ctx, `INSERT INTO members (id) SELECT g FROM generate_series(1000, $1::bigint) AS g`,
+		1000+members-1); err != nil {
+		b.Fatal(err)
+	}
+	keys := make([]playback.Key, 0, rows)
+	for mb := range members {
+		for _, md := range medias { // ids ascend: the keys come out sorted
+			keys = append(keys, playback.Key{Member: int64(1000 + mb), Media: md})
+		}
+	}
+	return keys
+}
+
+// checkWritten fails unless all rows exist and carry the event time at.
+func checkWritten(b *testing.B, pool *pgxpool.Pool, rows int, at time.Time) {
+	var total, current int
+	err := pool.QueryRow(context.Background(),
+		`SELECT count(*), count(*) FILTER (WHERE event_time = $1) FROM playback`, at).Scan(&total, &current)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if total != rows || current != rows {
+		b.Fatalf("playback has %d rows, %d of them at %s; want %d", total, current, at, rows)
+	}
+}
