@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -49,10 +50,14 @@ func (h *Health) Register(app *fiber.App) {
 	})
 }
 
-// MetricsHandler serves /metrics from gatherer plus /healthz and /readyz, for the metrics
-// listen address (never the public one).
+// MetricsHandler serves /metrics from gatherer plus /healthz, /readyz and Go's
+// /debug/pprof profiles, for the metrics listen address (loopback by default, never the
+// public one): operators profile a busy node where they scrape it.
 func (h *Health) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -1,6 +1,6 @@
 -- +goose Up
--- Members are identified by the JWT subject. Rows are created on the first synchronous call
--- (open a media, register or upload a media), never on the write-behind path.
+-- Members are identified by the JWT subject. Rows are created when a member first owns media
+-- (an upload or an admin registration), never on the playback path.
 CREATE TABLE members (
     id         bigint PRIMARY KEY,
     created_at timestamptz NOT NULL DEFAULT statement_timestamp()

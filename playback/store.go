@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/playhead/playhead/buffer"
-	"github.com/playhead/playhead/media"
 )
 
 // Store reads and writes playback rows.
@@ -94,25 +93,21 @@ func (s *Store) Get(ctx context.Context, key Key) (Stored, bool, error) {
 	return st, true, nil
 }
 
-// Open creates the row for key at position 0 if it does not exist (and the member row with
-// it), and returns the stored row.
+// Open creates the row for key at position 0 if it does not exist, and returns the stored
+// row, in one statement: a player opening a video costs one round trip. (Both halves of the
+// UNION read the same snapshot, so a row inserted here comes back through RETURNING.)
 func (s *Store) Open(ctx context.Context, key Key, at time.Time) (Stored, error) {
 	var st Stored
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := media.EnsureMember(ctx, tx, key.Member); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, `
-			WITH ins AS (
-				INSERT INTO playback (member_id, media_id, position_ms, event_time, updated_at)
-				VALUES ($1, $2, 0, $3, $3)
-				ON CONFLICT (member_id, media_id) DO NOTHING
-				RETURNING position_ms, event_time, hidden)
-			SELECT position_ms, event_time, hidden FROM ins
-			UNION ALL
-			SELECT position_ms, event_time, hidden FROM playback WHERE member_id = $1 AND media_id = $2
-			LIMIT 1`, key.Member, key.Media, at).Scan(&st.PositionMS, &st.EventTime, &st.Hidden)
-	})
+	err := s.pool.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO playback (member_id, media_id, position_ms, event_time, updated_at)
+			VALUES ($1, $2, 0, $3, $3)
+			ON CONFLICT (member_id, media_id) DO NOTHING
+			RETURNING position_ms, event_time, hidden)
+		SELECT position_ms, event_time, hidden FROM ins
+		UNION ALL
+		SELECT position_ms, event_time, hidden FROM playback WHERE member_id = $1 AND media_id = $2
+		LIMIT 1`, key.Member, key.Media, at).Scan(&st.PositionMS, &st.EventTime, &st.Hidden)
 	if err != nil {
 		return Stored{}, fmt.Errorf("open playback row: %w", err)
 	}

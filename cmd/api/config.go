@@ -42,7 +42,8 @@ type Config struct {
 	CacheMaxItems int
 	// ShutdownTimeout is the whole budget of a graceful stop (PLAYHEAD_SHUTDOWN_TIMEOUT). Default 30 s.
 	ShutdownTimeout time.Duration
-	// DBMaxConns caps the pool (PLAYHEAD_DB_MAX_CONNS). Default 0: pgx's default, max(4, cores).
+	// DBMaxConns caps the request pool (PLAYHEAD_DB_MAX_CONNS). Default 0: 10 on api and all
+	// nodes, encode concurrency + 2 on workers. The playback flusher has 2 more of its own.
 	DBMaxConns int
 	// MaxBodyBytes bounds request bodies read into memory (PLAYHEAD_MAX_BODY_BYTES). Default 64 KiB.
 	MaxBodyBytes int

@@ -52,6 +52,7 @@ type node struct {
 	health   *httpserver.Health
 
 	app            *fiber.App                                      // nil on a worker
+	flushPool      *pgxpool.Pool                                   // nil on a worker
 	playbackBuffer *buffer.Buffer[playback.Key, playback.Position] // nil on a worker or in sync mode
 	mediaCache     *cache.Cache                                    // nil on a worker
 	worker         *encodejobs.Worker                              // nil on an api node
@@ -67,9 +68,15 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	maxConns := int32(cfg.DBMaxConns)
-	if maxConns == 0 && cfg.Role == roleWorker {
+	switch {
+	case maxConns > 0:
+	case cfg.Role == roleWorker:
 		// A worker needs a connection per running job (heartbeats, finishes) and one to claim.
 		maxConns = int32(cfg.EncodeConcurrency + 2)
+	default:
+		// HikariCP's default, which the seed's measurements used; pgx's own default,
+		// max(4, CPUs), queues synchronous requests on a 2-core machine.
+		maxConns = defaultAPIPoolConns
 	}
 	var err error
 	n.pool, err = dbpool.Open(ctx, cfg.DatabaseURL, maxConns, n.reg)
@@ -93,10 +100,11 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("PLAYHEAD_STORAGE_DIR: %w", err)
 	}
 	if cfg.Role != roleWorker {
-		if err := n.buildAPI(store); err != nil {
+		if err := n.buildAPI(ctx, store); err != nil {
 			return err
 		}
 		defer n.mediaCache.Close()
+		defer n.flushPool.Close() // after stop: the buffer's final flush uses it
 	}
 	if cfg.Role != roleAPI {
 		if err := n.buildWorker(store); err != nil {
@@ -179,12 +187,20 @@ func (n *node) stop(metricsSrv *http.Server) error {
 	return nil
 }
 
+// defaultAPIPoolConns is the request pool's size on api and all nodes when
+// PLAYHEAD_DB_MAX_CONNS is 0.
+const defaultAPIPoolConns = 10
+
 // objectsPath is where the public app serves encoded outputs (HLS and thumbnails) from local
 // storage. Uploaded sources are never served.
 const objectsPath = "/objects/"
 
+// flushPoolConns is the size of the playback flusher's own pool. The flusher is one goroutine;
+// the second connection lets a flush start while the first one's connection is being reset.
+const flushPoolConns = 2
+
 // buildAPI builds the public app: playback, media, uploads and admin routes.
-func (n *node) buildAPI(store *storage.Local) error {
+func (n *node) buildAPI(ctx context.Context, store *storage.Local) error {
 	cfg := n.cfg
 	verifier, err := auth.NewVerifier([]byte(cfg.JWTSecret))
 	if err != nil {
@@ -205,6 +221,12 @@ func (n *node) buildAPI(store *storage.Local) error {
 
 	playbackStore := playback.NewStore(n.pool)
 	playbackHandler := &playback.Handler{Store: playbackStore, Access: n.mediaCache, Mode: cfg.WriteMode}
+	// The flusher gets its own connections: under a burst of synchronous requests (players
+	// opening videos) it must not queue for the request pool while the buffer fills up.
+	n.flushPool, err = dbpool.Open(ctx, cfg.DatabaseURL, flushPoolConns, nil)
+	if err != nil {
+		return err
+	}
 	if cfg.WriteMode == playback.ModeSync {
 		playbackHandler.Access = cache.Direct(mediaStore.LookupAccess)
 	} else {
@@ -212,7 +234,7 @@ func (n *node) buildAPI(store *storage.Local) error {
 			Capacity:      cfg.BufferCapacity,
 			FlushBatch:    cfg.FlushBatch,
 			FlushInterval: cfg.FlushInterval,
-			Flush:         playbackStore.Flush,
+			Flush:         playback.NewStore(n.flushPool).Flush,
 			Compare:       playback.CompareKeys,
 			Newer:         playback.Newer,
 			Metrics:       buffer.NewMetrics(n.reg, "playback"),

@@ -1,0 +1,419 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/jackc/pgx/v5"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/valyala/fasthttp"
+)
+
+// report is what one run measured. Exported fields go into the JSON report.
+type report struct {
+	Label    string        `json:"label,omitempty"`
+	Players  int           `json:"players"`
+	Targets  []string      `json:"targets"`
+	Start    time.Time     `json:"start"`
+	Elapsed  time.Duration `json:"elapsed_ns"`
+	Ops      []opReport    `json:"ops"`
+	Total    opReport      `json:"total"`
+	Server   serverFigures `json:"server"`
+	Database *dbFigures    `json:"database,omitempty"`
+
+	mu    sync.Mutex
+	hists [opCount]*hdrhistogram.Histogram
+	all   *hdrhistogram.Histogram
+	ops   [opCount]opReport
+}
+
+type opReport struct {
+	Name        string         `json:"name"`
+	Sent        int64          `json:"sent"`
+	ClientDrops int64          `json:"client_drops"`
+	Statuses    map[int]int64  `json:"statuses"`
+	Errors      map[string]int `json:"errors,omitempty"`
+	RatePerSec  float64        `json:"achieved_per_sec"`
+	P50, P95    time.Duration  `json:"-"`
+	P99, Max    time.Duration  `json:"-"`
+	Percentiles map[string]float64
+}
+
+type serverFigures struct {
+	Scraped         bool    `json:"scraped"`
+	Dropped         float64 `json:"buffer_dropped"`
+	Offered         float64 `json:"buffer_offered"`
+	Flushes         float64 `json:"flushes"`
+	FlushedRows     float64 `json:"flushed_rows"`
+	FlushFailures   float64 `json:"flush_failures"`
+	EmptyAcquires   float64 `json:"pool_empty_acquires"`
+	AcquireWaitSec  float64 `json:"pool_acquire_wait_seconds"`
+	PeakAcquired    float64 `json:"peak_pool_acquired"`
+	PeakBufferDepth float64 `json:"peak_buffer_depth"`
+	PeakRSSBytes    float64 `json:"peak_rss_bytes"`
+	CacheLoads      float64 `json:"cache_loads"`
+	FlushP99Seconds float64 `json:"flush_p99_seconds"`
+}
+
+type dbFigures struct {
+	Transactions  float64 `json:"transactions"`
+	PerSec        float64 `json:"transactions_per_sec"`
+	RowsWritten   float64 `json:"rows_written"`
+	before, after [2]float64
+}
+
+func newReport(o options) *report {
+	r := &report{Label: o.label, Players: o.players, Targets: o.targets}
+	newHist := func() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(2*time.Minute/time.Microsecond), 3) }
+	for i := range r.hists {
+		r.hists[i] = newHist()
+		r.ops[i] = opReport{Name: opNames[i], Statuses: map[int]int64{}, Errors: map[string]int{}}
+	}
+	r.all = newHist()
+	return r
+}
+
+// record counts one answered (or failed) request. Latency is measured from when the schedule
+// said to send it, so time spent queued in the client counts too (no coordinated omission).
+func (r *report) record(req request, err error, resp *fasthttp.Response) {
+	us := max(1, time.Since(req.created).Microseconds())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o := &r.ops[req.op]
+	o.Sent++
+	if err != nil {
+		o.Errors[errorClass(err)]++
+		return
+	}
+	o.Statuses[resp.StatusCode()]++
+	_ = r.hists[req.op].RecordValue(us)
+	_ = r.all.RecordValue(us)
+}
+
+func (r *report) clientDrop(o op) {
+	r.mu.Lock()
+	r.ops[o].ClientDrops++
+	r.mu.Unlock()
+}
+
+func errorClass(err error) string {
+	switch {
+	case errors.Is(err, fasthttp.ErrTimeout):
+		return "timeout"
+	case errors.Is(err, fasthttp.ErrNoFreeConns), errors.Is(err, fasthttp.ErrConnPoolStrategyNotImpl):
+		return "no free connection"
+	}
+	s := err.Error()
+	switch {
+	case strings.Contains(s, "connection refused"):
+		return "connection refused"
+	case strings.Contains(s, "reset by peer"), strings.Contains(s, "broken pipe"), strings.Contains(s, "closed"):
+		return "connection closed"
+	}
+	return "other: " + s
+}
+
+func (r *report) finish() {
+	secs := r.Elapsed.Seconds()
+	total := opReport{Name: "all", Statuses: map[int]int64{}, Errors: map[string]int{}}
+	for i := range r.ops {
+		o := &r.ops[i]
+		o.RatePerSec = float64(o.Sent) / secs
+		fillPercentiles(o, r.hists[i])
+		total.Sent += o.Sent
+		total.ClientDrops += o.ClientDrops
+		for k, v := range o.Statuses {
+			total.Statuses[k] += v
+		}
+		for k, v := range o.Errors {
+			total.Errors[k] += v
+		}
+	}
+	total.RatePerSec = float64(total.Sent) / secs
+	fillPercentiles(&total, r.all)
+	r.Ops = r.ops[:]
+	r.Total = total
+	if d := r.Database; d != nil {
+		d.Transactions = d.after[0] - d.before[0]
+		d.RowsWritten = d.after[1] - d.before[1]
+		d.PerSec = d.Transactions / secs
+	}
+}
+
+func fillPercentiles(o *opReport, h *hdrhistogram.Histogram) {
+	us := func(q float64) time.Duration { return time.Duration(h.ValueAtQuantile(q)) * time.Microsecond }
+	o.P50, o.P95, o.P99, o.Max = us(50), us(95), us(99), time.Duration(h.Max())*time.Microsecond
+	o.Percentiles = map[string]float64{"p50_ms": ms(o.P50), "p95_ms": ms(o.P95), "p99_ms": ms(o.P99), "max_ms": ms(o.Max)}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (r *report) print(w io.Writer) {
+	fmt.Fprintf(w, "run %q: %d players over %s, %d target(s)\n", r.Label, r.Players, r.Elapsed.Round(time.Millisecond), len(r.Targets))
+	fmt.Fprintf(w, "%-13s %9s %9s %8s %8s %8s %8s %8s  %s\n", "request", "sent", "req/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "c.drops", "statuses / errors")
+	for _, o := range append(r.Ops, r.Total) {
+		fmt.Fprintf(w, "%-13s %9d %9.0f %8.2f %8.2f %8.2f %8.1f %8d  %s\n", o.Name, o.Sent, o.RatePerSec,
+			ms(o.P50), ms(o.P95), ms(o.P99), ms(o.Max), o.ClientDrops, outcomes(o))
+	}
+	s := r.Server
+	if s.Scraped {
+		fmt.Fprintf(w, "server: buffer offered %.0f, dropped %.0f, peak depth %.0f; flushes %.0f (p99 %.1f ms), rows %.0f, failures %.0f\n",
+			s.Offered, s.Dropped, s.PeakBufferDepth, s.Flushes, s.FlushP99Seconds*1000, s.FlushedRows, s.FlushFailures)
+		fmt.Fprintf(w, "server: pool peak acquired %.0f, empty acquires %.0f, acquire wait %.3f s; cache loads %.0f; peak RSS %.1f MiB\n",
+			s.PeakAcquired, s.EmptyAcquires, s.AcquireWaitSec, s.CacheLoads, s.PeakRSSBytes/(1<<20))
+	}
+	if d := r.Database; d != nil {
+		fmt.Fprintf(w, "database: %.0f transactions (%.1f/s), %.0f rows inserted or updated\n", d.Transactions, d.PerSec, d.RowsWritten)
+	}
+}
+
+func outcomes(o opReport) string {
+	var parts []string
+	codes := make([]int, 0, len(o.Statuses))
+	for c := range o.Statuses {
+		codes = append(codes, c)
+	}
+	sort.Ints(codes)
+	for _, c := range codes {
+		parts = append(parts, fmt.Sprintf("%d×%d", c, o.Statuses[c]))
+	}
+	for e, n := range o.Errors {
+		parts = append(parts, fmt.Sprintf("%s×%d", e, n))
+	}
+	return strings.Join(parts, " ")
+}
+
+// scraper reads the servers' /metrics and the database's counters.
+type scraper struct {
+	o      options
+	client http.Client
+
+	countersBefore map[string]float64
+	flushBefore    *dto.Histogram
+	dbBefore       [2]float64
+
+	mu    sync.Mutex // guards peaks: written by sample and after
+	peaks map[string]float64
+}
+
+func newScraper(o options) *scraper {
+	return &scraper{o: o, client: http.Client{Timeout: 5 * time.Second}, peaks: map[string]float64{}}
+}
+
+// counters are summed over every scraped node, before and after.
+var counters = []string{
+	"playhead_playback_buffer_dropped_total", "playhead_playback_buffer_offered_total",
+	"playhead_playback_buffer_flushed_rows_total", "playhead_playback_buffer_flush_failures_total",
+	"playhead_db_pool_empty_acquires_total", "playhead_db_pool_acquire_wait_seconds_total",
+	"playhead_media_cache_loads_total",
+}
+
+// peakGauges are sampled every second during the run; the report keeps the highest sum.
+var peakGauges = []string{"playhead_db_pool_acquired_conns", "playhead_playback_buffer_depth", "process_resident_memory_bytes"}
+
+func (s *scraper) scrape(ctx context.Context) (map[string]*dto.MetricFamily, error) {
+	merged := map[string]*dto.MetricFamily{}
+	for _, u := range s.o.metricsURLs {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		resp, err := s.client.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("scrape %s: %w", u, err)
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("parse %s: %w", u, err)
+		}
+		for name, f := range fams {
+			if m, ok := merged[name]; ok {
+				m.Metric = append(m.Metric, f.Metric...)
+			} else {
+				merged[name] = f
+			}
+		}
+	}
+	return merged, nil
+}
+
+func sum(fams map[string]*dto.MetricFamily, name string) float64 {
+	f, ok := fams[name]
+	if !ok {
+		return 0
+	}
+	var total float64
+	for _, m := range f.Metric {
+		switch {
+		case m.Counter != nil:
+			total += m.Counter.GetValue()
+		case m.Gauge != nil:
+			total += m.Gauge.GetValue()
+		case m.Untyped != nil:
+			total += m.Untyped.GetValue()
+		}
+	}
+	return total
+}
+
+// flushHistogram merges the nodes' flush-duration histograms.
+func flushHistogram(fams map[string]*dto.MetricFamily) *dto.Histogram {
+	f, ok := fams["playhead_playback_buffer_flush_duration_seconds"]
+	if !ok || len(f.Metric) == 0 {
+		return nil
+	}
+	out := &dto.Histogram{}
+	var count uint64
+	byBound := map[float64]uint64{}
+	for _, m := range f.Metric {
+		count += m.Histogram.GetSampleCount()
+		for _, b := range m.Histogram.Bucket {
+			byBound[b.GetUpperBound()] += b.GetCumulativeCount()
+		}
+	}
+	bounds := make([]float64, 0, len(byBound))
+	for b := range byBound {
+		bounds = append(bounds, b)
+	}
+	sort.Float64s(bounds)
+	for _, b := range bounds {
+		out.Bucket = append(out.Bucket, &dto.Bucket{UpperBound: &b, CumulativeCount: ptr(byBound[b])})
+	}
+	out.SampleCount = &count
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (s *scraper) before(ctx context.Context) error {
+	if len(s.o.metricsURLs) > 0 {
+		fams, err := s.scrape(ctx)
+		if err != nil {
+			return err
+		}
+		before := map[string]float64{}
+		for _, c := range counters {
+			before[c] = sum(fams, c)
+		}
+		s.countersBefore = before
+		s.flushBefore = flushHistogram(fams)
+	}
+	if s.o.databaseURL != "" {
+		v, err := dbCounters(ctx, s.o.databaseURL)
+		if err != nil {
+			return err
+		}
+		s.dbBefore = v
+	}
+	return nil
+}
+
+func (s *scraper) sample(ctx context.Context) {
+	if len(s.o.metricsURLs) == 0 {
+		return
+	}
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			fams, err := s.scrape(ctx)
+			if err != nil {
+				continue
+			}
+			s.mu.Lock()
+			for _, g := range peakGauges {
+				s.peaks[g] = max(s.peaks[g], sum(fams, g))
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+func (s *scraper) after(ctx context.Context, r *report) error {
+	if len(s.o.metricsURLs) > 0 {
+		fams, err := s.scrape(ctx)
+		if err != nil {
+			return err
+		}
+		delta := func(name string) float64 { return sum(fams, name) - s.countersBefore[name] }
+		s.mu.Lock()
+		for _, g := range peakGauges {
+			s.peaks[g] = max(s.peaks[g], sum(fams, g))
+		}
+		r.Server = serverFigures{
+			Scraped:         true,
+			Dropped:         delta("playhead_playback_buffer_dropped_total"),
+			Offered:         delta("playhead_playback_buffer_offered_total"),
+			FlushedRows:     delta("playhead_playback_buffer_flushed_rows_total"),
+			FlushFailures:   delta("playhead_playback_buffer_flush_failures_total"),
+			EmptyAcquires:   delta("playhead_db_pool_empty_acquires_total"),
+			AcquireWaitSec:  delta("playhead_db_pool_acquire_wait_seconds_total"),
+			CacheLoads:      delta("playhead_media_cache_loads_total"),
+			PeakAcquired:    s.peaks["playhead_db_pool_acquired_conns"],
+			PeakBufferDepth: s.peaks["playhead_playback_buffer_depth"],
+			PeakRSSBytes:    s.peaks["process_resident_memory_bytes"],
+		}
+		s.mu.Unlock()
+		r.Server.Flushes, r.Server.FlushP99Seconds = flushDelta(s.flushBefore, flushHistogram(fams))
+	}
+	if s.o.databaseURL != "" {
+		v, err := dbCounters(ctx, s.o.databaseURL)
+		if err != nil {
+			return err
+		}
+		r.Database = &dbFigures{before: s.dbBefore, after: v}
+	}
+	return nil
+}
+
+// flushDelta returns the flushes during the run and an upper-bound estimate of their p99
+// (the bucket boundary the 99th percentile falls in).
+func flushDelta(before, after *dto.Histogram) (count, p99 float64) {
+	if after == nil {
+		return 0, 0
+	}
+	base := map[float64]uint64{}
+	var baseCount uint64
+	if before != nil {
+		baseCount = before.GetSampleCount()
+		for _, b := range before.Bucket {
+			base[b.GetUpperBound()] = b.GetCumulativeCount()
+		}
+	}
+	n := after.GetSampleCount() - baseCount
+	if n == 0 {
+		return 0, 0
+	}
+	for _, b := range after.Bucket {
+		if float64(b.GetCumulativeCount()-base[b.GetUpperBound()]) >= 0.99*float64(n) {
+			return float64(n), b.GetUpperBound()
+		}
+	}
+	return float64(n), 0
+}
+
+// dbCounters reads the database's committed+rolled-back transactions and written rows.
+func dbCounters(ctx context.Context, url string) ([2]float64, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return [2]float64{}, fmt.Errorf("database: %w", err)
+	}
+	defer conn.Close(ctx)
+	var v [2]float64
+	err = conn.QueryRow(ctx, `
+		SELECT (xact_commit + xact_rollback)::float8, (tup_inserted + tup_updated)::float8
+		FROM pg_stat_database WHERE datname = current_database()`).Scan(&v[0], &v[1])
+	return v, err
+}
