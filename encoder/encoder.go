@@ -240,4 +240,3 @@ func (e *Encoder) run(ctx context.Context, timeout time.Duration, bin string, ar
 	}
 	return stdout.Bytes(), nil
 }
-

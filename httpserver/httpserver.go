@@ -40,11 +40,11 @@ func New(cfg Config) *fiber.App {
 		BodyLimit:                    cfg.BodyLimit,
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
-		ReadTimeout:           cfg.ReadTimeout,
-		WriteTimeout:          cfg.WriteTimeout,
-		IdleTimeout:           cfg.IdleTimeout,
-		DisableStartupMessage: true,
-		ErrorHandler:          ErrorHandler(cfg.Logger),
+		ReadTimeout:                  cfg.ReadTimeout,
+		WriteTimeout:                 cfg.WriteTimeout,
+		IdleTimeout:                  cfg.IdleTimeout,
+		DisableStartupMessage:        true,
+		ErrorHandler:                 ErrorHandler(cfg.Logger),
 	})
 	if cfg.Metrics != nil {
 		app.Use(cfg.Metrics.middleware)

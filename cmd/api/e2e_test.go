@@ -152,10 +152,14 @@ func freeAddr(t *testing.T) string {
 
 // startServer runs `playhead serve` on a fresh migrated database with loopback listeners and
 // waits until /readyz on the metrics address answers 200. overrides are added to (or replace)
-// the environment.
+// the environment; a DATABASE_URL among them (another server's dbURL) makes this process share
+// that database instead of getting a fresh one.
 func startServer(t *testing.T, overrides map[string]string) *server {
 	t.Helper()
-	s := &server{dbURL: pgtest.URL(t)}
+	s := &server{dbURL: overrides["DATABASE_URL"]}
+	if s.dbURL == "" {
+		s.dbURL = pgtest.URL(t)
+	}
 	httpAddr, metricsAddr := freeAddr(t), freeAddr(t)
 	env := map[string]string{
 		"DATABASE_URL":              s.dbURL,
