@@ -4,6 +4,8 @@ package backoff
 
 import (
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -32,4 +34,25 @@ func FullJitter(attempt int, base, limit time.Duration) time.Duration {
 		return 0
 	}
 	return rand.N(c)
+}
+
+// Delay is the wait before retry number attempt: the server's Retry-After when it gave one
+// (capped at limit: a server asking for an hour does not get to park a worker for an hour),
+// otherwise FullJitter.
+func Delay(attempt int, base, limit, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return min(retryAfter, limit)
+	}
+	return FullJitter(attempt, base, limit)
+}
+
+// ParseRetryAfter reads a Retry-After header given in seconds. The HTTP-date form is not
+// read (0): parsing it would drag in the clock skew between us and the server, and the
+// computed backoff is a safe answer.
+func ParseRetryAfter(header string) time.Duration {
+	secs, err := strconv.Atoi(strings.TrimSpace(header))
+	if err != nil || secs <= 0 {
+		return 0
+	}
+	return time.Duration(min(secs, 24*3600)) * time.Second
 }

@@ -47,3 +47,31 @@ func TestFullJitter_StaysWithinCeiling(t *testing.T) {
 		}
 	}
 }
+
+func TestDelay_RetryAfterOverridesAndIsCapped(t *testing.T) {
+	base, limit := time.Second, 30*time.Second
+	for attempt := 1; attempt <= 10; attempt++ {
+		if d := backoff.Delay(attempt, base, limit, 7*time.Second); d != 7*time.Second {
+			t.Fatalf("attempt %d: Retry-After 7s gave %v", attempt, d)
+		}
+		if d := backoff.Delay(attempt, base, limit, time.Hour); d != limit {
+			t.Fatalf("attempt %d: Retry-After 1h gave %v, want the cap %v", attempt, d, limit)
+		}
+		for range 500 {
+			if d := backoff.Delay(attempt, base, limit, 0); d < 0 || d >= backoff.Ceiling(attempt, base, limit) {
+				t.Fatalf("attempt %d: no Retry-After gave %v outside the jitter range", attempt, d)
+			}
+		}
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	for header, want := range map[string]time.Duration{
+		"1": time.Second, " 120 ": 2 * time.Minute, "0": 0, "-5": 0, "": 0,
+		"Wed, 21 Oct 2015 07:28:00 GMT": 0, "1.5": 0, "99999999": 24 * time.Hour,
+	} {
+		if got := backoff.ParseRetryAfter(header); got != want {
+			t.Errorf("ParseRetryAfter(%q) = %v, want %v", header, got, want)
+		}
+	}
+}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/playback"
 )
 
@@ -80,6 +82,25 @@ type Config struct {
 	RetentionCompleted, RetentionDead time.Duration
 	// RetentionInterval is how often a node tries to prune (PLAYHEAD_RETENTION_INTERVAL). Default 10 min.
 	RetentionInterval time.Duration
+
+	// IngestConcurrency is how many imported videos download at once on this node
+	// (PLAYHEAD_INGEST_CONCURRENCY). Default 2: the remote end's limits are unknown.
+	IngestConcurrency int
+	// IngestAllowPrivate lets the importer fetch loopback and private addresses
+	// (PLAYHEAD_INGEST_ALLOW_PRIVATE). Default false; tests only.
+	IngestAllowPrivate bool
+	// IngestDownloadURL and IngestFallbackURL turn a share link's file id ({id}) into download
+	// URLs (PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE, PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE).
+	// Defaults: Google Drive's, as in seed 001.
+	IngestDownloadURL, IngestFallbackURL string
+	// IngestConnectTimeout, IngestIdleTimeout bound a download's connect and silences
+	// (PLAYHEAD_INGEST_CONNECT_TIMEOUT, PLAYHEAD_INGEST_IDLE_TIMEOUT). Defaults 10 s, 5 min.
+	IngestConnectTimeout, IngestIdleTimeout time.Duration
+	// IngestMaxBytes bounds one download (PLAYHEAD_INGEST_MAX_BYTES). Default 5 GiB.
+	IngestMaxBytes int64
+	// IngestAttempts is how often one download retries 429/5xx/connection errors before the
+	// job's own retry takes over (PLAYHEAD_INGEST_ATTEMPTS). Default 5.
+	IngestAttempts int
 }
 
 // roles a node can run.
@@ -112,6 +133,19 @@ func (e *env) int(name string, def int) int {
 		return def // reported once, not again by the range checks
 	}
 	return n
+}
+
+func (e *env) bool(name string, def bool) bool {
+	raw := e.str(name, "")
+	if raw == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(raw)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %q is not true or false", name, raw))
+		return def
+	}
+	return b
 }
 
 func (e *env) duration(name string, def time.Duration) time.Duration {
@@ -170,6 +204,15 @@ func loadConfig(args []string) (Config, error) {
 		RetentionCompleted: e.duration("PLAYHEAD_RETENTION_COMPLETED", 7*24*time.Hour),
 		RetentionDead:      e.duration("PLAYHEAD_RETENTION_DEAD", 30*24*time.Hour),
 		RetentionInterval:  e.duration("PLAYHEAD_RETENTION_INTERVAL", 10*time.Minute),
+
+		IngestConcurrency:    e.int("PLAYHEAD_INGEST_CONCURRENCY", 2),
+		IngestAllowPrivate:   e.bool("PLAYHEAD_INGEST_ALLOW_PRIVATE", false),
+		IngestDownloadURL:    e.str("PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE", ingest.DefaultLinks.Download),
+		IngestFallbackURL:    e.str("PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE", ingest.DefaultLinks.Fallback),
+		IngestConnectTimeout: e.duration("PLAYHEAD_INGEST_CONNECT_TIMEOUT", 10*time.Second),
+		IngestIdleTimeout:    e.duration("PLAYHEAD_INGEST_IDLE_TIMEOUT", 5*time.Minute),
+		IngestMaxBytes:       int64(e.int("PLAYHEAD_INGEST_MAX_BYTES", 5<<30)),
+		IngestAttempts:       e.int("PLAYHEAD_INGEST_ATTEMPTS", 5),
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.Role, "role", c.Role, "all, api or worker (overrides PLAYHEAD_ROLE)")
@@ -205,6 +248,12 @@ func (c Config) validate(e *env) error {
 	e.check(c.EncodeTimeout > 0, "PLAYHEAD_ENCODE_TIMEOUT: must be positive")
 	e.check(c.RetentionCompleted > 0 && c.RetentionDead > 0 && c.RetentionInterval > 0,
 		"PLAYHEAD_RETENTION_COMPLETED/_DEAD/_INTERVAL: must be positive")
+	e.check(c.IngestConcurrency >= 1, "PLAYHEAD_INGEST_CONCURRENCY: must be at least 1")
+	e.check(strings.Contains(c.IngestDownloadURL, "{id}"), "PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE: must contain {id}")
+	e.check(c.IngestFallbackURL == "" || strings.Contains(c.IngestFallbackURL, "{id}"), "PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE: must contain {id} (or be empty)")
+	e.check(c.IngestConnectTimeout > 0 && c.IngestIdleTimeout > 0, "PLAYHEAD_INGEST_CONNECT_TIMEOUT/_IDLE_TIMEOUT: must be positive")
+	e.check(c.IngestMaxBytes > 0, "PLAYHEAD_INGEST_MAX_BYTES: must be positive")
+	e.check(c.IngestAttempts >= 1, "PLAYHEAD_INGEST_ATTEMPTS: must be at least 1")
 	_, err := parseLogLevel(c.LogLevel)
 	e.check(err == nil, "PLAYHEAD_LOG_LEVEL: %q is not debug, info, warn or error", c.LogLevel)
 	return errors.Join(e.errs...)

@@ -23,6 +23,7 @@ import (
 	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/httpserver"
+	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/notify"
 	"github.com/playhead/playhead/playback"
@@ -55,7 +56,7 @@ type node struct {
 	flushPool      *pgxpool.Pool                                   // nil on a worker
 	playbackBuffer *buffer.Buffer[playback.Key, playback.Position] // nil on a worker or in sync mode
 	mediaCache     *cache.Cache                                    // nil on a worker
-	worker         *encodejobs.Worker                              // nil on an api node
+	workers        []*encodejobs.Worker                            // encode and ingest; none on an api node
 	queue          *encodejobs.Queue
 }
 
@@ -71,8 +72,8 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	switch {
 	case maxConns > 0:
 	case cfg.Role == roleWorker:
-		// A worker needs a connection per running job (heartbeats, finishes) and one to claim.
-		maxConns = int32(cfg.EncodeConcurrency + 2)
+		// A worker needs a connection per running job (heartbeats, finishes) and some to claim.
+		maxConns = int32(cfg.EncodeConcurrency + cfg.IngestConcurrency + 2)
 	default:
 		// HikariCP's default, which the seed's measurements used; pgx's own default,
 		// max(4, CPUs), queues synchronous requests on a 2-core machine.
@@ -119,8 +120,10 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		_ = n.listener.Run(background) // returns only when background is cancelled
 	}()
 	defer func() { stopBackground(); <-listenDone }()
-	if n.worker != nil {
-		n.worker.Start()
+	for _, w := range n.workers {
+		w.Start()
+	}
+	if len(n.workers) > 0 {
 		go n.queue.RunRetention(background, cfg.RetentionInterval, cfg.RetentionCompleted, cfg.RetentionDead, logger)
 	}
 
@@ -172,8 +175,8 @@ func (n *node) stop(metricsSrv *http.Server) error {
 			errs = append(errs, fmt.Errorf("playback buffer drain: %w", err))
 		}
 	}
-	if n.worker != nil {
-		if err := n.worker.Stop(stopCtx); err != nil {
+	for _, w := range n.workers {
+		if err := w.Stop(stopCtx); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -262,19 +265,24 @@ func (n *node) buildAPI(ctx context.Context, store *storage.Local) error {
 	upload := &encodejobs.UploadHandler{Pool: n.pool, Store: store, MaxBytes: cfg.MaxUploadBytes,
 		Timeout: cfg.UploadTimeout, MaxAttempts: cfg.JobMaxAttempts}
 	upload.Register(app, verifier.Middleware())
+	ingestStore := ingest.NewStore(n.pool, cfg.JobMaxAttempts)
+	imports := &ingest.AdminHandler{Store: ingestStore}
+	imports.RegisterUpload(app, verifier.Middleware(), auth.RequireAdmin)
 	api := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
 	playbackHandler.Register(api)
 	(&media.Handler{Store: mediaStore, ObjectURL: objectURL}).Register(api)
+	(&ingest.CollectionHandler{Store: ingestStore, ObjectURL: objectURL}).Register(api)
 	admin := api.Group("/admin", auth.RequireAdmin)
 	(&media.AdminHandler{Store: mediaStore}).Register(admin)
 	(&encodejobs.AdminHandler{Queue: n.queue}).Register(admin)
+	imports.Register(admin)
 	n.app = app
 	return nil
 }
 
 func objectURL(key string) string { return objectsPath + strings.TrimPrefix(key, "/") }
 
-// buildWorker builds the encode worker and hooks it to job notifications.
+// buildWorker builds the encode and ingest workers and hooks them to job notifications.
 func (n *node) buildWorker(store storage.Store) error {
 	cfg := n.cfg
 	enc, err := encoder.New(encoder.Config{EncodeTimeout: cfg.EncodeTimeout, Preset: cfg.EncodePreset})
@@ -282,20 +290,47 @@ func (n *node) buildWorker(store storage.Store) error {
 		return err
 	}
 	encode := &encodejobs.Encode{Pool: n.pool, Store: store, Encoder: enc}
-	n.worker, err = encodejobs.NewWorker(n.queue, encodejobs.WorkerConfig{
-		Node:         cfg.NodeID,
-		Concurrency:  cfg.EncodeConcurrency,
-		Lease:        cfg.JobLease,
-		PollInterval: cfg.JobPollInterval,
-		RetryBase:    cfg.JobRetryBase,
-		RetryCap:     cfg.JobRetryCap,
-		Logger:       n.logger,
-		Metrics:      encodejobs.NewMetrics(n.reg, n.pool),
-	}, encode.Kind())
-	if err != nil {
-		return err
+	metrics := encodejobs.NewMetrics(n.reg, n.pool)
+	fetcher := ingest.NewFetcher(ingest.FetchConfig{
+		AllowPrivate:   cfg.IngestAllowPrivate,
+		ConnectTimeout: cfg.IngestConnectTimeout,
+		IdleTimeout:    cfg.IngestIdleTimeout,
+		MaxBytes:       cfg.IngestMaxBytes,
+		Attempts:       cfg.IngestAttempts,
+		Metrics:        ingest.NewMetrics(n.reg),
+	})
+	importer := &ingest.Ingest{
+		Store: ingest.NewStore(n.pool, cfg.JobMaxAttempts), Objects: store, Fetcher: fetcher,
+		Links:          ingest.Links{Download: cfg.IngestDownloadURL, Fallback: cfg.IngestFallbackURL},
+		EncodeAttempts: cfg.JobMaxAttempts,
 	}
-	n.listener.Handle(notify.ChannelJobs, func(string) { n.worker.Wake() }, n.worker.Wake)
+	// One worker per kind, so each has its own concurrency: downloads are limited by the
+	// remote end, encodes by this machine's cores.
+	for _, k := range []struct {
+		kind        encodejobs.Kind
+		concurrency int
+	}{{encode.Kind(), cfg.EncodeConcurrency}, {importer.Kind(), cfg.IngestConcurrency}} {
+		w, err := encodejobs.NewWorker(n.queue, encodejobs.WorkerConfig{
+			Node:         cfg.NodeID,
+			Concurrency:  k.concurrency,
+			Lease:        cfg.JobLease,
+			PollInterval: cfg.JobPollInterval,
+			RetryBase:    cfg.JobRetryBase,
+			RetryCap:     cfg.JobRetryCap,
+			Logger:       n.logger,
+			Metrics:      metrics,
+		}, k.kind)
+		if err != nil {
+			return err
+		}
+		n.workers = append(n.workers, w)
+	}
+	wakeAll := func() {
+		for _, w := range n.workers {
+			w.Wake()
+		}
+	}
+	n.listener.Handle(notify.ChannelJobs, func(string) { wakeAll() }, wakeAll)
 	return nil
 }
 

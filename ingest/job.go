@@ -1,0 +1,85 @@
+package ingest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/playhead/playhead/encodejobs"
+	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/storage"
+)
+
+// Ingest runs ingest jobs on the media pipeline's queue (same claim, lease, fencing, retries
+// and DEAD as encoding): download the row's video to a temporary file, store it as the media's
+// source, and in the fenced completion mark the media UPLOADED and enqueue its encode job.
+type Ingest struct {
+	Store   *Store
+	Objects storage.Store
+	Fetcher *Fetcher
+	Links   Links
+	// EncodeAttempts is the attempt limit of the encode job enqueued after the download.
+	EncodeAttempts int
+	// ScratchDir holds the temporary downloads; the system's temp dir when empty.
+	ScratchDir string
+}
+
+// Kind returns the ingest job kind for a Worker.
+func (in *Ingest) Kind() encodejobs.Kind {
+	return encodejobs.Kind{Name: KindIngest, Run: in.run, Fail: encodejobs.FailMedia}
+}
+
+func (in *Ingest) run(ctx context.Context, j encodejobs.Job) (encodejobs.Result, error) {
+	raw, err := in.Store.source(ctx, j.MediaID)
+	if err != nil {
+		return encodejobs.Result{}, err
+	}
+	primary, fallback := in.Links.Resolve(raw)
+	tmp, err := os.CreateTemp(in.ScratchDir, "playhead-ingest-*")
+	if err != nil {
+		return encodejobs.Result{}, err
+	}
+	// The temporary file goes on every path: success, failure, cancellation.
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+
+	if _, err := in.Fetcher.Fetch(ctx, primary, fallback, tmp); err != nil {
+		if IsPermanent(err) {
+			return encodejobs.Result{}, encodejobs.Permanent(err)
+		}
+		return encodejobs.Result{}, err
+	}
+	if _, err := tmp.Seek(0, 0); err != nil {
+		return encodejobs.Result{}, err
+	}
+	// Each attempt stores under its own key, so a late attempt cannot overwrite a winner's.
+	key := fmt.Sprintf("uploads/ingest-%d-%s/source", j.MediaID, randomHex())
+	discard := func(ctx context.Context) { _ = in.Objects.DeletePrefix(ctx, key[:len(key)-len("source")]) }
+	if _, err := in.Objects.Put(ctx, key, tmp); err != nil {
+		discard(context.WithoutCancel(ctx))
+		return encodejobs.Result{}, fmt.Errorf("store download: %w", err)
+	}
+	return encodejobs.Result{
+		Commit: func(ctx context.Context, tx pgx.Tx, _ int64) error {
+			if _, err := tx.Exec(ctx, `UPDATE media SET source_key = $2 WHERE id = $1`, j.MediaID, key); err != nil {
+				return err
+			}
+			if err := media.SetStatus(ctx, tx, j.MediaID, media.StatusUploaded); err != nil {
+				return err
+			}
+			_, err := encodejobs.Enqueue(ctx, tx, encodejobs.KindEncode, j.MediaID, in.EncodeAttempts)
+			return err
+		},
+		Discard: discard,
+	}, nil
+}
+
+func randomHex() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

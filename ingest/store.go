@@ -1,0 +1,224 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/encodejobs"
+	"github.com/playhead/playhead/media"
+)
+
+// KindIngest is the job that downloads an imported row's video.
+const KindIngest = "ingest"
+
+// Store reads and writes imports.
+type Store struct {
+	pool        *pgxpool.Pool
+	maxAttempts int
+}
+
+// NewStore returns a Store; maxAttempts is the ingest job's attempt limit.
+func NewStore(pool *pgxpool.Pool, maxAttempts int) *Store {
+	return &Store{pool: pool, maxAttempts: maxAttempts}
+}
+
+// Create records an import and its rows. Each accepted row gets, in its own transaction, a
+// media row (PROCESSING, public, owned by the importer) and an ingest job. It returns the
+// import id.
+func (s *Store) Create(ctx context.Context, admin int64, filename string, rows []Row) (int64, error) {
+	var id int64
+	accepted := 0
+	for _, r := range rows {
+		if r.Reject == "" {
+			accepted++
+		}
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := media.EnsureMember(ctx, tx, admin); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `INSERT INTO imports (created_by, filename, total_rows, accepted, rejected)
+			VALUES ($1, $2, $3, $4, $5) RETURNING id`, admin, filename, len(rows), accepted, len(rows)-accepted).Scan(&id); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if r.Reject != "" {
+				if _, err := tx.Exec(ctx, `INSERT INTO import_rows (import_id, row_number, collection, video_url, reject_reason)
+					VALUES ($1, $2, $3, $4, $5)`, id, r.Number, r.Collection, r.VideoURL, r.Reject); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("create import: %w", err)
+	}
+	for _, r := range rows {
+		if r.Reject != "" {
+			continue
+		}
+		if err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.acceptRow(ctx, tx, admin, id, r) }); err != nil {
+			return id, fmt.Errorf("import row %d: %w", r.Number, err)
+		}
+	}
+	return id, nil
+}
+
+func (s *Store) acceptRow(ctx context.Context, tx pgx.Tx, admin, importID int64, r Row) error {
+	var mediaID int64
+	title := fmt.Sprintf("%s %d-%d", r.Collection, r.Chapter, r.Order)
+	if err := tx.QueryRow(ctx, `INSERT INTO media (owner_id, title, status, visibility) VALUES ($1, $2, 'PROCESSING', 'PUBLIC') RETURNING id`,
+		admin, title).Scan(&mediaID); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO import_rows (import_id, row_number, collection, chapter, position, video_url, media_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, importID, r.Number, r.Collection, r.Chapter, r.Order, r.VideoURL, mediaID); err != nil {
+		return err
+	}
+	_, err := encodejobs.Enqueue(ctx, tx, KindIngest, mediaID, s.maxAttempts)
+	return err
+}
+
+// RowState is where an imported row is.
+type RowState string
+
+// The row states.
+const (
+	StateRejected  RowState = "REJECTED"  // the row was not accepted
+	StatePending   RowState = "PENDING"   // waiting for an ingest worker
+	StateIngesting RowState = "INGESTING" // downloading
+	StateUploaded  RowState = "UPLOADED"  // downloaded, encoding
+	StateReady     RowState = "READY"     // playable and placed
+	StateFailed    RowState = "FAILED"    // gave up, see reason
+)
+
+// RowStatus is one row of an import as GET /v1/admin/imports/{id} shows it.
+type RowStatus struct {
+	Row        int      `json:"row"`
+	Collection string   `json:"collection"`
+	Chapter    *int     `json:"chapter,omitempty"`
+	Order      *int     `json:"order,omitempty"`
+	VideoURL   string   `json:"video_url"`
+	State      RowState `json:"state"`
+	Reason     string   `json:"reason,omitempty"`
+	MediaID    *int64   `json:"media_id,omitempty"`
+}
+
+// Import is an import with its rows.
+type Import struct {
+	ID        int64       `json:"id"`
+	Filename  string      `json:"filename"`
+	Total     int         `json:"total_rows"`
+	Accepted  int         `json:"accepted"`
+	Rejected  int         `json:"rejected"`
+	CreatedAt time.Time   `json:"created_at"`
+	Rows      []RowStatus `json:"rows"`
+}
+
+// Get returns import id with the current state of every row.
+func (s *Store) Get(ctx context.Context, id int64) (Import, error) {
+	var imp Import
+	err := s.pool.QueryRow(ctx, `SELECT id, filename, total_rows, accepted, rejected, created_at FROM imports WHERE id = $1`, id).
+		Scan(&imp.ID, &imp.Filename, &imp.Total, &imp.Accepted, &imp.Rejected, &imp.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Import{}, apperr.Errorf(apperr.NotFound, "import %d not found", id)
+	}
+	if err != nil {
+		return Import{}, fmt.Errorf("get import: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT r.row_number, r.collection, r.chapter, r.position, r.video_url, r.reject_reason, r.media_id,
+		       m.status, coalesce(m.failure_reason, ''),
+		       (SELECT j.status FROM jobs j WHERE j.media_id = r.media_id AND j.kind = $2 ORDER BY j.id DESC LIMIT 1)
+		FROM import_rows r LEFT JOIN media m ON m.id = r.media_id
+		WHERE r.import_id = $1 ORDER BY r.row_number`, id, KindIngest)
+	if err != nil {
+		return Import{}, fmt.Errorf("get import rows: %w", err)
+	}
+	imp.Rows, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (RowStatus, error) {
+		var rs RowStatus
+		var reject *string
+		var mediaStatus, ingestStatus *string
+		var failure string
+		if err := row.Scan(&rs.Row, &rs.Collection, &rs.Chapter, &rs.Order, &rs.VideoURL, &reject, &rs.MediaID,
+			&mediaStatus, &failure, &ingestStatus); err != nil {
+			return rs, err
+		}
+		rs.State, rs.Reason = rowState(reject, mediaStatus, ingestStatus, failure)
+		return rs, nil
+	})
+	if err != nil {
+		return Import{}, fmt.Errorf("get import rows: %w", err)
+	}
+	return imp, nil
+}
+
+func rowState(reject, mediaStatus, ingestStatus *string, failure string) (RowState, string) {
+	switch {
+	case reject != nil:
+		return StateRejected, *reject
+	case mediaStatus == nil:
+		return StateFailed, "media missing"
+	}
+	switch media.Status(*mediaStatus) {
+	case media.StatusReady:
+		return StateReady, ""
+	case media.StatusFailed:
+		return StateFailed, failure
+	case media.StatusUploaded:
+		return StateUploaded, ""
+	}
+	if ingestStatus != nil && encodejobs.Status(*ingestStatus) == encodejobs.StatusProcessing {
+		return StateIngesting, ""
+	}
+	return StatePending, ""
+}
+
+// Placed is one playable item of a collection.
+type Placed struct {
+	Chapter      int    `json:"chapter"`
+	Order        int    `json:"order"`
+	MediaID      int64  `json:"media_id"`
+	Title        string `json:"title"`
+	DurationMS   int64  `json:"duration_ms,omitempty"`
+	HLSKey       string `json:"-"`
+	ThumbnailKey string `json:"-"`
+	HLSURL       string `json:"hls_url"`
+	ThumbnailURL string `json:"thumbnail_url,omitempty"`
+}
+
+// Collection returns the playable media placed in collection, by chapter and order: for each
+// place, the newest imported row whose media is READY.
+func (s *Store) Collection(ctx context.Context, collection string) ([]Placed, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT DISTINCT ON (r.chapter, r.position)
+		       r.chapter, r.position, m.id, m.title, coalesce(m.duration_ms, 0), coalesce(m.hls_key, ''), coalesce(m.thumbnail_key, '')
+		FROM import_rows r JOIN media m ON m.id = r.media_id
+		WHERE r.collection = $1 AND m.status = 'READY' AND m.visibility = 'PUBLIC'
+		ORDER BY r.chapter, r.position, r.id DESC`, collection)
+	if err != nil {
+		return nil, fmt.Errorf("collection: %w", err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Placed, error) {
+		var p Placed
+		err := row.Scan(&p.Chapter, &p.Order, &p.MediaID, &p.Title, &p.DurationMS, &p.HLSKey, &p.ThumbnailKey)
+		return p, err
+	})
+}
+
+// source returns the video URL of the imported row behind media id.
+func (s *Store) source(ctx context.Context, mediaID int64) (string, error) {
+	var u string
+	err := s.pool.QueryRow(ctx, `SELECT video_url FROM import_rows WHERE media_id = $1`, mediaID).Scan(&u)
+	if err != nil {
+		return "", fmt.Errorf("imported row of media %d: %w", mediaID, err)
+	}
+	return u, nil
+}
