@@ -58,8 +58,8 @@ func TestParse_XLSXWithOneBadRow(t *testing.T) {
 		{"레벨1", 3, 1, "https://drive.google.com/file/d/aaa/view"},
 		{"레벨1", "three", 2, "https://drive.google.com/file/d/bbb/view"}, // bad chapter
 		{"레벨1", 3, 3, "https://drive.google.com/open?id=ccc"},
-		{},                                                   // blank: skipped
-		{"레벨2", 1, 1, "javascript:alert(1)"},              // bad URL
+		{},                                   // blank: skipped
+		{"레벨2", 1, 1, "javascript:alert(1)"}, // bad URL
 		{"레벨2", 1, 2, "https://cdn.example.com/lesson.mp4"}, // a direct link is fine
 	}
 	for i, row := range cells {
