@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/ratelimit"
 )
 
 // Mode is how PUT writes a position.
@@ -45,6 +47,10 @@ type Handler struct {
 	Access AccessChecker
 	Buffer *buffer.Buffer[Key, Position]
 	Mode   Mode
+	// Limit bounds each member's position reports (sustained rate and burst). Optional.
+	Limit *ratelimit.Limiter
+	// RateLimited counts reports refused by Limit. Optional.
+	RateLimited prometheus.Counter
 }
 
 // Register adds the playback routes (/playback…) to router, the authenticated /v1 group.
@@ -68,6 +74,15 @@ type positionResponse struct {
 
 func (h *Handler) put(c *fiber.Ctx) error {
 	member := auth.From(c).MemberID
+	if h.Limit != nil {
+		if ok, wait := h.Limit.Allow(member); !ok {
+			if h.RateLimited != nil {
+				h.RateLimited.Inc()
+			}
+			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(ratelimit.RetryAfterSeconds(wait)))
+			return apperr.Errorf(apperr.TooManyRequests, "too many position reports; a player reports every 5 s")
+		}
+	}
 	mediaID, err := httpserver.ParamID(c, "mediaID")
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/playback"
+	"github.com/playhead/playhead/ratelimit"
 )
 
 type positionBody struct {
@@ -249,5 +250,32 @@ func TestPlayback_AdminChangeTakesEffect(t *testing.T) {
 	b.cache.Evict(id)
 	if status, _ := b.do(t, http.MethodPut, fmt.Sprintf("/v1/playback/%d", id), tok, `{"position_ms": 2}`); status != http.StatusNotFound {
 		t.Fatalf("PUT after the media went private = %d, want 404", status)
+	}
+}
+
+// A member over the PUT rate limit gets 429 with Retry-After; other members are unaffected.
+func TestPlayback_RateLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{limit: ratelimit.New(0.2, 3)}) // one every 5 s, burst 3
+	id := b.createMedia(t, map[string]any{"title": "film", "duration_ms": 600_000})
+	path := fmt.Sprintf("/v1/playback/%d", id)
+	greedy, other := token(t, 70, false), token(t, 71, false)
+	for i := range 3 {
+		if status, body := b.do(t, http.MethodPut, path, greedy, `{"position_ms": 1}`); status != http.StatusNoContent {
+			t.Fatalf("PUT %d within the burst: %d %s", i, status, body)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPut, b.baseURL+path, strings.NewReader(`{"position_ms": 2}`))
+	req.Header.Set("Authorization", "Bearer "+greedy)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("PUT over the limit = %d (Retry-After %q), want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if status, _ := b.do(t, http.MethodPut, path, other, `{"position_ms": 1}`); status != http.StatusNoContent {
+		t.Fatalf("another member was limited: %d", status)
 	}
 }

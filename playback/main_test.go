@@ -20,6 +20,7 @@ import (
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/playback"
+	"github.com/playhead/playhead/ratelimit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -41,6 +42,7 @@ type bundle struct {
 
 type options struct {
 	capacity, flushBatch int
+	limit                *ratelimit.Limiter
 	flush                buffer.FlushFunc[playback.Key, playback.Position]
 }
 
@@ -74,7 +76,7 @@ func setup(t *testing.T, opts options) *bundle {
 	}
 	app := httpserver.New(httpserver.Config{BodyLimit: 64 << 10, Metrics: httpserver.NewMetrics(b.reg)})
 	api := app.Group("/v1", verifier.Middleware())
-	(&playback.Handler{Store: b.store, Access: b.cache, Buffer: b.buf, Mode: playback.ModeWriteBehind}).Register(api)
+	(&playback.Handler{Store: b.store, Access: b.cache, Buffer: b.buf, Mode: playback.ModeWriteBehind, Limit: opts.limit}).Register(api)
 	(&media.AdminHandler{Store: b.media}).Register(api.Group("/admin", auth.RequireAdmin))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

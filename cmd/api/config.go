@@ -51,6 +51,11 @@ type Config struct {
 	MaxBodyBytes int
 	// LogLevel is debug, info, warn or error (PLAYHEAD_LOG_LEVEL). Default info.
 	LogLevel string
+	// PutRate and PutBurst limit each member's position reports: a sustained rate per second
+	// and a burst (PLAYHEAD_PUT_RATE, PLAYHEAD_PUT_BURST). Defaults 1/s and 10, five times what
+	// a player sends. A rate of 0 turns the limit off.
+	PutRate  float64
+	PutBurst int
 
 	// NodeID names this process in job claims (PLAYHEAD_NODE_ID). Default hostname-pid.
 	NodeID string
@@ -135,6 +140,19 @@ func (e *env) int(name string, def int) int {
 	return n
 }
 
+func (e *env) float(name string, def float64) float64 {
+	raw := e.str(name, "")
+	if raw == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(raw, 64)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %q is not a number", name, raw))
+		return def
+	}
+	return f
+}
+
 func (e *env) bool(name string, def bool) bool {
 	raw := e.str(name, "")
 	if raw == "" {
@@ -188,6 +206,8 @@ func loadConfig(args []string) (Config, error) {
 		DBMaxConns:       e.int("PLAYHEAD_DB_MAX_CONNS", 0),
 		MaxBodyBytes:     e.int("PLAYHEAD_MAX_BODY_BYTES", 64<<10),
 		LogLevel:         e.str("PLAYHEAD_LOG_LEVEL", "info"),
+		PutRate:          e.float("PLAYHEAD_PUT_RATE", 1),
+		PutBurst:         e.int("PLAYHEAD_PUT_BURST", 10),
 
 		NodeID:             e.str("PLAYHEAD_NODE_ID", defaultNodeID()),
 		StorageDir:         e.str("PLAYHEAD_STORAGE_DIR", "./data/objects"),
@@ -248,6 +268,8 @@ func (c Config) validate(e *env) error {
 	e.check(c.EncodeTimeout > 0, "PLAYHEAD_ENCODE_TIMEOUT: must be positive")
 	e.check(c.RetentionCompleted > 0 && c.RetentionDead > 0 && c.RetentionInterval > 0,
 		"PLAYHEAD_RETENTION_COMPLETED/_DEAD/_INTERVAL: must be positive")
+	e.check(c.PutRate >= 0, "PLAYHEAD_PUT_RATE: must not be negative (0 turns the limit off)")
+	e.check(c.PutBurst >= 1, "PLAYHEAD_PUT_BURST: must be at least 1")
 	e.check(c.IngestConcurrency >= 1, "PLAYHEAD_INGEST_CONCURRENCY: must be at least 1")
 	e.check(strings.Contains(c.IngestDownloadURL, "{id}"), "PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE: must contain {id}")
 	e.check(c.IngestFallbackURL == "" || strings.Contains(c.IngestFallbackURL, "{id}"), "PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE: must contain {id} (or be empty)")

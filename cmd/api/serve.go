@@ -27,6 +27,7 @@ import (
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/notify"
 	"github.com/playhead/playhead/playback"
+	"github.com/playhead/playhead/ratelimit"
 	"github.com/playhead/playhead/storage"
 )
 
@@ -58,6 +59,7 @@ type node struct {
 	mediaCache     *cache.Cache                                    // nil on a worker
 	workers        []*encodejobs.Worker                            // encode and ingest; none on an api node
 	queue          *encodejobs.Queue
+	limiter        *ratelimit.Limiter // nil when PUTs are not rate limited
 }
 
 // serve runs the node until ctx is cancelled (SIGTERM or SIGINT), then stops in the design's
@@ -122,6 +124,9 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	defer func() { stopBackground(); <-listenDone }()
 	for _, w := range n.workers {
 		w.Start()
+	}
+	if n.limiter != nil {
+		go sweepEvery(background, time.Minute, n.limiter)
 	}
 	if len(n.workers) > 0 {
 		go n.queue.RunRetention(background, cfg.RetentionInterval, cfg.RetentionCompleted, cfg.RetentionDead, logger)
@@ -224,6 +229,15 @@ func (n *node) buildAPI(ctx context.Context, store *storage.Local) error {
 
 	playbackStore := playback.NewStore(n.pool)
 	playbackHandler := &playback.Handler{Store: playbackStore, Access: n.mediaCache, Mode: cfg.WriteMode}
+	if cfg.PutRate > 0 {
+		playbackHandler.Limit = ratelimit.New(cfg.PutRate, cfg.PutBurst)
+		playbackHandler.RateLimited = prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "playhead", Subsystem: "playback", Name: "rate_limited_total",
+			Help: "Position reports refused with 429 because a member sent more than PLAYHEAD_PUT_RATE/BURST.",
+		})
+		n.reg.MustRegister(playbackHandler.RateLimited)
+		n.limiter = playbackHandler.Limit
+	}
 	// The flusher gets its own connections: under a burst of synchronous requests (players
 	// opening videos) it must not queue for the request pool while the buffer fills up.
 	n.flushPool, err = dbpool.Open(ctx, cfg.DatabaseURL, flushPoolConns, nil)
@@ -332,6 +346,20 @@ func (n *node) buildWorker(store storage.Store) error {
 	}
 	n.listener.Handle(notify.ChannelJobs, func(string) { wakeAll() }, wakeAll)
 	return nil
+}
+
+// sweepEvery forgets idle members from the rate limiter until ctx is done.
+func sweepEvery(ctx context.Context, interval time.Duration, l *ratelimit.Limiter) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			l.Sweep()
+		}
+	}
 }
 
 // waitForDatabase retries a ping for up to 30 s: a node started together with its database
