@@ -83,7 +83,28 @@ func (e *Encode) run(ctx context.Context, j Job) (Result, error) {
 			return notify.Outbox(ctx, tx, owner, j.MediaID, notify.OutboxMediaReady, map[string]any{"job_id": j.ID})
 		},
 		Discard: discard,
+		// A worker killed mid-encode (kill -9) could not delete its own prefix; the winner
+		// removes every other claim's outputs once its own are recorded. A zombie that is
+		// still running cleans up after itself when its heartbeat finds the claim lost.
+		Committed: func(ctx context.Context) error {
+			return e.removeLosers(ctx, j.MediaID, j.ClaimToken)
+		},
 	}, nil
+}
+
+func (e *Encode) removeLosers(ctx context.Context, mediaID int64, winner string) error {
+	parent := fmt.Sprintf("hls/%d/", mediaID)
+	tokens, err := e.Store.Children(ctx, parent)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, tok := range tokens {
+		if tok != winner {
+			errs = append(errs, e.Store.DeletePrefix(ctx, parent+tok+"/"))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (e *Encode) fetch(ctx context.Context, key, dst string) error {

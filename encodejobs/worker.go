@@ -34,6 +34,10 @@ type Result struct {
 	// Discard undoes Run's side effects when the completion fails (the claim was lost).
 	// Optional.
 	Discard func(ctx context.Context)
+	// Committed runs after the completion committed: cleanup that only the winner may do,
+	// such as deleting what workers that died mid-job left behind. Optional; its failure is
+	// logged, the job stays completed.
+	Committed func(ctx context.Context) error
 }
 
 type permanentError struct{ err error }
@@ -241,6 +245,11 @@ func (w *Worker) finish(ctx context.Context, kind Kind, j Job, res Result, runEr
 		err := w.q.Complete(ctx, j, res.Commit)
 		if err == nil {
 			log.Info("job completed")
+			if res.Committed != nil {
+				if err := res.Committed(ctx); err != nil {
+					log.Warn("cleanup after completion failed", "err", err)
+				}
+			}
 			return "completed"
 		}
 		discard()

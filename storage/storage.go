@@ -23,6 +23,8 @@ type Store interface {
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
 	// DeletePrefix removes every object under prefix ("hls/42/token/").
 	DeletePrefix(ctx context.Context, prefix string) error
+	// Children lists the names one level below prefix ("hls/42/" → the claim tokens).
+	Children(ctx context.Context, prefix string) ([]string, error)
 }
 
 // ErrBadKey is returned for keys that are empty, absolute or climb out with "..".
@@ -118,6 +120,28 @@ func (l *Local) DeletePrefix(_ context.Context, prefix string) error {
 		return fmt.Errorf("delete %s: %w", prefix, err)
 	}
 	return nil
+}
+
+// Children lists the entries directly under prefix; a missing prefix has none.
+func (l *Local) Children(_ context.Context, prefix string) ([]string, error) {
+	p, err := l.path(prefix)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", prefix, err)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".put-") { // a Put in progress is not an object yet
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
 }
 
 // contextReader stops a long copy when its context is cancelled.
