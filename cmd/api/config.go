@@ -49,6 +49,12 @@ type Config struct {
 	DBMaxConns int
 	// MaxBodyBytes bounds request bodies read into memory (PLAYHEAD_MAX_BODY_BYTES). Default 64 KiB.
 	MaxBodyBytes int
+	// HTTPReadTimeout bounds reading one request's headers and body; a client that trickles
+	// them (slow loris) is cut (PLAYHEAD_HTTP_READ_TIMEOUT). Default 10 s. Uploads extend it.
+	HTTPReadTimeout time.Duration
+	// HTTPIdleTimeout closes keep-alive connections idle this long (PLAYHEAD_HTTP_IDLE_TIMEOUT).
+	// Default 60 s.
+	HTTPIdleTimeout time.Duration
 	// LogLevel is debug, info, warn or error (PLAYHEAD_LOG_LEVEL). Default info.
 	LogLevel string
 	// PutRate and PutBurst limit each member's position reports: a sustained rate per second
@@ -205,6 +211,8 @@ func loadConfig(args []string) (Config, error) {
 		ShutdownTimeout:  e.duration("PLAYHEAD_SHUTDOWN_TIMEOUT", 30*time.Second),
 		DBMaxConns:       e.int("PLAYHEAD_DB_MAX_CONNS", 0),
 		MaxBodyBytes:     e.int("PLAYHEAD_MAX_BODY_BYTES", 64<<10),
+		HTTPReadTimeout:  e.duration("PLAYHEAD_HTTP_READ_TIMEOUT", 10*time.Second),
+		HTTPIdleTimeout:  e.duration("PLAYHEAD_HTTP_IDLE_TIMEOUT", 60*time.Second),
 		LogLevel:         e.str("PLAYHEAD_LOG_LEVEL", "info"),
 		PutRate:          e.float("PLAYHEAD_PUT_RATE", 1),
 		PutBurst:         e.int("PLAYHEAD_PUT_BURST", 10),
@@ -268,6 +276,7 @@ func (c Config) validate(e *env) error {
 	e.check(c.EncodeTimeout > 0, "PLAYHEAD_ENCODE_TIMEOUT: must be positive")
 	e.check(c.RetentionCompleted > 0 && c.RetentionDead > 0 && c.RetentionInterval > 0,
 		"PLAYHEAD_RETENTION_COMPLETED/_DEAD/_INTERVAL: must be positive")
+	e.check(c.HTTPReadTimeout > 0 && c.HTTPIdleTimeout > 0, "PLAYHEAD_HTTP_READ_TIMEOUT/_IDLE_TIMEOUT: must be positive")
 	e.check(c.PutRate >= 0, "PLAYHEAD_PUT_RATE: must not be negative (0 turns the limit off)")
 	e.check(c.PutBurst >= 1, "PLAYHEAD_PUT_BURST: must be at least 1")
 	e.check(c.IngestConcurrency >= 1, "PLAYHEAD_INGEST_CONCURRENCY: must be at least 1")

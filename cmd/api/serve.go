@@ -266,9 +266,9 @@ func (n *node) buildAPI(ctx context.Context, store *storage.Local) error {
 
 	app := httpserver.New(httpserver.Config{
 		BodyLimit:    cfg.MaxBodyBytes,
-		ReadTimeout:  10 * time.Second,
+		ReadTimeout:  cfg.HTTPReadTimeout,
 		WriteTimeout: 30 * time.Second,
-		IdleTimeout:  60 * time.Second,
+		IdleTimeout:  cfg.HTTPIdleTimeout,
 		Logger:       n.logger,
 		Metrics:      httpserver.NewMetrics(n.reg),
 	})
