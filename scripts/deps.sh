@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what Playhead needs to run and test: PostgreSQL server binaries and ffmpeg.
+# Installs what Playhead needs to run and test: PostgreSQL server binaries, ffmpeg, and
+# Prometheus (prometheus and promtool, for the dashboard and alert check in grafana/).
 # As root it uses apt-get; otherwise it says exactly what to install and fails.
 set -euo pipefail
 
@@ -8,6 +9,8 @@ have_pg() { command -v initdb >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql
 have_pg || missing+=(postgresql)
 command -v ffmpeg >/dev/null 2>&1 || missing+=(ffmpeg)
 command -v ffprobe >/dev/null 2>&1 || missing+=(ffmpeg)
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
