@@ -97,6 +97,8 @@ type Buffer[K comparable, V any] struct {
 
 	// droppedSinceLog is added to by Offer and swapped to zero by the flusher's log tick.
 	droppedSinceLog atomic.Int64
+	// held mirrors len(held) for the metrics: written by the flusher, read at scrape time.
+	held atomic.Int64
 
 	stop    chan struct{} // closed by Close: the flusher drains and exits
 	done    chan struct{} // closed by the flusher when it has exited
@@ -122,6 +124,7 @@ func New[K comparable, V any](cfg Config[K, V]) (*Buffer[K, V], error) {
 	if cfg.Metrics != nil {
 		cfg.Metrics.capacity.Set(float64(cfg.Capacity))
 		cfg.Metrics.depth = func() float64 { return float64(len(b.ch)) }
+		cfg.Metrics.heldKeys = func() float64 { return float64(b.held.Load()) }
 	}
 	return b, nil
 }
@@ -244,6 +247,7 @@ func (b *Buffer[K, V]) hold(held map[K]V, e Entry[K, V]) {
 		}
 	}
 	held[e.Key] = e.Value
+	b.held.Store(int64(len(held)))
 }
 
 // flush hands everything held to the flush function and empties held. A failed flush is
@@ -255,6 +259,7 @@ func (b *Buffer[K, V]) flush(parent context.Context, held map[K]V) {
 	}
 	batch := Sorted(held, b.cfg.Compare)
 	clear(held)
+	b.held.Store(0)
 
 	ctx, cancel := context.WithTimeout(parent, b.cfg.FlushTimeout)
 	start := time.Now()

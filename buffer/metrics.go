@@ -10,8 +10,8 @@ type Metrics struct {
 	flushFailures, flushedRows  prometheus.Counter
 	flushDuration, flushRows    prometheus.Histogram
 	capacity                    prometheus.Gauge
-	// depth is set by New to read the buffer's channel length at scrape time.
-	depth func() float64
+	// depth and heldKeys are set by New to read the buffer at scrape time.
+	depth, heldKeys func() float64
 }
 
 // NewMetrics creates a buffer's metrics and registers them with reg. name is the buffer's
@@ -45,7 +45,13 @@ func NewMetrics(reg prometheus.Registerer, name string) *Metrics {
 		}
 		return m.depth()
 	})
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("held_keys", "Distinct keys the flusher holds for its next flush (received from the channel, coalesced, not yet written).")), func() float64 {
+		if m.heldKeys == nil {
+			return 0
+		}
+		return m.heldKeys()
+	})
 	reg.MustRegister(m.offered, m.dropped, m.coalesced, m.flushFailures, m.flushedRows,
-		m.flushDuration, m.flushRows, m.capacity, depth)
+		m.flushDuration, m.flushRows, m.capacity, depth, held)
 	return m
 }

@@ -288,7 +288,7 @@ func TestServe_SIGTERMDrainsEveryAcceptedPosition(t *testing.T) {
 		maxPerPlayer = 3_600_000 / positionStep // the media's duration bounds the positions
 		loadTimeout  = 2 * time.Minute          // give up if the load never reaches minAccepted
 	)
-	s := startServer(t, map[string]string{"PLAYHEAD_FLUSH_INTERVAL": "1s"})
+	s := startServer(t, map[string]string{"PLAYHEAD_FLUSH_INTERVAL": "1s", "PLAYHEAD_PUT_RATE": "0"})
 	admin := mint(t, 1, true)
 	var mediaIDs []int64
 	for i := range mediaCount {

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -146,8 +147,15 @@ func startCluster() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "playhead-pgtest-")
+	removeAbandoned(bin)
+	dir, err := os.MkdirTemp("", clusterDirPrefix)
 	if err != nil {
+		return nil, err
+	}
+	// The owner's pid lets a later run stop this cluster if this test binary is killed
+	// before it can (a timeout, a Ctrl-C): otherwise its postgres would run on forever.
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	s := &Server{BinDir: bin, DataDir: filepath.Join(dir, "data"), dir: dir}
@@ -186,12 +194,42 @@ func startCluster() (*Server, error) {
 	return s, nil
 }
 
+const (
+	clusterDirPrefix = "playhead-pgtest-"
+	ownerFile        = "owner.pid"
+)
+
+// removeAbandoned stops and deletes the clusters of test binaries that died without
+// stopping them.
+func removeAbandoned(bin string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), clusterDirPrefix+"*"))
+	for _, dir := range dirs {
+		raw, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue // being created, or not ours
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+		if err != nil || processAlive(pid) {
+			continue
+		}
+		stale := &Server{BinDir: bin, DataDir: filepath.Join(dir, "data"), dir: dir}
+		stale.stop()
+	}
+}
+
+func processAlive(pid int) bool {
+	p, err := os.FindProcess(pid)
+	return err == nil && p.Signal(syscall.Signal(0)) == nil
+}
+
 // Restart restarts a cluster this package started (pg_ctl restart -m fast), for fault tests.
 func (s *Server) Restart() error {
 	if s.DataDir == "" {
 		return errors.New("pgtest: the server was not started by this package")
 	}
-	out, err := s.run("pg_ctl", "-D", s.DataDir, "-m", "fast", "-w", "-t", "60", "restart")
+	// -l again: without it the restarted server would write to pg_ctl's stdout, a pipe this
+	// process would then wait on forever.
+	out, err := s.run("pg_ctl", "-D", s.DataDir, "-m", "fast", "-l", filepath.Join(s.dir, "server.log"), "-w", "-t", "60", "restart")
 	if err != nil {
 		return fmt.Errorf("pg_ctl restart: %w: %s", err, out)
 	}
