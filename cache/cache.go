@@ -75,7 +75,7 @@ func New(cfg Config) (*Cache, error) {
 	c.misses = counter("misses_total", "Lookups not in the cache.")
 	c.loads = counter("loads_total", "Database queries made to fill the cache (concurrent misses share one).")
 	c.invalidations = counter("invalidations_total", "Entries evicted because a node notified that the media changed.")
-	c.evictions = counter("evictions_total", "Entries evicted to stay within MaxItems.")
+	c.evictions = counter("evictions_total", "Entries the cache dropped by itself: for space, on TTL expiry, or cleared after the notification listener reconnected.")
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(c.hits, c.misses, c.loads, c.invalidations, c.evictions)
 	}

@@ -15,9 +15,13 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 }
 
+// outcomes are the ways a claimed job ends, the values of the outcome label.
+var outcomes = []string{"completed", "retried", "dead", "released", "claim_lost", "error"}
+
 // NewMetrics creates the worker metrics, plus collectors that read jobs by status and the
-// oldest due pending job from pool at scrape time, and registers them with reg.
-func NewMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) *Metrics {
+// oldest due pending job from pool at scrape time, and registers them with reg. The series of
+// kinds start at zero, so that rate() sees their first increase too.
+func NewMetrics(reg prometheus.Registerer, pool *pgxpool.Pool, kinds ...string) *Metrics {
 	m := &Metrics{
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "playhead", Subsystem: "jobs", Name: "claimed_total",
@@ -32,6 +36,12 @@ func NewMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) *Metrics {
 			Help:    "Time from claim to the end of a job's run, by kind and outcome.",
 			Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
 		}, []string{"kind", "outcome"}),
+	}
+	for _, k := range kinds {
+		m.claims.WithLabelValues(k)
+		for _, o := range outcomes {
+			m.outcomes.WithLabelValues(k, o)
+		}
 	}
 	reg.MustRegister(m.claims, m.outcomes, m.duration, queueCollector{pool: pool})
 	return m
