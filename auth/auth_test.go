@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,17 +14,28 @@ import (
 var secret = []byte("0123456789abcdef0123456789abcdef")
 
 func TestVerifier_Verify(t *testing.T) {
-	v, err := auth.NewVerifier(secret)
-	if err != nil {
-		t.Fatal(err)
+	for _, cacheItems := range []int64{0, 1000} {
+		t.Run(fmt.Sprintf("cache=%d", cacheItems), func(t *testing.T) {
+			v, err := auth.NewVerifier(secret, cacheItems)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			testVerify(t, v)
+		})
 	}
+}
+
+func testVerify(t *testing.T, v *auth.Verifier) {
 	good, err := auth.Mint(secret, 42, true, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := v.Verify(good)
-	if err != nil || id.MemberID != 42 || !id.Admin {
-		t.Fatalf("Verify(minted) = %+v, %v", id, err)
+	for range 3 { // the second and third from the cache, when there is one
+		id, err := v.Verify(good)
+		if err != nil || id.MemberID != 42 || !id.Admin {
+			t.Fatalf("Verify(minted) = %+v, %v", id, err)
+		}
 	}
 	member, _ := auth.Mint(secret, 7, false, time.Hour)
 	if id, err := v.Verify(member); err != nil || id.Admin {
@@ -59,8 +71,33 @@ func TestVerifier_Verify(t *testing.T) {
 	}
 }
 
+// A cached token stops being accepted when it expires.
+func TestVerifier_CachedTokenExpires(t *testing.T) {
+	v, err := auth.NewVerifier(secret, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	// exp has a resolution of one second: this token expires within the next two.
+	tok, _ := auth.Mint(secret, 9, false, 1500*time.Millisecond)
+	if _, err := v.Verify(tok); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := v.Verify(tok)
+		if apperr.CodeOf(err) == apperr.Unauthenticated {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("an expired token is still accepted (from the cache)")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func TestNewVerifier_RejectsShortSecret(t *testing.T) {
-	if _, err := auth.NewVerifier([]byte("short")); err == nil {
+	if _, err := auth.NewVerifier([]byte("short"), 0); err == nil {
 		t.Fatal("a 5-byte secret was accepted")
 	}
 }

@@ -16,7 +16,7 @@ func FuzzVerify(f *testing.F) {
 		"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.", "Bearer " + good} {
 		f.Add(seed)
 	}
-	v, err := auth.NewVerifier(secret)
+	v, err := auth.NewVerifier(secret, 0)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func startUploadServer(t *testing.T, maxBytes int64) *uploadServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	verifier, err := auth.NewVerifier(secret)
+	verifier, err := auth.NewVerifier(secret, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

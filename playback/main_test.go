@@ -70,7 +70,7 @@ func setup(t *testing.T, opts options) *bundle {
 	b.buf.Start()
 	t.Cleanup(func() { _ = b.buf.Close(context.Background()) })
 
-	verifier, err := auth.NewVerifier(secret)
+	verifier, err := auth.NewVerifier(secret, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,8 @@
 package playback
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
-	"io"
 	"math"
 	"strconv"
 	"time"
@@ -52,12 +50,10 @@ func ParsePosition(body []byte) (int64, error) {
 	var req struct {
 		PositionMS json.RawMessage `json:"position_ms"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&req); err != nil {
+	// Unmarshal, not a Decoder: it also refuses trailing data, and allocates less on the
+	// hottest path of the service.
+	if err := json.Unmarshal(body, &req); err != nil {
 		return 0, apperr.Errorf(apperr.Invalid, "malformed JSON body: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return 0, apperr.Errorf(apperr.Invalid, "malformed JSON body: trailing data")
 	}
 	raw := req.PositionMS
 	if len(raw) == 0 || string(raw) == "null" {

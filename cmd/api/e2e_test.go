@@ -615,7 +615,7 @@ func TestToken_PrintsVerifiableTokens(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("playhead token --count 3 printed %d tokens, want 3:\n%s", len(lines), p.stdout)
 	}
-	verifier, err := auth.NewVerifier([]byte(testSecret))
+	verifier, err := auth.NewVerifier([]byte(testSecret), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,6 +60,7 @@ type node struct {
 	workers        []*encodejobs.Worker                            // encode and ingest; none on an api node
 	queue          *encodejobs.Queue
 	limiter        *ratelimit.Limiter // nil when PUTs are not rate limited
+	verifier       *auth.Verifier     // nil on a worker
 }
 
 // serve runs the node until ctx is cancelled (SIGTERM or SIGINT), then stops in the design's
@@ -107,6 +108,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			return err
 		}
 		defer n.mediaCache.Close()
+		defer n.verifier.Close()
 		defer n.flushPool.Close() // after stop: the buffer's final flush uses it
 	}
 	if cfg.Role != roleAPI {
@@ -195,6 +197,10 @@ func (n *node) stop(metricsSrv *http.Server) error {
 	return nil
 }
 
+// tokenCacheItems bounds the verified-token cache: one entry per active player (about 250
+// bytes each), so 200 000 players fit in ~50 MiB.
+const tokenCacheItems = 200_000
+
 // defaultAPIPoolConns is the request pool's size on api and all nodes when
 // PLAYHEAD_DB_MAX_CONNS is 0.
 const defaultAPIPoolConns = 10
@@ -210,10 +216,11 @@ const flushPoolConns = 2
 // buildAPI builds the public app: playback, media, uploads and admin routes.
 func (n *node) buildAPI(ctx context.Context, store *storage.Local) error {
 	cfg := n.cfg
-	verifier, err := auth.NewVerifier([]byte(cfg.JWTSecret))
+	verifier, err := auth.NewVerifier([]byte(cfg.JWTSecret), tokenCacheItems)
 	if err != nil {
 		return err
 	}
+	n.verifier = verifier
 	mediaStore := media.NewStore(n.pool)
 	n.mediaCache, err = cache.New(cache.Config{
 		MaxItems:    int64(cfg.CacheMaxItems),
@@ -304,7 +311,7 @@ func (n *node) buildWorker(store storage.Store) error {
 		return err
 	}
 	encode := &encodejobs.Encode{Pool: n.pool, Store: store, Encoder: enc}
-	metrics := encodejobs.NewMetrics(n.reg, n.pool)
+	metrics := encodejobs.NewMetrics(n.reg, n.pool, encodejobs.KindEncode, ingest.KindIngest)
 	fetcher := ingest.NewFetcher(ingest.FetchConfig{
 		AllowPrivate:   cfg.IngestAllowPrivate,
 		ConnectTimeout: cfg.IngestConnectTimeout,
