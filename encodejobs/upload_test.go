@@ -1,6 +1,7 @@
 package encodejobs_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"mime/multipart"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -80,6 +82,54 @@ func (s *uploadServer) post(t *testing.T, contentType string, body io.Reader, si
 	return resp.StatusCode, out
 }
 
+// postRaw sends the request over a raw connection, writing the body in the background, and
+// reads the answer even if the server answers (413) and closes before the body is written:
+// net/http's client may report the broken write instead of the answer it already got.
+func (s *uploadServer) postRaw(t *testing.T, contentType string, body []byte, chunked bool) (int, []byte) {
+	t.Helper()
+	u, _ := url.Parse(s.url)
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	header := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\n", u.Path, u.Host, s.token, contentType)
+	if chunked {
+		header += "Transfer-Encoding: chunked\r\n\r\n"
+	} else {
+		header += fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body))
+	}
+	go func() {
+		if _, err := io.WriteString(conn, header); err != nil {
+			return
+		}
+		for rest := body; len(rest) > 0; {
+			n := min(len(rest), 32<<10)
+			var err error
+			if chunked {
+				_, err = fmt.Fprintf(conn, "%x\r\n%s\r\n", n, rest[:n])
+			} else {
+				_, err = conn.Write(rest[:n])
+			}
+			if err != nil {
+				return // the server answered and closed: expected for a refused body
+			}
+			rest = rest[n:]
+		}
+		if chunked {
+			_, _ = io.WriteString(conn, "0\r\n\r\n")
+		}
+	}()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
 // multipartBody builds a small form in memory.
 func multipartBody(t *testing.T, fields map[string]string, file []byte) (string, *bytes.Buffer) {
 	t.Helper()
@@ -113,6 +163,12 @@ func TestUpload_BadInput(t *testing.T) {
 	t.Parallel()
 	s := startUploadServer(t, 1<<20)
 	big := bytes.Repeat([]byte("x"), 2<<20)
+	for _, chunked := range []bool{false, true} {
+		ct, b := multipartBody(t, nil, big)
+		if status, out := s.postRaw(t, ct, b.Bytes(), chunked); status != http.StatusRequestEntityTooLarge {
+			t.Fatalf("a 2 MiB upload over a 1 MiB limit (chunked %v): %d %s, want 413", chunked, status, out)
+		}
+	}
 	cases := []struct {
 		name   string
 		build  func() (string, io.Reader, int64)
@@ -137,14 +193,6 @@ func TestUpload_BadInput(t *testing.T) {
 			ct, b := multipartBody(t, map[string]string{"visibility": "FRIENDS"}, []byte("abc"))
 			return ct, b, int64(b.Len())
 		}, 422},
-		{"OverLimitByContentLength", func() (string, io.Reader, int64) {
-			ct, b := multipartBody(t, nil, big)
-			return ct, b, int64(b.Len())
-		}, 413},
-		{"OverLimitChunked", func() (string, io.Reader, int64) {
-			ct, b := multipartBody(t, nil, big)
-			return ct, b, -1
-		}, 413},
 		{"Truncated", func() (string, io.Reader, int64) {
 			ct, b := multipartBody(t, nil, []byte("some bytes"))
 			cut := b.Bytes()[:b.Len()-20]
