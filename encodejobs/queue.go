@@ -78,18 +78,33 @@ func Enqueue(ctx context.Context, tx pgx.Tx, kind string, mediaID int64, maxAtte
 
 // claimSQL claims up to $3 jobs of the given kinds: PENDING and due, or PROCESSING with an
 // expired lease, with attempts left, oldest first. SKIP LOCKED lets concurrent claimers take
-// different rows without waiting; the statement commits on its own, so the row lock lasts
+// different rows without waiting; the statement commits on its own, so the row locks last
 // only as long as the statement.
+//
+// The two shapes are two index scans that each stop at the limit, merged afterwards. One scan
+// with "PENDING OR expired" cannot use either partial index in order, so it read and sorted the
+// whole backlog on every claim: 0.4 ms at 500 queued jobs, 2.5 ms at 8 000 (measured, see
+// docs/performance.md). The rows a scan locks but the merge does not pick are released when the
+// statement commits.
 const claimSQL = `
-WITH candidate AS (
-    SELECT id FROM jobs
-    WHERE kind = ANY($1::text[])
-      AND attempt_count < max_attempts
-      AND ((status = 'PENDING' AND available_at <= statement_timestamp())
-        OR (status = 'PROCESSING' AND lease_until <= statement_timestamp()))
+WITH pending AS (
+    SELECT id, available_at FROM jobs
+    WHERE status = 'PENDING' AND available_at <= statement_timestamp()
+      AND kind = ANY($1::text[]) AND attempt_count < max_attempts
     ORDER BY available_at, id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
+), expired AS (
+    SELECT id, available_at FROM jobs
+    WHERE status = 'PROCESSING' AND lease_until <= statement_timestamp()
+      AND kind = ANY($1::text[]) AND attempt_count < max_attempts
+    ORDER BY lease_until
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+), candidate AS (
+    SELECT id FROM (SELECT * FROM pending UNION ALL SELECT * FROM expired) c
+    ORDER BY available_at, id
+    LIMIT $3
 )
 UPDATE jobs j
 SET status = 'PROCESSING',
@@ -207,17 +222,15 @@ func (q *Queue) fenced(ctx context.Context, j Job, domain DomainFunc, final stri
 	return err
 }
 
-// lockMediaOwner locks the media's owner row, then the media row, and returns the owner.
+// lockMediaOwner locks the media's owner row, then the media row, and returns the owner: two
+// statements, so the order of the locks is certain.
 func lockMediaOwner(ctx context.Context, tx pgx.Tx, mediaID int64) (int64, error) {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM members WHERE id = (SELECT owner_id FROM media WHERE id = $1) FOR UPDATE`, mediaID); err != nil {
+		return 0, err
+	}
 	var owner int64
-	if err := tx.QueryRow(ctx, `SELECT owner_id FROM media WHERE id = $1`, mediaID).Scan(&owner); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT owner_id FROM media WHERE id = $1 FOR UPDATE`, mediaID).Scan(&owner); err != nil {
 		return 0, fmt.Errorf("media %d: %w", mediaID, err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM members WHERE id = $1 FOR UPDATE`, owner); err != nil {
-		return 0, err
-	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM media WHERE id = $1 FOR UPDATE`, mediaID); err != nil {
-		return 0, err
 	}
 	return owner, nil
 }
