@@ -4,7 +4,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: run test build deps lint clean
 
-build:
+build: web
 	$(GO) build -o bin/playhead ./cmd/api
 
 deps:
@@ -19,8 +19,27 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 
 # Tests start their own PostgreSQL (internal/pgtest) unless PLAYHEAD_TEST_DATABASE_URL is set.
-test: deps lint
+test: deps web lint
 	$(GO) test -count=1 -timeout 25m ./...
+
+# The player page (web/): hls.js from npm, pinned in package-lock.json, copied into the folder the
+# binary embeds; `npm ci` also installs playwright-core for the browser test (which drives
+# Debian's /usr/bin/chromium, installed by `make deps`: never `npx playwright install`).
+NPM ?= npm
+WEB_VENDOR := web/static/vendor
+HLS_DIST := node_modules/hls.js/dist
+
+.PHONY: web
+web: node_modules/.package-lock.json
+	@for f in web/static/js/*.mjs web/e2e/*.mjs; do node --check "$$f" || exit 1; done
+	@mkdir -p $(WEB_VENDOR)
+	cp $(HLS_DIST)/hls.min.js $(HLS_DIST)/hls.worker.js $(WEB_VENDOR)/
+	cp node_modules/hls.js/LICENSE $(WEB_VENDOR)/hls.js.LICENSE.txt
+
+node_modules/.package-lock.json: package.json package-lock.json
+	@command -v $(NPM) >/dev/null 2>&1 || { echo "npm is missing: run make deps (as root) or apt-get install nodejs npm" >&2; exit 1; }
+	$(NPM) ci --no-audit --no-fund
+	@touch $@
 
 clean:
 	@if [ -d .data/pg/data ]; then \

@@ -9,6 +9,11 @@ have_pg() { command -v initdb >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql
 have_pg || missing+=(postgresql)
 command -v ffmpeg >/dev/null 2>&1 || missing+=(ffmpeg)
 command -v ffprobe >/dev/null 2>&1 || missing+=(ffmpeg)
+# The player page: npm installs hls.js and playwright-core (package-lock.json); its browser test
+# drives Debian's Chromium at /usr/bin/chromium.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 

@@ -26,6 +26,9 @@ cat <<EOT
 dev token (member 1, admin, 30 days):
   $token
 
+open the player (signs this browser tab in with the token above):
+  http://localhost:$port/#token=$token
+
 try:
   curl -s -X POST localhost:$port/v1/admin/media -H "Authorization: Bearer $token" -d '{"title":"demo","duration_ms":600000}'
   curl -s -X PUT  localhost:$port/v1/playback/1 -H "Authorization: Bearer $token" -d '{"position_ms":61000}' -w '%{http_code}\n'

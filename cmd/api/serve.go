@@ -29,6 +29,7 @@ import (
 	"github.com/playhead/playhead/playback"
 	"github.com/playhead/playhead/ratelimit"
 	"github.com/playhead/playhead/storage"
+	"github.com/playhead/playhead/web"
 )
 
 func runServe(ctx context.Context, args []string) error {
@@ -281,6 +282,12 @@ func (n *node) buildAPI(ctx context.Context, store *storage.Local) error {
 	})
 	n.health.Register(app)
 	app.Static(objectsPath+"hls", store.Root()+"/hls", fiber.Static{Browse: false})
+	// The player pages (/, /watch/:id, /static/…) load without a token; their scripts send it.
+	pages, err := web.New()
+	if err != nil {
+		return err
+	}
+	pages.Register(app)
 	// The upload streams its body and enforces its own limit, so it is registered before the
 	// group whose LimitBody would read the body into memory.
 	upload := &encodejobs.UploadHandler{Pool: n.pool, Store: store, MaxBytes: cfg.MaxUploadBytes,

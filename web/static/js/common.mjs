@@ -1,0 +1,232 @@
+// Shared by the pages: the member's token (kept in sessionStorage), calls to the /v1 API,
+// the error notice and small formatting helpers. No framework: plain DOM.
+
+const TOKEN_KEY = 'playhead.token';
+
+// APIError is a failed API call: status 0 when the request never got an answer.
+export class APIError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.name = 'APIError';
+    this.status = status;
+  }
+}
+
+// claims decodes a JWT's payload without checking it (the server does): enough to show who is
+// signed in and when the token expires.
+function claims(token) {
+  const parts = token.split('.');
+  if (parts.length !== 3) return null;
+  try {
+    const json = atob(parts[1].replace(/-/g, '+').replace(/_/g, '/'));
+    const c = JSON.parse(json);
+    return typeof c === 'object' && c !== null ? c : null;
+  } catch {
+    return null;
+  }
+}
+
+// takeTokenFromURL moves a token passed as #token=… into sessionStorage and removes it from the
+// address bar, so it is neither bookmarked nor shared by copying the URL.
+function takeTokenFromURL() {
+  const m = location.hash.match(/^#(?:.*&)?token=([^&]+)/);
+  if (!m) return;
+  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]).trim());
+  history.replaceState(null, '', location.pathname + location.search);
+}
+
+function token() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+function forgetToken() {
+  sessionStorage.removeItem(TOKEN_KEY);
+}
+
+// el builds an element: el('a', {href: '/', class: 'x'}, 'text', child…). Text is always set as
+// text, never parsed as HTML.
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') node.className = v;
+    else if (k === 'dataset') Object.assign(node.dataset, v);
+    else if (k.startsWith('on')) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children) {
+    if (c === undefined || c === null || c === false) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+// showNotice shows a message under the header; kind is 'error', 'warn' or 'info'. It stays
+// until dismissed or replaced; errors are also logged to the console.
+export function showNotice(message, kind = 'error') {
+  const box = document.getElementById('notice');
+  document.getElementById('notice-text').textContent = message;
+  box.dataset.kind = kind;
+  box.hidden = false;
+  if (kind === 'error') console.error('playhead:', message);
+}
+
+// clearNotice hides the notice; given a kind, only a notice of that kind.
+export function clearNotice(kind) {
+  const box = document.getElementById('notice');
+  if (!kind || box.dataset.kind === kind) box.hidden = true;
+}
+
+// describe turns an error into a sentence for the notice.
+export function describe(err, what) {
+  if (err instanceof APIError) {
+    const status = err.status ? ` (HTTP ${err.status})` : '';
+    return `${what}: ${err.message}${status}`;
+  }
+  return `${what}: ${err && err.message ? err.message : String(err)}`;
+}
+
+// fail shows err as a notice; a refused token (401) also sends the member back to sign in.
+export function fail(err, what) {
+  showNotice(describe(err, what));
+  if (err instanceof APIError && err.status === 401) {
+    forgetToken();
+    showSignIn('The server refused the token. Paste a new one to go on.');
+  }
+}
+
+// api calls the /v1 API with the member's token and returns the decoded JSON answer (null for
+// 204). keepalive lets a call outlive the page (pagehide).
+export async function api(method, path, { body, keepalive = false } = {}) {
+  const headers = { Authorization: `Bearer ${token() || ''}` };
+  const init = { method, headers, keepalive, cache: 'no-store' };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch (err) {
+    throw new APIError(0, `the server could not be reached (${err.message})`);
+  }
+  if (res.status === 204) return null;
+  const text = await res.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    // not JSON: the message below uses the text
+  }
+  if (!res.ok) {
+    const message = (data && data.error) || text.trim() || res.statusText || 'request failed';
+    throw new APIError(res.status, message);
+  }
+  return data;
+}
+
+// authHeader is the Authorization header for calls that cannot use api() (XHR uploads).
+export function authHeader() {
+  return `Bearer ${token() || ''}`;
+}
+
+// showSignIn replaces the page's content with a form to paste a token.
+export function showSignIn(reason) {
+  document.getElementById('session').hidden = true;
+  const main = document.getElementById('main');
+  main.hidden = true;
+  let card = document.getElementById('signin');
+  if (card) card.remove();
+  const input = el('textarea', { id: 'token', rows: 4, spellcheck: 'false', autocomplete: 'off',
+    placeholder: 'eyJhbGciOiJIUzI1NiIs…', required: true });
+  card = el('section', { class: 'card signin', id: 'signin' },
+    el('h1', {}, 'Sign in with a token'),
+    reason ? el('p', { class: 'muted' }, reason)
+      : el('p', { class: 'muted' }, 'These pages call the API with a member token. ', el('code', {}, 'make run'),
+        ' prints a link that signs you in; or mint one with ', el('code', {}, 'bin/playhead token --member 1'), '.'),
+    el('form', { onsubmit: (ev) => {
+      ev.preventDefault();
+      const value = input.value.trim();
+      if (!claims(value)) {
+        showNotice('That is not a JWT: paste the whole token, three parts separated by dots.');
+        return;
+      }
+      sessionStorage.setItem(TOKEN_KEY, value);
+      location.reload();
+    } },
+    el('label', { class: 'field' }, 'Token', input),
+    el('button', { type: 'submit', class: 'primary' }, 'Continue')),
+    el('p', { class: 'muted small' }, 'The token stays in this tab only (sessionStorage) and is sent to this server alone.'));
+  main.after(card);
+}
+
+// initSession reads the token (from #token=… once, then sessionStorage), shows who is signed
+// in, and returns {member} — or shows the sign-in form and returns null.
+export function initSession() {
+  document.getElementById('notice-close').addEventListener('click', () => clearNotice());
+  // A #token=… link opened over this page changes only the hash: start again with it.
+  window.addEventListener('hashchange', () => {
+    if (/^#(?:.*&)?token=/.test(location.hash)) location.reload();
+  });
+  takeTokenFromURL();
+  const t = token();
+  if (!t) {
+    showSignIn();
+    return null;
+  }
+  const c = claims(t);
+  if (!c || !c.sub) {
+    forgetToken();
+    showSignIn('The stored token could not be read. Paste a new one.');
+    return null;
+  }
+  if (typeof c.exp === 'number' && c.exp * 1000 <= Date.now()) {
+    forgetToken();
+    showSignIn(`Your token expired ${ago(new Date(c.exp * 1000))}. Paste a new one.`);
+    return null;
+  }
+  document.getElementById('member').textContent =
+    `Member ${c.sub}${c.role === 'admin' ? ' · admin' : ''}`;
+  document.getElementById('session').hidden = false;
+  document.getElementById('signout').addEventListener('click', () => {
+    forgetToken();
+    location.href = '/';
+  });
+  document.getElementById('main').hidden = false;
+  return { member: c.sub };
+}
+
+// clock formats milliseconds as m:ss or h:mm:ss.
+export function clock(ms) {
+  const total = Math.max(0, Math.floor(ms / 1000));
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const s = String(total % 60).padStart(2, '0');
+  return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${s}` : `${m}:${s}`;
+}
+
+// ago says how long ago a time was, roughly.
+export function ago(when) {
+  const s = Math.round((Date.now() - when.getTime()) / 1000);
+  if (s < 45) return 'just now';
+  const m = Math.round(s / 60);
+  if (m < 60) return `${m} min ago`;
+  const h = Math.round(m / 60);
+  if (h < 24) return `${h} h ago`;
+  const d = Math.round(h / 24);
+  if (d < 31) return d === 1 ? 'yesterday' : `${d} days ago`;
+  return when.toLocaleDateString();
+}
+
+// bytes formats a size.
+export function bytes(n) {
+  if (n < 1024) return `${n} B`;
+  const units = ['KiB', 'MiB', 'GiB'];
+  let v = n;
+  let i = -1;
+  do {
+    v /= 1024;
+    i++;
+  } while (v >= 1024 && i < units.length - 1);
+  return `${v.toFixed(v < 10 ? 1 : 0)} ${units[i]}`;
+}

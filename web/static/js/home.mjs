@@ -1,0 +1,234 @@
+// The home page: the member's continue-watching list (GET /v1/playback, a thumbnail per item
+// from GET /v1/media/{id}, hide with DELETE) and the upload form (POST /v1/media with a
+// progress bar, then the media's status until READY).
+
+import { api, APIError, authHeader, bytes, clock, ago, el, fail, initSession, showNotice, describe } from './common.mjs';
+
+const PAGE = 20;
+const STATUS_POLL_MS = 1000;
+
+const list = document.getElementById('items');
+const empty = document.getElementById('empty');
+const more = document.getElementById('more');
+const count = document.getElementById('count');
+
+let cursor = '';
+let shown = 0;
+
+async function loadPage() {
+  more.disabled = true;
+  let page;
+  try {
+    const q = new URLSearchParams({ limit: String(PAGE) });
+    if (cursor) q.set('cursor', cursor);
+    page = await api('GET', `/v1/playback?${q}`);
+  } catch (err) {
+    fail(err, 'Could not load your continue-watching list');
+    return;
+  } finally {
+    more.disabled = false;
+  }
+  // Items carry no thumbnail: one GET /v1/media per item, in parallel.
+  const details = await Promise.allSettled(page.items.map((it) => api('GET', `/v1/media/${it.media_id}`)));
+  const broken = details.find((d) => d.status === 'rejected' && !(d.reason instanceof APIError && d.reason.status === 404));
+  if (broken) fail(broken.reason, 'Could not load a video\'s details');
+  page.items.forEach((it, i) => list.append(card(it, details[i].status === 'fulfilled' ? details[i].value : null)));
+  shown += page.items.length;
+  cursor = page.next_cursor || '';
+  more.hidden = !cursor;
+  updateCount();
+}
+
+function updateCount() {
+  empty.hidden = shown > 0;
+  count.textContent = shown === 0 ? '' : `${shown}${cursor ? '+' : ''} ${shown === 1 ? 'video' : 'videos'}`;
+}
+
+function card(item, media) {
+  const href = `/watch/${item.media_id}`;
+  const duration = item.duration_ms || (media && media.duration_ms) || 0;
+  const fraction = duration > 0 ? Math.min(1, item.position_ms / duration) : 0;
+  const fill = el('span');
+  fill.style.width = `${(fraction * 100).toFixed(2)}%`;
+  const thumb = media && media.thumbnail_url
+    ? el('img', { src: media.thumbnail_url, alt: '', loading: 'lazy', decoding: 'async' })
+    : el('span', { class: 'placeholder', 'aria-hidden': 'true' }, '▶');
+  const left = duration - item.position_ms;
+  const facts = [
+    duration > 0 ? `${clock(item.position_ms)} of ${clock(duration)}` : clock(item.position_ms),
+    duration > 0 ? (left <= 1000 ? 'finished' : `${clock(left)} left`) : null,
+    ago(new Date(item.event_time)),
+  ].filter(Boolean).join(' · ');
+  const li = el('li', { class: 'item', dataset: { mediaId: String(item.media_id), progress: fraction.toFixed(4) } },
+    el('a', { class: 'thumb', href, 'aria-label': `Resume ${item.title}` },
+      thumb,
+      duration > 0 ? el('span', { class: 'badge' }, clock(duration)) : null,
+      el('span', { class: 'play', 'aria-hidden': 'true' }, '▶'),
+      el('span', { class: 'progress', role: 'progressbar', 'aria-label': 'Watched', 'aria-valuemin': '0',
+        'aria-valuemax': '100', 'aria-valuenow': String(Math.round(fraction * 100)) }, fill)),
+    el('div', { class: 'item-body' },
+      el('a', { class: 'item-title', href, title: item.title }, item.title),
+      el('p', { class: 'muted small' }, facts)),
+    el('button', { type: 'button', class: 'hide', title: 'Hide from continue watching',
+      'aria-label': `Hide ${item.title} from continue watching`, onclick: () => hide(item, li) }, '✕'));
+  return li;
+}
+
+async function hide(item, li) {
+  li.classList.add('leaving');
+  try {
+    await api('DELETE', `/v1/playback/${item.media_id}`);
+  } catch (err) {
+    li.classList.remove('leaving');
+    fail(err, `Could not hide “${item.title}”`);
+    return;
+  }
+  li.remove();
+  shown--;
+  updateCount();
+}
+
+// The upload form.
+
+const form = document.getElementById('upload-form');
+const fileInput = document.getElementById('file');
+const fileLabel = document.getElementById('file-label');
+const drop = document.getElementById('drop');
+const titleInput = document.getElementById('title');
+const visibility = document.getElementById('visibility');
+const button = document.getElementById('upload-button');
+const progress = document.getElementById('upload-progress');
+const bar = document.getElementById('upload-bar');
+const barFill = document.getElementById('upload-fill');
+const status = document.getElementById('upload-status');
+const watch = document.getElementById('upload-watch');
+
+function chosen() {
+  const f = fileInput.files && fileInput.files[0];
+  fileLabel.textContent = f ? `${f.name} · ${bytes(f.size)}` : 'Choose a video file';
+  drop.classList.toggle('has-file', Boolean(f));
+}
+
+function setBar(fraction, state) {
+  barFill.style.width = `${(fraction * 100).toFixed(1)}%`;
+  bar.setAttribute('aria-valuenow', String(Math.round(fraction * 100)));
+  bar.dataset.state = state;
+}
+
+function setStatus(text, state) {
+  status.textContent = text;
+  status.dataset.status = state;
+}
+
+function upload(ev) {
+  ev.preventDefault();
+  const file = fileInput.files && fileInput.files[0];
+  if (!file) {
+    showNotice('Choose a video file to upload first.');
+    return;
+  }
+  const body = new FormData();
+  if (titleInput.value.trim()) body.append('title', titleInput.value.trim());
+  body.append('visibility', visibility.value);
+  body.append('file', file); // last: the server streams it to storage as it arrives
+
+  form.classList.add('busy');
+  button.disabled = true;
+  progress.hidden = false;
+  watch.hidden = true;
+  setBar(0, 'uploading');
+  setStatus(`Uploading ${file.name}…`, 'UPLOADING');
+
+  const xhr = new XMLHttpRequest();
+  xhr.open('POST', '/v1/media');
+  xhr.setRequestHeader('Authorization', authHeader());
+  xhr.responseType = 'json';
+  xhr.upload.addEventListener('progress', (e) => {
+    if (!e.lengthComputable) return;
+    setBar(e.loaded / e.total, 'uploading');
+    setStatus(`Uploading… ${Math.floor((e.loaded / e.total) * 100)}% · ${bytes(e.loaded)} of ${bytes(e.total)}`, 'UPLOADING');
+  });
+  xhr.addEventListener('load', () => {
+    const answer = xhr.response;
+    if (xhr.status !== 202 || !answer || !answer.id) {
+      const message = (answer && answer.error) || xhr.statusText || 'no answer';
+      uploadDone();
+      setBar(1, 'failed');
+      setStatus(`Upload refused: ${message}`, 'ERROR');
+      fail(new APIError(xhr.status, message), 'Upload failed');
+      return;
+    }
+    setBar(1, 'processing');
+    setStatus('Uploaded. Encoding to HLS…', answer.status);
+    follow(answer.id);
+  });
+  xhr.addEventListener('error', () => {
+    uploadDone();
+    setBar(0, 'failed');
+    setStatus('Upload failed: the server could not be reached.', 'ERROR');
+    showNotice('Upload failed: the server could not be reached.');
+  });
+  xhr.send(body);
+}
+
+function uploadDone() {
+  form.classList.remove('busy');
+  button.disabled = false;
+}
+
+// follow polls the media's status until it is READY or FAILED.
+async function follow(id) {
+  const started = Date.now();
+  for (;;) {
+    let m;
+    try {
+      m = await api('GET', `/v1/media/${id}`);
+    } catch (err) {
+      uploadDone();
+      setStatus(describe(err, 'Could not read the video\'s status'), 'ERROR');
+      fail(err, 'Could not read the video\'s status');
+      return;
+    }
+    if (m.status === 'READY') {
+      uploadDone();
+      setBar(1, 'ready');
+      setStatus(`Ready: “${m.title}”${m.duration_ms ? `, ${clock(m.duration_ms)}` : ''}.`, 'READY');
+      watch.href = `/watch/${id}`;
+      watch.hidden = false;
+      form.reset();
+      chosen();
+      return;
+    }
+    if (m.status === 'FAILED') {
+      uploadDone();
+      setBar(1, 'failed');
+      setStatus(`Encoding failed: ${m.failure_reason || 'no reason given'}`, 'FAILED');
+      showNotice(`“${m.title}” could not be encoded: ${m.failure_reason || 'no reason given'}`);
+      return;
+    }
+    const waited = Math.round((Date.now() - started) / 1000);
+    setStatus(`${m.status === 'PROCESSING' ? 'Encoding to HLS' : m.status}… ${waited} s`, m.status);
+    await new Promise((r) => setTimeout(r, STATUS_POLL_MS));
+  }
+}
+
+if (initSession()) {
+  more.addEventListener('click', loadPage);
+  fileInput.addEventListener('change', chosen);
+  for (const type of ['dragenter', 'dragover']) {
+    drop.addEventListener(type, (e) => {
+      e.preventDefault();
+      drop.classList.add('over');
+    });
+  }
+  for (const type of ['dragleave', 'drop']) drop.addEventListener(type, () => drop.classList.remove('over'));
+  drop.addEventListener('drop', (e) => {
+    e.preventDefault();
+    if (e.dataTransfer && e.dataTransfer.files.length) {
+      fileInput.files = e.dataTransfer.files;
+      chosen();
+    }
+  });
+  form.addEventListener('submit', upload);
+  loadPage();
+}

@@ -1,0 +1,221 @@
+// The player page, following the contract the API was built for:
+//   - on open: POST /v1/playback/{id} and start at the resume point it returns;
+//   - while playing: PUT /v1/playback/{id} {"position_ms"} every 5 s;
+//   - also on pause, seek, pagehide and when the page is hidden (fetch with keepalive, so the
+//     last report outlives the page).
+// HLS plays through hls.js (Media Source Extensions) where it can, and natively where the
+// browser plays HLS itself and has no MSE. Errors from the API or the video are shown, never
+// swallowed; hls.js's non-fatal errors (it recovers from them itself) are only logged.
+
+import { api, APIError, clearNotice, clock, describe, fail, initSession, showNotice } from './common.mjs';
+
+const REPORT_EVERY_MS = 5000;
+const STATUS_POLL_MS = 2000;
+const SEEK_SETTLE_MS = 400;
+const HLS_WORKER = '/static/vendor/hls.worker.js';
+
+const video = document.getElementById('video');
+const overlay = document.getElementById('overlay');
+const overlayText = document.getElementById('overlay-text');
+const title = document.getElementById('title');
+const facts = document.getElementById('facts');
+const saved = document.getElementById('saved');
+
+const mediaID = Number(location.pathname.split('/')[2]);
+
+let durationMS = 0; // the API's duration: positions must not exceed it
+let started = false; // the resume point is applied: reports may start
+let timer = 0;
+let last = { ms: -1, at: 0 }; // the last report sent
+let hls = null;
+let recoveries = 0;
+let retrying = false; // a 'Trouble loading' notice is up
+
+function setOverlay(text) {
+  overlayText.textContent = text || '';
+  overlay.hidden = !text;
+}
+
+// report sends the current position. Reports before the resume point is applied would
+// overwrite it with 0, so there are none.
+function report(reason, keepalive = false) {
+  if (!started || !Number.isFinite(video.currentTime)) return;
+  let ms = Math.max(0, Math.round(video.currentTime * 1000));
+  if (durationMS > 0) ms = Math.min(ms, durationMS);
+  const now = performance.now();
+  // pagehide and visibilitychange come together when a tab closes: one report is enough.
+  if (reason !== 'interval' && ms === last.ms && now - last.at < 1000) return;
+  last = { ms, at: now };
+  api('PUT', `/v1/playback/${mediaID}`, { body: { position_ms: ms }, keepalive }).then(
+    () => {
+      saved.textContent = `Position saved at ${clock(ms)}`;
+      saved.dataset.positionMs = String(ms);
+    },
+    (err) => {
+      if (document.visibilityState === 'hidden' && keepalive) return; // the page is going away
+      fail(err, `Could not save your position (${clock(ms)})`);
+    });
+}
+
+function startReporting() {
+  if (!timer) timer = setInterval(() => report('interval'), REPORT_EVERY_MS);
+}
+
+function stopReporting() {
+  clearInterval(timer);
+  timer = 0;
+}
+
+function videoError() {
+  const e = video.error;
+  if (!e) return;
+  const kinds = { 1: 'aborted', 2: 'network error', 3: 'decoding error', 4: 'format not supported' };
+  stopReporting();
+  showNotice(`The video cannot be played: ${kinds[e.code] || 'error'}${e.message ? ` (${e.message})` : ''}`);
+}
+
+// hlsError handles hls.js's ERROR event: non-fatal errors (a buffer hole it jumps, a segment it
+// re-fetches) are only logged; a fatal media error is recovered from once; any other fatal error
+// stops playback and is shown.
+function hlsError(_event, data) {
+  const status = data.response && data.response.code ? ` (HTTP ${data.response.code})` : '';
+  if (!data.fatal) {
+    console.debug('hls.js (non-fatal):', data.type, data.details);
+    // hls.js retries a segment or playlist that failed to load; say so while it does, since the
+    // video may stall meanwhile. Media errors (buffer holes it jumps) are not worth a word.
+    if (data.type === window.Hls.ErrorTypes.NETWORK_ERROR) {
+      showNotice(`Trouble loading the video: ${data.details}${status}. Retrying…`, 'warn');
+      retrying = true;
+    }
+    return;
+  }
+  if (data.type === window.Hls.ErrorTypes.MEDIA_ERROR && recoveries === 0) {
+    recoveries++;
+    console.warn('hls.js: fatal media error, recovering:', data.details);
+    hls.recoverMediaError();
+    return;
+  }
+  stopReporting();
+  showNotice(`Playback failed: ${data.details}${status}`);
+  video.dataset.fatal = data.details;
+  hls.destroy();
+  hls = null;
+}
+
+// attach starts loading url at resumeS seconds.
+function attach(url, resumeS) {
+  const Hls = window.Hls;
+  if (Hls && Hls.isSupported()) {
+    video.dataset.engine = 'hls.js';
+    hls = new Hls({ startPosition: resumeS, workerPath: HLS_WORKER, capLevelToPlayerSize: true });
+    hls.on(Hls.Events.ERROR, hlsError);
+    hls.on(Hls.Events.FRAG_BUFFERED, () => {
+      if (!retrying) return;
+      retrying = false;
+      clearNotice('warn');
+    });
+    hls.loadSource(url);
+    hls.attachMedia(video);
+  } else if (video.canPlayType('application/vnd.apple.mpegurl')) {
+    video.dataset.engine = 'native';
+    video.addEventListener('loadedmetadata', () => { video.currentTime = resumeS; }, { once: true });
+    video.src = url;
+  } else {
+    const why = Hls ? 'this browser has neither Media Source Extensions nor native HLS'
+      : 'hls.js is missing from this build (run `make web` before building) and this browser has no native HLS';
+    showNotice(`The video cannot be played: ${why}.`);
+    return;
+  }
+  video.addEventListener('playing', () => {
+    // The resume point is in place once the video first plays (or is seeked there by hand).
+    if (started) return;
+    started = true;
+    video.dataset.resumedAt = String(video.currentTime);
+  }, { once: true });
+  video.play().catch((err) => {
+    if (err.name === 'NotAllowedError') {
+      setOverlay('Press play to resume');
+      video.addEventListener('play', () => setOverlay(''), { once: true });
+    } else if (err.name !== 'AbortError') {
+      showNotice(describe(err, 'The video did not start'));
+    }
+  });
+}
+
+// unavailable turns the player into a plain panel: there is nothing to play.
+function unavailable() {
+  video.controls = false;
+  video.removeAttribute('src');
+  setOverlay('This video cannot be played.');
+  if (title.textContent === 'Loading…') title.textContent = 'Video unavailable';
+}
+
+async function readyMedia() {
+  for (;;) {
+    const m = await api('GET', `/v1/media/${mediaID}`);
+    title.textContent = m.title;
+    document.title = `${m.title} · Playhead`;
+    if (m.status === 'READY') return m;
+    if (m.status === 'FAILED') {
+      throw new Error(`this video could not be encoded: ${m.failure_reason || 'no reason given'}`);
+    }
+    setOverlay(`Still ${m.status.toLowerCase()}: this page starts playing when the video is ready.`);
+    await new Promise((r) => setTimeout(r, STATUS_POLL_MS));
+  }
+}
+
+async function open() {
+  let m;
+  let resume;
+  try {
+    m = await readyMedia();
+    setOverlay('');
+    resume = await api('POST', `/v1/playback/${mediaID}`);
+  } catch (err) {
+    unavailable();
+    if (err instanceof APIError && err.status === 404) {
+      showNotice(`Video ${mediaID} does not exist, or is not yours to play.`);
+    } else {
+      fail(err, 'Could not open the video');
+    }
+    return;
+  }
+  durationMS = m.duration_ms || 0;
+  let resumeS = resume.position_ms / 1000;
+  const finished = durationMS > 0 && resume.position_ms >= durationMS - 1000;
+  if (finished) resumeS = 0; // watched to the end: start again
+  facts.textContent = [
+    durationMS ? clock(durationMS) : null,
+    m.visibility === 'PUBLIC' ? 'Public' : 'Private',
+    finished ? 'Watched to the end: starting over' : resume.position_ms > 0 ? `Resuming at ${clock(resume.position_ms)}` : 'Starting from the beginning',
+  ].filter(Boolean).join(' · ');
+  video.dataset.resumeMs = String(finished ? 0 : resume.position_ms);
+
+  video.addEventListener('playing', startReporting);
+  video.addEventListener('pause', () => {
+    stopReporting();
+    if (!video.ended) report('pause');
+  });
+  video.addEventListener('ended', () => {
+    stopReporting();
+    report('ended');
+  });
+  // Scrubbing seeks many times in a row: report where it settles.
+  let seekTimer = 0;
+  video.addEventListener('seeked', () => {
+    clearTimeout(seekTimer);
+    seekTimer = setTimeout(() => report('seek'), SEEK_SETTLE_MS);
+  });
+  video.addEventListener('error', videoError);
+  window.addEventListener('pagehide', () => report('pagehide', true));
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState === 'hidden') report('hidden', true);
+  });
+  attach(m.hls_url, resumeS);
+}
+
+if (!Number.isSafeInteger(mediaID) || mediaID <= 0) {
+  showNotice('This is not a video address.');
+} else if (initSession()) {
+  open();
+}

@@ -1,0 +1,161 @@
+// Package web serves Playhead's player pages from files embedded in the binary: the home page
+// (continue watching and an upload form) at /, the player at /watch/{mediaID}, and their
+// assets under /static/. The pages need no token to load: their JavaScript keeps the member's
+// token in sessionStorage and sends it to the /v1 API itself.
+//
+// hls.js is not in the repository: `make web` copies it from node_modules (pinned in
+// package-lock.json) into static/vendor/ before the binary is built. A binary built without it
+// still serves the pages; the player then says that hls.js is missing, or uses the browser's
+// native HLS where there is one.
+package web
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/base64"
+	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+//go:embed pages static
+var files embed.FS
+
+// HLSAsset is the path, under static/, of the hls.js build that `make web` copies in.
+const HLSAsset = "vendor/hls.min.js"
+
+// ContentSecurityPolicy is sent with every page and asset: scripts, styles, images and API calls
+// only from this origin; media also from blob: URLs (hls.js feeds the video element through
+// Media Source Extensions); hls.js's worker from this origin.
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"media-src 'self' blob:; connect-src 'self'; worker-src 'self'; manifest-src 'self'; " +
+	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// asset is one embedded file, ready to send.
+type asset struct {
+	body        []byte
+	contentType string
+	etag        string
+}
+
+// Handler serves the pages and their assets.
+type Handler struct {
+	pages  map[string]asset // by name: "index.html", "watch.html"
+	static map[string]asset // by path under static/
+}
+
+// New reads the embedded files.
+func New() (*Handler, error) {
+	h := &Handler{pages: map[string]asset{}, static: map[string]asset{}}
+	for dir, into := range map[string]map[string]asset{"pages": h.pages, "static": h.static} {
+		err := fs.WalkDir(files, dir, func(name string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			body, err := files.ReadFile(name)
+			if err != nil {
+				return err
+			}
+			ctype, ok := contentTypes[path.Ext(name)]
+			if !ok {
+				return fmt.Errorf("web: no content type for embedded file %s", name)
+			}
+			sum := sha256.Sum256(body)
+			into[strings.TrimPrefix(name, dir+"/")] = asset{body: body, contentType: ctype,
+				etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, page := range []string{"index.html", "watch.html"} {
+		if _, ok := h.pages[page]; !ok {
+			return nil, fmt.Errorf("web: page %s is not embedded", page)
+		}
+	}
+	return h, nil
+}
+
+// HasHLS reports whether hls.js was embedded (`make web` ran before the build).
+func (h *Handler) HasHLS() bool {
+	_, ok := h.static[HLSAsset]
+	return ok
+}
+
+// contentTypes are the types of the files the pages use; New refuses any other kind of file.
+var contentTypes = map[string]string{
+	".html": "text/html; charset=utf-8",
+	".css":  "text/css; charset=utf-8",
+	".js":   "text/javascript; charset=utf-8",
+	".mjs":  "text/javascript; charset=utf-8",
+	".svg":  "image/svg+xml",
+	".png":  "image/png",
+	".txt":  "text/plain; charset=utf-8",
+}
+
+// Register adds GET / , GET /watch/:mediaID and GET /static/* to router (the public app).
+func (h *Handler) Register(router fiber.Router) {
+	router.Get("/", securityHeaders, h.page("index.html"))
+	router.Get("/watch/:mediaID", securityHeaders, h.watch)
+	router.Get("/static/*", securityHeaders, h.asset)
+}
+
+// securityHeaders sets the headers every page and asset carries.
+func securityHeaders(c *fiber.Ctx) error {
+	c.Set("Content-Security-Policy", ContentSecurityPolicy)
+	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	c.Set(fiber.HeaderXFrameOptions, "DENY")
+	c.Set(fiber.HeaderReferrerPolicy, "no-referrer")
+	c.Set("Cross-Origin-Opener-Policy", "same-origin")
+	c.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
+	return c.Next()
+}
+
+func (h *Handler) page(name string) fiber.Handler {
+	a := h.pages[name]
+	return func(c *fiber.Ctx) error { return send(c, a) }
+}
+
+// watch serves the player page for a positive integer media id; anything else is not a page.
+func (h *Handler) watch(c *fiber.Ctx) error {
+	if id, err := strconv.ParseInt(c.Params("mediaID"), 10, 64); err != nil || id <= 0 {
+		return fiber.ErrNotFound
+	}
+	return send(c, h.pages["watch.html"])
+}
+
+func (h *Handler) asset(c *fiber.Ctx) error {
+	a, ok := h.static[c.Params("*")]
+	if !ok {
+		return fiber.ErrNotFound
+	}
+	return send(c, a)
+}
+
+// send writes a with revalidation: browsers keep it, ask with If-None-Match, and get 304 until
+// the binary's copy changes.
+func send(c *fiber.Ctx, a asset) error {
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set(fiber.HeaderETag, a.etag)
+	if match := c.Get(fiber.HeaderIfNoneMatch); match != "" && etagMatches(match, a.etag) {
+		return c.SendStatus(fiber.StatusNotModified)
+	}
+	c.Set(fiber.HeaderContentType, a.contentType)
+	return c.Send(a.body)
+}
+
+// etagMatches reports whether an If-None-Match header names etag (or is *).
+func etagMatches(header, etag string) bool {
+	for _, tag := range strings.Split(header, ",") {
+		tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+		if tag == etag || tag == "*" {
+			return true
+		}
+	}
+	return false
+}
