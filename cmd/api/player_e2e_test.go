@@ -1,0 +1,301 @@
+package main
+
+// The player page end to end: the real binary (built once by TestMain, with the pages and
+// hls.js embedded), real PostgreSQL and ffmpeg, and a real browser — Debian's Chromium driven
+// by playwright-core from web/e2e/player.mjs, which uploads, watches, leaves and resumes
+// through the pages while this test reads the database. Timeouts only bound how long the test
+// waits; the tolerances checked are the issue's, on media and position time.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/playhead/playhead/internal/testvideo"
+	"github.com/playhead/playhead/web"
+)
+
+// chromiumPath is Debian's chromium package: the only browser the test uses (never one that
+// playwright downloads).
+const chromiumPath = "/usr/bin/chromium"
+
+// playerTimeout bounds the whole browser script.
+const playerTimeout = 4 * time.Minute
+
+// playerEvent is one line the browser script prints.
+type playerEvent struct {
+	Event   string `json:"event"`
+	Message string `json:"message"`
+	MediaID int64  `json:"media_id"`
+	// checkpoint, closed
+	CurrentTimeMS int64  `json:"current_time_ms"`
+	PlayedMS      int64  `json:"played_ms"`
+	Engine        string `json:"engine"`
+	LastPutMS     *int64 `json:"last_put_ms"`
+	StoredMS      int64  `json:"stored_ms"`
+	UploadBar     int    `json:"upload_bar"`
+	// resumed
+	ResumePointMS int64 `json:"resume_point_ms"`
+	ResumedAtMS   int64 `json:"resumed_at_ms"`
+	// home
+	Items    int     `json:"items"`
+	Title    string  `json:"title"`
+	Progress float64 `json:"progress"`
+	Facts    string  `json:"facts"`
+	// done
+	Browser        string `json:"browser"`
+	TokenLeftInURL bool   `json:"tokenLeftInURL"`
+	Upload         struct {
+		Seconds float64 `json:"seconds"`
+	} `json:"upload"`
+	Second struct {
+		Engine   string `json:"engine"`
+		PlayedMS int64  `json:"playedMS"`
+	} `json:"second"`
+	SecondClose closeResult `json:"secondClose"`
+	Problems    []string    `json:"problems"`
+}
+
+type closeResult struct {
+	CurrentTimeMS      int64  `json:"currentTimeMS"`
+	LastPutMS          *int64 `json:"lastPutMS"`
+	ReportsBeforeClose int    `json:"reportsBeforeClose"`
+	StoredMS           int64  `json:"storedMS"`
+}
+
+// requireBrowser returns node's path, failing (never skipping) with the command that installs
+// whatever the browser test is missing.
+func requireBrowser(t *testing.T, root string) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("the player test needs Node.js: run `make deps` as root, or `apt-get install -y nodejs npm`")
+	}
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("the player test drives Debian's Chromium at %s, which is missing: run `make deps` as root, or `apt-get install -y chromium`", chromiumPath)
+	}
+	if _, err := os.Stat(filepath.Join(root, "node_modules", "playwright-core", "package.json")); err != nil {
+		t.Fatalf("the player test needs playwright-core from package-lock.json: run `make web` (or `npm ci` in %s)", root)
+	}
+	if _, err := os.Stat(filepath.Join(root, "web", "static", filepath.FromSlash(web.HLSAsset))); err != nil {
+		t.Fatalf("hls.js is not in web/static/vendor, so the binary under test does not embed it: run `make web` before `go test`")
+	}
+	return node
+}
+
+// dbPosition reads the stored position of (member, media); -1 when there is no row.
+func dbPosition(t *testing.T, pool *pgxpool.Pool, member, mediaID int64) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var pos int64
+	err := pool.QueryRow(ctx, `SELECT position_ms FROM playback WHERE member_id = $1 AND media_id = $2`, member, mediaID).Scan(&pos)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return -1
+	}
+	if err != nil {
+		t.Fatalf("read the position of member %d, media %d: %v", member, mediaID, err)
+	}
+	return pos
+}
+
+func absMS(d int64) int64 {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// TestPlayer_UploadWatchLeaveResumeInChromium is the issue's "must show": upload through the
+// page to READY and play; after ≥ 10 s of playback the database is within 6 s of currentTime;
+// closed and reopened, the player resumes within 1 s of the stored position and the home page
+// lists the item with its progress; the last position, sent on pagehide, is in the database
+// after a graceful stop; the screenshots land in docs/img.
+func TestPlayer_UploadWatchLeaveResumeInChromium(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := requireBrowser(t, root)
+
+	env := pipelineEnv("all", "e2e-player", t.TempDir(), t.TempDir(), "ultrafast")
+	env["PLAYHEAD_FLUSH_INTERVAL"] = "250ms"
+	s := startServer(t, env)
+	if status, _ := s.fetch(t, s.httpURL+"/static/"+web.HLSAsset); status != http.StatusOK {
+		t.Fatalf("GET /static/%s: status %d: the binary was built without hls.js; run `make web` first", web.HLSAsset, status)
+	}
+	pool := openPool(t, s.dbURL)
+	const member = 77
+	token := mint(t, member, false)
+	video := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 30, Width: 320, Height: 240, Audio: true})
+	shots := filepath.Join(root, "docs", "img")
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), playerTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "web", "e2e", "player.mjs"))
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(),
+		"PLAYHEAD_URL="+s.httpURL, "PLAYHEAD_TOKEN="+token, "PLAYHEAD_VIDEO="+video,
+		"PLAYHEAD_TITLE=Test pattern, 30 s", "PLAYHEAD_SHOTS="+shots, "CHROMIUM="+chromiumPath)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s web/e2e/player.mjs: %v", node, err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("player.mjs stderr:\n%s", stderr)
+		}
+	})
+
+	var (
+		events     = map[string]playerEvent{}
+		checkpoint int64 // the database's position when the script said it had played 10 s
+		atClose    int64 // the database's position once the first close's report was flushed
+	)
+	scanner := bufio.NewScanner(stdout)
+	scanner.Buffer(make([]byte, 64*1024), 1<<20)
+	for scanner.Scan() {
+		var ev playerEvent
+		if err := json.Unmarshal(scanner.Bytes(), &ev); err != nil {
+			t.Errorf("player.mjs printed a line that is not an event: %q", scanner.Text())
+			continue
+		}
+		events[ev.Event] = ev
+		switch ev.Event {
+		case "checkpoint":
+			// Read at once: the video plays on while the test looks.
+			checkpoint = dbPosition(t, pool, member, ev.MediaID)
+		case "closed":
+			// The write-behind buffer flushes every 250 ms: wait for the report the server
+			// answered to be in the table.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				atClose = dbPosition(t, pool, member, ev.MediaID)
+				if atClose == ev.StoredMS || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		t.Logf("%6.1fs player.mjs: %s", time.Since(started).Seconds(), scanner.Text())
+	}
+	waitErr := cmd.Wait()
+	elapsed := time.Since(started)
+	if ev, ok := events["error"]; ok || waitErr != nil {
+		t.Fatalf("player.mjs failed (%v): %s", waitErr, ev.Message)
+	}
+	done, ok := events["done"]
+	if !ok {
+		t.Fatalf("player.mjs exited without its done event")
+	}
+	t.Logf("browser script: %s in %s (upload → READY %.1fs on the page)", done.Browser, elapsed.Round(100*time.Millisecond), done.Upload.Seconds)
+
+	// 1. Uploaded through the page to READY, and it plays, through hls.js.
+	up := events["uploaded"]
+	if up.UploadBar != 100 {
+		t.Errorf("the upload progress bar ended at %d%%, want 100%%", up.UploadBar)
+	}
+	if done.TokenLeftInURL {
+		t.Errorf("the token passed as #token=… stayed in the address bar")
+	}
+	cp := events["checkpoint"]
+	if cp.Engine != "hls.js" || done.Second.Engine != "hls.js" {
+		t.Errorf("played with %q then %q, want hls.js (Chromium has Media Source Extensions)", cp.Engine, done.Second.Engine)
+	}
+	if cp.PlayedMS < 10_000 {
+		t.Errorf("checkpoint after %d ms of playback, want at least 10 s (it also shows currentTime advanced ≥ 3 s)", cp.PlayedMS)
+	}
+	// 2. After ≥ 10 s of playback the database is within 6 s of currentTime.
+	if d := absMS(checkpoint - cp.CurrentTimeMS); checkpoint < 0 || d > 6000 {
+		t.Errorf("after %d ms of playback currentTime was %d ms and the database held %d ms (%d ms apart), want within 6000",
+			cp.PlayedMS, cp.CurrentTimeMS, checkpoint, d)
+	} else {
+		t.Logf("checkpoint: currentTime %d ms, database %d ms", cp.CurrentTimeMS, checkpoint)
+	}
+
+	// 3. Closed: the pagehide report is the stored position; reopened, it resumes there.
+	closed := events["closed"]
+	if closed.LastPutMS == nil || closed.StoredMS < *closed.LastPutMS+1000 || absMS(closed.StoredMS-closed.CurrentTimeMS) > 1000 {
+		t.Errorf("first close: currentTime %d ms, last periodic report %v ms, stored %d ms; want the stored position from pagehide (within 1 s of currentTime, ≥ 1 s past the last report)",
+			closed.CurrentTimeMS, ptr(closed.LastPutMS), closed.StoredMS)
+	}
+	if atClose != closed.StoredMS {
+		t.Errorf("after the first close the database holds %d ms, want the stored %d ms", atClose, closed.StoredMS)
+	}
+	res := events["resumed"]
+	if res.ResumePointMS != closed.StoredMS {
+		t.Errorf("reopened: POST /v1/playback answered the resume point %d ms, want the stored %d ms", res.ResumePointMS, closed.StoredMS)
+	}
+	if d := absMS(res.ResumedAtMS - closed.StoredMS); d > 1000 {
+		t.Errorf("reopened: playback started at %d ms, %d ms from the stored position %d ms; want within 1000", res.ResumedAtMS, d, closed.StoredMS)
+	} else {
+		t.Logf("resumed at %d ms, stored %d ms", res.ResumedAtMS, closed.StoredMS)
+	}
+	home := events["home"]
+	mv := s.media(t, token, closed.MediaID)
+	wantProgress := float64(closed.StoredMS) / float64(mv.DurationMS)
+	if home.Items != 1 || home.Title != "Test pattern, 30 s" || math.Abs(home.Progress-wantProgress) > 0.005 {
+		t.Errorf("home page: %d item(s), %q at progress %.4f (%s); want the one item, \"Test pattern, 30 s\", at %d/%d = %.4f",
+			home.Items, home.Title, home.Progress, home.Facts, closed.StoredMS, mv.DurationMS, wantProgress)
+	}
+	if done.Second.PlayedMS < 3000 {
+		t.Errorf("after reopening it played %d ms, want at least 3 s", done.Second.PlayedMS)
+	}
+	for _, p := range done.Problems {
+		t.Errorf("the pages reported: %s", p)
+	}
+
+	// 4. The second close's pagehide report is in the database after a graceful stop.
+	second := done.SecondClose
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	if code := s.wait(t, exitTimeout); code != 0 {
+		t.Fatalf("playhead exited %d after SIGTERM, want 0", code)
+	}
+	final := dbPosition(t, pool, member, closed.MediaID)
+	if second.LastPutMS == nil || final < *second.LastPutMS+1000 || absMS(final-second.CurrentTimeMS) > 1000 {
+		t.Errorf("after the graceful stop the database holds %d ms; the page had currentTime %d ms at close and its last periodic report was %v ms: "+
+			"want the pagehide report (within 1 s of currentTime, ≥ 1 s past the last report)", final, second.CurrentTimeMS, ptr(second.LastPutMS))
+	} else {
+		t.Logf("after the graceful stop: database %d ms, currentTime at close %d ms, last periodic report %d ms", final, second.CurrentTimeMS, *second.LastPutMS)
+	}
+
+	// 5. The screenshots.
+	for _, name := range []string{"player-home.png", "player-watch.png"} {
+		b, err := os.ReadFile(filepath.Join(shots, name))
+		if err != nil || len(b) < 1024 || !strings.HasPrefix(string(b), "\x89PNG") {
+			t.Errorf("screenshot docs/img/%s: %d bytes, %v; want a PNG", name, len(b), err)
+		}
+	}
+}
+
+func ptr(p *int64) string {
+	if p == nil {
+		return "none"
+	}
+	return fmt.Sprint(*p)
+}

@@ -1,0 +1,246 @@
+// The player page in a real browser: Debian's Chromium (/usr/bin/chromium) driven by
+// playwright-core, headless. Run by cmd/api/player_e2e_test.go, which starts the server, reads
+// the events this script prints (one JSON object a line on stdout) and checks the database.
+//
+//   PLAYHEAD_URL    the server, http://127.0.0.1:port
+//   PLAYHEAD_TOKEN  a member's token (passed to the pages once, as #token=…)
+//   PLAYHEAD_VIDEO  the MP4 to upload through the page
+//   PLAYHEAD_TITLE  its title
+//   PLAYHEAD_SHOTS  where to save the screenshots (docs/img)
+//   CHROMIUM        the browser, /usr/bin/chromium unless set
+//
+// Events: uploaded, checkpoint (≥ 10 s played), closed (the page was closed and its pagehide
+// report arrived), home (the item as the home page lists it), resumed, done (everything, and
+// the second close). Any failure: an "error" event, and exit status 1.
+//
+// Timeouts only bound how long a step may wait before the script gives up.
+
+import { chromium } from 'playwright-core';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const env = (name, fallback) => {
+  const v = process.env[name] || fallback;
+  if (!v) throw new Error(`${name} is not set`);
+  return v;
+};
+const BASE = env('PLAYHEAD_URL');
+const TOKEN = env('PLAYHEAD_TOKEN');
+const VIDEO = env('PLAYHEAD_VIDEO');
+const TITLE = env('PLAYHEAD_TITLE', 'Test pattern');
+const SHOTS = env('PLAYHEAD_SHOTS');
+const CHROMIUM = env('CHROMIUM', '/usr/bin/chromium');
+
+const ENCODE_WAIT = 120_000; // upload → READY
+const PLAY_WAIT = 60_000; // a playback milestone
+const ARRIVE_WAIT = 10_000; // a pagehide report reaching the server
+const QUIET_MS = 2_000; // no report for this long before a page is closed
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const emit = (event, data = {}) => process.stdout.write(`${JSON.stringify({ event, ...data })}\n`);
+const log = (...args) => console.error('[player.mjs]', ...args);
+
+// watchPage records what a page reports: position PUTs, console errors, uncaught exceptions.
+function watchPage(page, problems) {
+  const name = () => new URL(page.url()).pathname;
+  const puts = [];
+  page.on('request', (req) => {
+    if (req.method() === 'PUT' && /\/v1\/playback\/\d+$/.test(req.url())) {
+      let ms = null;
+      try {
+        ms = JSON.parse(req.postData() || '{}').position_ms;
+      } catch {
+        // recorded as null
+      }
+      puts.push({ at: Date.now(), ms });
+    }
+  });
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') problems.push(`${name()}: console error: ${msg.text()}`);
+  });
+  page.on('pageerror', (err) => problems.push(`${name()}: uncaught exception: ${err.message}`));
+  return puts;
+}
+
+// pageState reads what the page shows about the video and its errors.
+const pageState = (page) => page.evaluate(() => {
+  const v = document.getElementById('video');
+  const notice = document.getElementById('notice');
+  return {
+    currentTime: v ? v.currentTime : null,
+    paused: v ? v.paused : null,
+    engine: v ? v.dataset.engine || '' : '',
+    resumedAt: v && v.dataset.resumedAt !== undefined ? Number(v.dataset.resumedAt) : null,
+    resumeMS: v && v.dataset.resumeMs !== undefined ? Number(v.dataset.resumeMs) : null,
+    fatal: v ? v.dataset.fatal || '' : '',
+    notice: notice && !notice.hidden ? `${notice.dataset.kind}: ${notice.textContent.trim()}` : '',
+  };
+});
+
+// failIfBroken throws when the page shows an error or hls.js had a fatal one.
+async function failIfBroken(page, what) {
+  const s = await pageState(page);
+  if (s.fatal || s.notice.startsWith('error')) {
+    throw new Error(`${what}: the page shows an error (fatal: ${s.fatal || 'none'}; notice: ${s.notice || 'none'})`);
+  }
+  return s;
+}
+
+// playedFor waits until the video has played seconds past where it first played.
+async function playedFor(page, seconds) {
+  await page.waitForFunction((s) => {
+    const v = document.getElementById('video');
+    if (v.dataset.fatal) return true; // failIfBroken reports it
+    return v.dataset.resumedAt !== undefined && !v.paused && v.currentTime >= Number(v.dataset.resumedAt) + s;
+  }, seconds, { timeout: PLAY_WAIT, polling: 100 });
+  return failIfBroken(page, `after ${seconds} s of playback`);
+}
+
+// closeQuietly closes the page at least QUIET_MS after its last position report, so the
+// position the server holds afterwards can only have come from the page's pagehide report.
+async function closeQuietly(page, puts) {
+  for (;;) {
+    const lastAt = puts.length ? puts[puts.length - 1].at : 0;
+    if (Date.now() - lastAt >= QUIET_MS) break;
+    await sleep(100);
+  }
+  const s = await failIfBroken(page, 'before closing the page');
+  const lastPut = puts.length ? puts[puts.length - 1].ms : null;
+  const reports = puts.length;
+  await page.close();
+  return { currentTimeMS: Math.round(s.currentTime * 1000), lastPutMS: lastPut, reportsBeforeClose: reports };
+}
+
+// arrived polls GET /v1/playback/{id} until the server holds a position past after (the
+// closed page's pagehide report), and returns it.
+async function arrived(mediaID, afterMS) {
+  const deadline = Date.now() + ARRIVE_WAIT;
+  let last = null;
+  while (Date.now() < deadline) {
+    const res = await fetch(`${BASE}/v1/playback/${mediaID}`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+    if (res.ok) {
+      last = (await res.json()).position_ms;
+      if (last > afterMS) return last;
+    }
+    await sleep(100);
+  }
+  throw new Error(`no position past ${afterMS} ms reached the server within ${ARRIVE_WAIT} ms of closing the page (it holds ${last})`);
+}
+
+async function main() {
+  const problems = [];
+  const userDataDir = mkdtempSync(join(tmpdir(), 'playhead-chromium-'));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--autoplay-policy=no-user-gesture-required', '--mute-audio', '--disable-gpu',
+      '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync'],
+    viewport: { width: 1280, height: 800 },
+    deviceScaleFactor: 1,
+  });
+  try {
+    const result = { browser: context.browser() ? context.browser().version() : '' };
+    for (const p of context.pages()) await p.close();
+
+    // 1. Upload through the home page, follow it to READY, and watch it.
+    let page = await context.newPage();
+    let puts = watchPage(page, problems);
+    await page.goto(`${BASE}/#token=${encodeURIComponent(TOKEN)}`);
+    await page.waitForSelector('#main:not([hidden])');
+    result.tokenLeftInURL = page.url().includes('token=');
+    await page.waitForSelector('#empty:not([hidden])');
+    await page.setInputFiles('#file', VIDEO);
+    await page.fill('#title', TITLE);
+    const uploadStart = Date.now();
+    await page.click('#upload-button');
+    await page.waitForFunction(() => ['READY', 'FAILED', 'ERROR'].includes(document.getElementById('upload-status').dataset.status),
+      null, { timeout: ENCODE_WAIT, polling: 100 });
+    const upload = await page.evaluate(() => ({
+      status: document.getElementById('upload-status').dataset.status,
+      text: document.getElementById('upload-status').textContent,
+      bar: document.getElementById('upload-bar').getAttribute('aria-valuenow'),
+      href: document.getElementById('upload-watch').getAttribute('href'),
+    }));
+    if (upload.status !== 'READY') throw new Error(`upload ended ${upload.status}: ${upload.text}`);
+    const mediaID = Number(upload.href.split('/').pop());
+    result.upload = { ...upload, mediaID, seconds: (Date.now() - uploadStart) / 1000 };
+    emit('uploaded', { media_id: mediaID, upload_bar: Number(upload.bar) });
+
+    await Promise.all([page.waitForURL(`**/watch/${mediaID}`), page.click('#upload-watch')]);
+    puts.length = 0;
+    let s = await playedFor(page, 10);
+    result.first = { engine: s.engine, resumedAtMS: Math.round(s.resumedAt * 1000), resumeMS: s.resumeMS };
+    emit('checkpoint', { media_id: mediaID, current_time_ms: Math.round(s.currentTime * 1000),
+      played_ms: Math.round((s.currentTime - s.resumedAt) * 1000), engine: s.engine });
+
+    // 2. Close the page: its pagehide report is the position the server keeps.
+    const firstClose = await closeQuietly(page, puts);
+    const stored = await arrived(mediaID, firstClose.lastPutMS ?? -1);
+    result.firstClose = { ...firstClose, storedMS: stored };
+    emit('closed', { media_id: mediaID, current_time_ms: firstClose.currentTimeMS, last_put_ms: firstClose.lastPutMS, stored_ms: stored });
+
+    // 3. The home page lists it with its progress.
+    page = await context.newPage();
+    watchPage(page, problems);
+    await page.goto(`${BASE}/#token=${encodeURIComponent(TOKEN)}`);
+    const card = `.item[data-media-id="${mediaID}"]`;
+    await page.waitForSelector(`${card} img`);
+    await page.waitForFunction((sel) => {
+      const img = document.querySelector(`${sel} img`);
+      return img && img.complete && img.naturalWidth > 0;
+    }, card, { timeout: 10_000 });
+    result.home = await page.evaluate((sel) => {
+      const li = document.querySelector(sel);
+      return {
+        items: document.querySelectorAll('.item').length,
+        title: li.querySelector('.item-title').textContent,
+        progress: Number(li.dataset.progress),
+        barWidth: li.querySelector('.progress span').style.width,
+        facts: li.querySelector('.item-body p').textContent,
+        thumbnailWidth: li.querySelector('img').naturalWidth,
+      };
+    }, card);
+    await failIfBroken(page, 'home page');
+    await page.setViewportSize({ width: 1280, height: 640 }); // one item: less empty space
+    await page.screenshot({ path: join(SHOTS, 'player-home.png') });
+    emit('home', { media_id: mediaID, ...result.home });
+    await page.close();
+
+    // 4. Reopen the player: it resumes where the server says.
+    page = await context.newPage();
+    puts = watchPage(page, problems);
+    const opened = page.waitForResponse((r) => r.request().method() === 'POST' && r.url().endsWith(`/v1/playback/${mediaID}`));
+    await page.goto(`${BASE}/watch/${mediaID}#token=${encodeURIComponent(TOKEN)}`);
+    const openAnswer = await (await opened).json();
+    s = await playedFor(page, 0.5);
+    result.second = { engine: s.engine, resumePointMS: openAnswer.position_ms, resumedAtMS: Math.round(s.resumedAt * 1000) };
+    emit('resumed', { media_id: mediaID, stored_ms: stored, resume_point_ms: openAnswer.position_ms,
+      resumed_at_ms: result.second.resumedAtMS });
+    // The screenshot shows the resumed player once a periodic report (past the seek's) was saved.
+    await page.waitForFunction(() => {
+      const v = document.getElementById('video');
+      const saved = Number(document.getElementById('saved').dataset.positionMs || -1);
+      return v.dataset.fatal || saved >= Number(v.dataset.resumedAt) * 1000 + 3000;
+    }, null, { timeout: PLAY_WAIT, polling: 100 });
+    s = await playedFor(page, 3);
+    await page.screenshot({ path: join(SHOTS, 'player-watch.png') });
+    result.second.playedMS = Math.round((s.currentTime - s.resumedAt) * 1000);
+
+    // 5. Close it again: the test stops the server gracefully and reads this position.
+    const secondClose = await closeQuietly(page, puts);
+    result.secondClose = { ...secondClose, storedMS: await arrived(mediaID, secondClose.lastPutMS ?? -1) };
+    result.problems = problems;
+    emit('done', result);
+  } finally {
+    await context.close();
+    rmSync(userDataDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  log(err.stack || String(err));
+  emit('error', { message: String(err.message || err) });
+  process.exit(1);
+});
