@@ -61,7 +61,6 @@ type node struct {
 	workers        []*encodejobs.Worker                            // encode and ingest; none on an api node
 	queue          *encodejobs.Queue
 	limiter        *ratelimit.Limiter // nil when PUTs are not rate limited
-	verifier       *auth.Verifier     // nil on a worker
 }
 
 // serve runs the node until ctx is cancelled (SIGTERM or SIGINT), then stops in the design's
@@ -109,7 +108,6 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			return err
 		}
 		defer n.mediaCache.Close()
-		defer n.verifier.Close()
 		defer n.flushPool.Close() // after stop: the buffer's final flush uses it
 	}
 	if cfg.Role != roleAPI {
@@ -221,7 +219,6 @@ func (n *node) buildAPI(ctx context.Context, store *storage.Local) error {
 	if err != nil {
 		return err
 	}
-	n.verifier = verifier
 	mediaStore := media.NewStore(n.pool)
 	n.mediaCache, err = cache.New(cache.Config{
 		MaxItems:    int64(cfg.CacheMaxItems),

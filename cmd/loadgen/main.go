@@ -31,6 +31,7 @@ type options struct {
 	secret       string
 	players      int
 	stages       []stage
+	warmup       time.Duration // requests scheduled before this offset are counted apart
 	period       time.Duration
 	listEvery    int
 	memberStart  int64
@@ -39,6 +40,7 @@ type options struct {
 	inflight     int
 	timeout      time.Duration
 	jsonPath     string
+	markdownPath string
 	label        string
 	allowNonLoop bool
 }
@@ -65,6 +67,23 @@ func main() {
 		os.Exit(1)
 	}
 	rep.print(os.Stdout)
+	if opts.markdownPath != "" {
+		f, err := os.OpenFile(opts.markdownPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			row := rep.markdownRow() + "\n"
+			if info, serr := f.Stat(); serr == nil && info.Size() == 0 {
+				row = markdownHeader + "\n" + row
+			}
+			_, err = f.WriteString(row)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loadgen:", err)
+			os.Exit(1)
+		}
+	}
 	if opts.jsonPath != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		if err := os.WriteFile(opts.jsonPath, b, 0o644); err != nil {
@@ -84,13 +103,14 @@ func parseFlags(args []string) (options, error) {
 	hold := fs.Duration("duration", 60*time.Second, "time to hold --players after the ramp")
 	stages := fs.String("stages", "", `ramp stages "dur:players,…" (overrides --ramp/--duration), e.g. "10s:2000,60s:2000,10s:0"`)
 	period := fs.Duration("period", 5*time.Second, "interval between one player's position reports")
-	listEvery := fs.Int("list-every", 12, "one continue-watching GET per this many reports (0: none)")
+	listEvery := fs.Int("list-every", 60, "one continue-watching GET per this many reports (0: none): every 5 min by default, as a player reads the list on its home screen, not while it plays")
 	memberStart := fs.Int64("member-start", 1_000_000, "member id of the first player")
 	mediaCount := fs.Int("media", 20, "media items to register (admin API) and spread players over")
 	conns := fs.Int("conns", 512, "connections per target")
 	inflight := fs.Int("inflight", 4096, "requests in flight at most; beyond it the client counts a drop instead of waiting")
 	timeout := fs.Duration("timeout", 10*time.Second, "per-request timeout")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this file")
+	markdownPath := fs.String("markdown", "", "also append the run as one row of docs/performance.md's load table to this file")
 	label := fs.String("label", "", "a name for this run in the report")
 	allowNonLoop := fs.Bool("allow-non-loopback", false, "permit targets that are not loopback addresses (never on shared machines)")
 	if err := fs.Parse(args); err != nil {
@@ -100,7 +120,7 @@ func parseFlags(args []string) (options, error) {
 		targets: splitList(*targets), metricsURLs: splitList(*metrics), databaseURL: *dbURL,
 		secret: os.Getenv("PLAYHEAD_JWT_SECRET"), players: *players, period: *period, listEvery: *listEvery,
 		memberStart: *memberStart, mediaCount: *mediaCount, conns: *conns, inflight: *inflight,
-		timeout: *timeout, jsonPath: *jsonPath, label: *label, allowNonLoop: *allowNonLoop,
+		timeout: *timeout, jsonPath: *jsonPath, markdownPath: *markdownPath, label: *label, allowNonLoop: *allowNonLoop,
 	}
 	if *stages != "" {
 		var err error
@@ -109,6 +129,11 @@ func parseFlags(args []string) (options, error) {
 		}
 	} else {
 		o.stages = []stage{{*ramp, *players}, {*hold, *players}}
+	}
+	// Latencies and rates describe the steady state: the first stage (the ramp, with every
+	// player's POST) is counted apart, unless it is the only one.
+	if len(o.stages) > 1 {
+		o.warmup = o.stages[0].dur
 	}
 	for _, s := range o.stages {
 		o.players = max(o.players, s.target)

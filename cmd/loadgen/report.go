@@ -21,15 +21,21 @@ import (
 
 // report is what one run measured. Exported fields go into the JSON report.
 type report struct {
-	Label    string        `json:"label,omitempty"`
-	Players  int           `json:"players"`
-	Targets  []string      `json:"targets"`
-	Start    time.Time     `json:"start"`
-	Elapsed  time.Duration `json:"elapsed_ns"`
+	Label   string        `json:"label,omitempty"`
+	Players int           `json:"players"`
+	Targets []string      `json:"targets"`
+	Start   time.Time     `json:"start"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// Measured is the steady-state window the rates and latencies describe (after the ramp).
+	Measured time.Duration `json:"measured_ns"`
 	Ops      []opReport    `json:"ops"`
 	Total    opReport      `json:"total"`
+	// Warmup counts the answers to requests scheduled during the ramp.
+	Warmup   opReport      `json:"warmup"`
 	Server   serverFigures `json:"server"`
 	Database *dbFigures    `json:"database,omitempty"`
+
+	measureFrom time.Time
 
 	mu    sync.Mutex
 	hists [opCount]*hdrhistogram.Histogram
@@ -80,6 +86,7 @@ func newReport(o options) *report {
 		r.ops[i] = opReport{Name: opNames[i], Statuses: map[int]int64{}, Errors: map[string]int{}}
 	}
 	r.all = newHist()
+	r.Warmup = opReport{Name: "ramp", Statuses: map[int]int64{}, Errors: map[string]int{}}
 	return r
 }
 
@@ -90,19 +97,29 @@ func (r *report) record(req request, err error, resp *fasthttp.Response) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	o := &r.ops[req.op]
+	warm := req.created.Before(r.measureFrom)
+	if warm {
+		o = &r.Warmup
+	}
 	o.Sent++
 	if err != nil {
 		o.Errors[errorClass(err)]++
 		return
 	}
 	o.Statuses[resp.StatusCode()]++
-	_ = r.hists[req.op].RecordValue(us)
-	_ = r.all.RecordValue(us)
+	if !warm {
+		_ = r.hists[req.op].RecordValue(us)
+		_ = r.all.RecordValue(us)
+	}
 }
 
-func (r *report) clientDrop(o op) {
+func (r *report) clientDrop(o op, scheduled time.Time) {
 	r.mu.Lock()
-	r.ops[o].ClientDrops++
+	if scheduled.Before(r.measureFrom) {
+		r.Warmup.ClientDrops++
+	} else {
+		r.ops[o].ClientDrops++
+	}
 	r.mu.Unlock()
 }
 
@@ -124,7 +141,7 @@ func errorClass(err error) string {
 }
 
 func (r *report) finish() {
-	secs := r.Elapsed.Seconds()
+	secs := r.Measured.Seconds()
 	total := opReport{Name: "all", Statuses: map[int]int64{}, Errors: map[string]int{}}
 	for i := range r.ops {
 		o := &r.ops[i]
@@ -146,7 +163,7 @@ func (r *report) finish() {
 	if d := r.Database; d != nil {
 		d.Transactions = d.after[0] - d.before[0]
 		d.RowsWritten = d.after[1] - d.before[1]
-		d.PerSec = d.Transactions / secs
+		d.PerSec = d.Transactions / r.Elapsed.Seconds() // the database works through the ramp too
 	}
 }
 
@@ -159,9 +176,10 @@ func fillPercentiles(o *opReport, h *hdrhistogram.Histogram) {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func (r *report) print(w io.Writer) {
-	fmt.Fprintf(w, "run %q: %d players over %s, %d target(s)\n", r.Label, r.Players, r.Elapsed.Round(time.Millisecond), len(r.Targets))
+	fmt.Fprintf(w, "run %q: %d players over %s, %d target(s); rates and latencies over the last %s (after the ramp)\n",
+		r.Label, r.Players, r.Elapsed.Round(time.Millisecond), len(r.Targets), r.Measured.Round(time.Millisecond))
 	fmt.Fprintf(w, "%-13s %9s %9s %8s %8s %8s %8s %8s  %s\n", "request", "sent", "req/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "c.drops", "statuses / errors")
-	for _, o := range append(r.Ops, r.Total) {
+	for _, o := range append(r.Ops, r.Total, r.Warmup) {
 		fmt.Fprintf(w, "%-13s %9d %9.0f %8.2f %8.2f %8.2f %8.1f %8d  %s\n", o.Name, o.Sent, o.RatePerSec,
 			ms(o.P50), ms(o.P95), ms(o.P99), ms(o.Max), o.ClientDrops, outcomes(o))
 	}
@@ -416,4 +434,34 @@ func dbCounters(ctx context.Context, url string) ([2]float64, error) {
 		SELECT (xact_commit + xact_rollback)::float8, (tup_inserted + tup_updated)::float8
 		FROM pg_stat_database WHERE datname = current_database()`).Scan(&v[0], &v[1])
 	return v, err
+}
+
+// markdownHeader is the header of the rows markdownRow writes. Rates and latencies are of the
+// steady state after the ramp; errors, drops and database figures of the whole run.
+const markdownHeader = "| players | offered req/s | achieved req/s | PUT p50 / p95 / p99 ms | all p99 ms | errors | client drops | server drops | DB tx/s (whole run) | peak pool acquired | peak RSS MiB |\n" +
+	"| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+
+// markdownRow is the run as one row of markdownHeader's table. Errors are answers other than
+// 2xx plus transport errors.
+func (r *report) markdownRow() string {
+	put := r.Ops[opPut]
+	var errs int64
+	for _, o := range []opReport{r.Total, r.Warmup} {
+		for code, n := range o.Statuses {
+			if code < 200 || code > 299 {
+				errs += n
+			}
+		}
+		for _, n := range o.Errors {
+			errs += int64(n)
+		}
+	}
+	offered := float64(r.Total.Sent+r.Total.ClientDrops) / r.Measured.Seconds()
+	db := "—"
+	if r.Database != nil {
+		db = fmt.Sprintf("%.0f", r.Database.PerSec)
+	}
+	return fmt.Sprintf("| %d | %.0f | %.0f | %.2f / %.2f / %.2f | %.2f | %d | %d | %.0f | %s | %.0f | %.0f |",
+		r.Players, offered, r.Total.RatePerSec, ms(put.P50), ms(put.P95), ms(put.P99), ms(r.Total.P99),
+		errs, r.Total.ClientDrops+r.Warmup.ClientDrops, r.Server.Dropped, db, r.Server.PeakAcquired, r.Server.PeakRSSBytes/(1<<20))
 }

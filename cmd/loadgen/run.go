@@ -46,7 +46,9 @@ type request struct {
 }
 
 // slot is the dispatcher's resolution: players are spread evenly over the slots of one period.
-const slot = 10 * time.Millisecond
+// At 1 ms a slot of 100 000 players holds 20 requests, so arrivals are nearly smooth rather than
+// bursts that queue behind each other.
+const slot = time.Millisecond
 
 func run(ctx context.Context, o options) (*report, error) {
 	clients := make([]*fasthttp.HostClient, len(o.targets))
@@ -93,17 +95,19 @@ func run(ctx context.Context, o options) (*report, error) {
 
 	start := time.Now()
 	rep.Start = start
+	rep.measureFrom = start.Add(o.warmup)
 	dispatch(ctx, o, players, start, func(r request) {
 		r.created = time.Now()
 		select {
 		case jobs <- r:
 		default: // every worker busy and the queue full: the client, not the server, is the limit
-			rep.clientDrop(r.op)
+			rep.clientDrop(r.op, r.created)
 		}
 	})
 	close(jobs)
 	wg.Wait()
 	rep.Elapsed = time.Since(start)
+	rep.Measured = time.Since(rep.measureFrom)
 	stopSampling()
 	<-samplerDone
 	if err := scraper.after(context.Background(), rep); err != nil {
