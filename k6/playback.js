@@ -18,7 +18,7 @@ const BASE = __ENV.BASE_URL || 'http://127.0.0.1:8080';
 const PLAYERS = parseInt(__ENV.PLAYERS || '2000', 10);
 const MEDIA = parseInt(__ENV.MEDIA || '20', 10);
 const PERIOD_S = 5;
-const LIST_EVERY = 12; // one list read per minute of watching
+const LIST_EVERY = 60; // one list read per 5 minutes of watching (a player reads it on its home screen)
 
 const tokens = new SharedArray('tokens', function () {
   return open(__ENV.TOKENS || './tokens.txt').split('\n').filter((line) => line.length > 0);
