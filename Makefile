@@ -2,7 +2,7 @@
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run test build deps lint clean
+.PHONY: run test build deps lint fuzz chaos loadtest clean
 
 build: web
 	$(GO) build -o bin/playhead ./cmd/api
@@ -19,8 +19,29 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 
 # Tests start their own PostgreSQL (internal/pgtest) unless PLAYHEAD_TEST_DATABASE_URL is set.
+# The reliability suite (cmd/api/chaos_test.go) runs 3 rounds of each fault here; the fuzz
+# targets run FUZZTIME each (crashers land in testdata/fuzz/ as regression seeds).
 test: deps web lint
 	$(GO) test -count=1 -timeout 25m ./...
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(or $(FUZZTIME),5s)
+
+# One target at a time: go test -fuzz takes a single target and package.
+FUZZ_TARGETS := FuzzParsePosition:./playback FuzzVerify:./auth FuzzParseCSV:./ingest FuzzShareID:./ingest
+FUZZTIME ?= 60s
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) $${t#*:} || exit 1; \
+	done
+
+# The whole reliability suite, 20 rounds of each fault, and longer fuzzing (docs/reliability.md).
+chaos: deps
+	PLAYHEAD_CHAOS_ROUNDS=20 $(GO) test -count=1 -timeout 60m -run 'TestChaos' -v ./cmd/api
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=2m
+
+# The load report of docs/performance.md (about 12 minutes; loopback only).
+loadtest: deps
+	scripts/loadtest.sh
 
 # The player page (web/): hls.js from npm, pinned in package-lock.json, copied into the folder the
 # binary embeds; `npm ci` also installs playwright-core for the browser test (which drives
