@@ -58,6 +58,9 @@ func pipelineEnv(role, node, storageDir, tmpDir, preset string) map[string]strin
 		"PLAYHEAD_JOB_RETRY_BASE":    "200ms",
 		"PLAYHEAD_ENCODE_PRESET":     preset,
 		"TMPDIR":                     tmpDir,
+		// The tests PUT far more often than a player (every poll while encoding); the limit
+		// itself is tested in playback and in the reliability suite.
+		"PLAYHEAD_PUT_RATE": "0",
 	}
 }
 
