@@ -23,7 +23,9 @@ lint:
 # targets run FUZZTIME each (crashers land in testdata/fuzz/ as regression seeds).
 test: deps web lint
 	$(GO) test -count=1 -timeout 25m ./...
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(or $(FUZZTIME),5s)
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
+
+TEST_FUZZTIME ?= 5s
 
 # One target at a time: go test -fuzz takes a single target and package.
 FUZZ_TARGETS := FuzzParsePosition:./playback FuzzVerify:./auth FuzzParseCSV:./ingest FuzzShareID:./ingest

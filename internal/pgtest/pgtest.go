@@ -11,6 +11,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -58,7 +59,7 @@ type Server struct {
 // design), and stops the server this package started, if any.
 func Main(m *testing.M, ignore ...goleak.Option) {
 	code := m.Run()
-	if code == 0 {
+	if code == 0 && !fuzzing() {
 		http.DefaultClient.CloseIdleConnections()
 		ignore = append(ignore,
 			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
@@ -74,6 +75,17 @@ func Main(m *testing.M, ignore ...goleak.Option) {
 		server.stop()
 	}
 	os.Exit(code)
+}
+
+// fuzzing reports whether this process is fuzzing (go test -fuzz), as the coordinator or a
+// worker: the fuzz engine's own goroutines outlive m.Run there, and a leak check that waits
+// for them stalls the workers.
+func fuzzing() bool {
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		return true
+	}
+	f := flag.Lookup("test.fuzz")
+	return f != nil && f.Value.String() != ""
 }
 
 // Shared returns the server for this test binary, starting it on first use.
