@@ -12,17 +12,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/metrics"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/httpserver"
+	"github.com/playhead/playhead/internal/heaptest"
 	"github.com/playhead/playhead/storage"
 )
 
@@ -260,28 +257,6 @@ func TestUpload_256MiBKeepsTheHeapFlat(t *testing.T) {
 	s := startUploadServer(t, 1<<30)
 	const size = 256 << 20
 
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	heap := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
-	runtime.GC()
-	baseline := heap()
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		ticker := time.NewTicker(2 * time.Millisecond)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-ticker.C:
-				if h := heap(); h > peak.Load() {
-					peak.Store(h)
-				}
-			}
-		}
-	})
-
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	go func() {
@@ -299,9 +274,9 @@ func TestUpload_256MiBKeepsTheHeapFlat(t *testing.T) {
 		}
 		pw.CloseWithError(mw.Close())
 	}()
-	status, out := s.post(t, mw.FormDataContentType(), pr, -1)
-	close(stop)
-	wg.Wait()
+	var status int
+	var out []byte
+	growth, baseline := heaptest.Growth(func() { status, out = s.post(t, mw.FormDataContentType(), pr, -1) })
 	if status != http.StatusAccepted {
 		t.Fatalf("upload: %d %s", status, out)
 	}
@@ -313,9 +288,7 @@ func TestUpload_256MiBKeepsTheHeapFlat(t *testing.T) {
 	if err != nil || info.Size() != size {
 		t.Fatalf("stored %v bytes (%v), want %d", info.Size(), err, size)
 	}
-	growth := int64(peak.Load()) - int64(baseline)
-	t.Logf("heap: baseline %d MiB, peak %d MiB, growth %.1f MiB for a %d MiB upload",
-		baseline>>20, peak.Load()>>20, float64(growth)/(1<<20), size>>20)
+	t.Logf("heap: baseline %.1f MiB, growth %.1f MiB for a %d MiB upload", float64(baseline)/(1<<20), float64(growth)/(1<<20), size>>20)
 	if growth >= 32<<20 {
 		t.Fatalf("the heap grew by %s during a 256 MiB upload, want < 32 MiB", fmt.Sprintf("%.1f MiB", float64(growth)/(1<<20)))
 	}

@@ -9,15 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"runtime"
-	"runtime/metrics"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/playhead/playhead/ingest"
+	"github.com/playhead/playhead/internal/heaptest"
 )
 
 // local returns a fetcher that may reach the loopback test servers, with short timings.
@@ -245,37 +243,14 @@ func TestFetcher_300MiBKeepsTheHeapFlat(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	heap := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
-	runtime.GC()
-	baseline := heap()
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		ticker := time.NewTicker(2 * time.Millisecond)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-ticker.C:
-				if h := heap(); h > peak.Load() {
-					peak.Store(h)
-				}
-			}
-		}
-	})
 	dst := tempFile(t)
-	n, err := local(ingest.FetchConfig{}).Fetch(context.Background(), srv.URL, "", dst)
-	close(stop)
-	wg.Wait()
+	var n int64
+	var err error
+	growth, baseline := heaptest.Growth(func() { n, err = local(ingest.FetchConfig{}).Fetch(context.Background(), srv.URL, "", dst) })
 	if err != nil || n != size {
 		t.Fatalf("Fetch = %d, %v", n, err)
 	}
-	growth := int64(peak.Load()) - int64(baseline)
-	t.Logf("heap: baseline %.1f MiB, peak %.1f MiB, growth %.1f MiB for a 300 MiB download",
-		float64(baseline)/(1<<20), float64(peak.Load())/(1<<20), float64(growth)/(1<<20))
+	t.Logf("heap: baseline %.1f MiB, growth %.1f MiB for a 300 MiB download", float64(baseline)/(1<<20), float64(growth)/(1<<20))
 	if growth >= 32<<20 {
 		t.Fatalf("heap grew by %.1f MiB, want < 32 MiB", float64(growth)/(1<<20))
 	}

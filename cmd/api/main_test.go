@@ -1,74 +1,13 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
-	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/internal/binarytest"
 )
-
-// envBinary carries the path of the built binary from the parent test process to the child
-// that runs the tests (see TestMain).
-const envBinary = "PLAYHEAD_E2E_BINARY"
 
 // binary is the playhead executable the end-to-end tests run.
 var binary string
 
-// TestMain builds the real binary once, into a temporary directory, and runs the tests
-// against it under pgtest.Main (goroutine-leak check, test PostgreSQL stopped afterwards).
-//
-// pgtest.Main ends with os.Exit, so nothing can run after it in this process. To remove the
-// temporary directory anyway, the process that builds the binary runs this same test binary
-// again as a child, with the binary's path in PLAYHEAD_E2E_BINARY; the child runs the tests,
-// and the parent removes the directory and exits with the child's status.
-func TestMain(m *testing.M) {
-	if path := os.Getenv(envBinary); path != "" {
-		binary = path
-		pgtest.Main(m)
-		return
-	}
-	os.Exit(buildAndRun())
-}
-
-// buildAndRun builds the binary, runs the tests in a child process and returns its exit code.
-func buildAndRun() int {
-	dir, err := os.MkdirTemp("", "playhead-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: temporary directory:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = "/usr/local/go/bin/go"
-	}
-	path := filepath.Join(dir, "playhead")
-	build := exec.Command(goTool, "build", "-o", path, ".") // the test's working directory is cmd/api
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %s build -o %s . failed: %v\n%s", goTool, path, err, out)
-		return 1
-	}
-
-	self, err := os.Executable()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: cannot find the test binary to run:", err)
-		return 1
-	}
-	child := exec.Command(self, os.Args[1:]...)
-	child.Env = append(os.Environ(), envBinary+"="+path)
-	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
-	err = child.Run()
-	if exitErr, ok := errors.AsType[*exec.ExitError](err); ok && exitErr.ExitCode() >= 0 {
-		return exitErr.ExitCode()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: running the tests:", err)
-		return 1
-	}
-	return 0
-}
+// TestMain builds the real binary once and runs the tests against it (binarytest.Main).
+func TestMain(m *testing.M) { binarytest.Main(m, &binary) }
