@@ -242,12 +242,16 @@ func TestPlayer_UploadWatchLeaveResumeInChromium(t *testing.T) {
 		t.Errorf("first close: currentTime %d ms, last periodic report %v ms, stored %d ms; want the stored position from pagehide (within 1 s of currentTime, ≥ 1 s past the last report)",
 			closed.CurrentTimeMS, ptr(closed.LastPutMS), closed.StoredMS)
 	}
-	if atClose != closed.StoredMS {
-		t.Errorf("after the first close the database holds %d ms, want the stored %d ms", atClose, closed.StoredMS)
+	// The events can reach this test late on a busy machine (the second visit may already have
+	// reported more), and pagehide and visibilitychange each send a report a few ms apart: the
+	// database must hold at least what the page saw stored, and the resume point be within the
+	// issue's 1 s of it.
+	if atClose < closed.StoredMS {
+		t.Errorf("after the first close the database holds %d ms, less than the stored %d ms", atClose, closed.StoredMS)
 	}
 	res := events["resumed"]
-	if res.ResumePointMS != closed.StoredMS {
-		t.Errorf("reopened: POST /v1/playback answered the resume point %d ms, want the stored %d ms", res.ResumePointMS, closed.StoredMS)
+	if d := absMS(res.ResumePointMS - closed.StoredMS); d > 1000 {
+		t.Errorf("reopened: POST /v1/playback answered the resume point %d ms, %d ms from the stored %d ms; want within 1000", res.ResumePointMS, d, closed.StoredMS)
 	}
 	if d := absMS(res.ResumedAtMS - closed.StoredMS); d > 1000 {
 		t.Errorf("reopened: playback started at %d ms, %d ms from the stored position %d ms; want within 1000", res.ResumedAtMS, d, closed.StoredMS)
