@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/internal/testvideo"
 )
@@ -1102,29 +1103,11 @@ func runTool(t *testing.T, name string, args ...string) {
 	}
 }
 
-// syncBuffer collects a process's output while the test may read it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startProcess starts cmd; at cleanup it sends SIGTERM, waits up to stopTimeout, then kills,
 // and logs the process's output when the test failed.
 func startProcess(t *testing.T, name string, cmd *exec.Cmd) {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &binarytest.Output{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)

@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/pgtest"
 )
 
@@ -40,29 +41,10 @@ const (
 	exitTimeout  = 60 * time.Second // the binary exits after SIGTERM, or a bad-config run ends
 )
 
-// syncBuffer is a bytes.Buffer safe for the exec copying goroutine to write while the test
-// reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // process is one run of the binary.
 type process struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *binarytest.Output
 	done           chan struct{} // closed when the process has exited and Wait returned
 	waitErr        error         // Wait's result, read after done is closed
 }
@@ -80,7 +62,7 @@ func startProcess(t *testing.T, env map[string]string, args ...string) *process 
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	p := &process{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &process{cmd: cmd, stdout: &binarytest.Output{}, stderr: &binarytest.Output{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s %s: %v", binary, strings.Join(args, " "), err)

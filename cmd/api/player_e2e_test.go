@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/testvideo"
 	"github.com/playhead/playhead/web"
 )
@@ -154,7 +155,7 @@ func TestPlayer_UploadWatchLeaveResumeInChromium(t *testing.T) {
 	cmd.Env = append(os.Environ(),
 		"PLAYHEAD_URL="+s.httpURL, "PLAYHEAD_TOKEN="+token, "PLAYHEAD_VIDEO="+video,
 		"PLAYHEAD_TITLE=Test pattern, 30 s", "PLAYHEAD_SHOTS="+shots, "CHROMIUM="+chromiumPath)
-	stderr := &syncBuffer{}
+	stderr := &binarytest.Output{}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
