@@ -178,7 +178,7 @@ func TestImport_SheetBecomesPlayable(t *testing.T) {
 	if status, body := s.putPosition(t, mint(t, 50, false), c.Items[0].MediaID, 1000); status != http.StatusNoContent {
 		t.Fatalf("PUT a position on imported media: %d %s", status, body)
 	}
-	if status, _ := s.fetch(t, s.httpURL+c.Items[0].HLSURL); status != http.StatusOK {
+	if status, _ := s.fetch(t, mint(t, 50, false), s.httpURL+c.Items[0].HLSURL); status != http.StatusOK {
 		t.Fatalf("GET %s: %d", c.Items[0].HLSURL, status)
 	}
 

@@ -401,10 +401,10 @@ func objectDirs(t *testing.T, storageDir string, id int64) []string {
 	return names
 }
 
-// fetch GETs a public URL path and returns the status and body.
-func (s *server) fetch(t *testing.T, rawURL string) (int, []byte) {
+// fetch GETs a URL with token (none when empty) and returns the status and body.
+func (s *server) fetch(t *testing.T, token, rawURL string) (int, []byte) {
 	t.Helper()
-	status, body, err := s.do(http.MethodGet, rawURL, "", nil)
+	status, body, err := s.do(http.MethodGet, rawURL, token, nil)
 	if err != nil {
 		t.Fatalf("GET %s: %v", rawURL, err)
 	}
@@ -517,33 +517,6 @@ func TestPipeline_UploadBecomesPlayable(t *testing.T) {
 		t.FailNow()
 	}
 
-	// Served by the public app: master, a variant playlist, a segment, the thumbnail.
-	masterURL := s.httpURL + v.HLSURL
-	status, master := s.fetch(t, masterURL)
-	if status != http.StatusOK || !bytes.HasPrefix(master, []byte("#EXTM3U")) || !bytes.Contains(master, []byte("#EXT-X-STREAM-INF")) {
-		t.Fatalf("GET %s: status %d, body %q; want 200 and a master playlist", masterURL, status, master)
-	}
-	variantURL := firstURI(t, masterURL, master)
-	status, variant := s.fetch(t, variantURL)
-	if status != http.StatusOK || !bytes.Contains(variant, []byte("#EXTINF")) {
-		t.Fatalf("GET %s: status %d, body %q; want 200 and a media playlist", variantURL, status, variant)
-	}
-	segmentURL := firstURI(t, variantURL, variant)
-	status, segment := s.fetch(t, segmentURL)
-	if status != http.StatusOK || len(segment) < 188 || segment[0] != 0x47 {
-		t.Errorf("GET %s: status %d, %d bytes (first %x); want 200 and an MPEG-TS segment", segmentURL, status, len(segment), segment[:min(4, len(segment))])
-	}
-	status, thumb := s.fetch(t, s.httpURL+v.ThumbnailURL)
-	if ct := http.DetectContentType(thumb); status != http.StatusOK || ct != "image/jpeg" {
-		t.Errorf("GET %s: status %d, %d bytes detected as %q; want 200 and a JPEG", v.ThumbnailURL, status, len(thumb), ct)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), encodeTimeout)
-	defer cancel()
-	probe := exec.CommandContext(ctx, "ffprobe", "-v", "error", masterURL)
-	if b, err := probe.CombinedOutput(); err != nil {
-		t.Errorf("ffprobe -v error %s: %v\n%s", masterURL, err, b)
-	}
-
 	// Playable now, by the owner and (PUBLIC) by anyone. The cache entry loaded while
 	// PROCESSING is evicted by the READY notification, asynchronously: a few tries are allowed,
 	// far fewer than the 60 s cache TTL would take.
@@ -571,17 +544,48 @@ func TestPipeline_UploadBecomesPlayable(t *testing.T) {
 		}
 	}
 
+	// Served to members who may play it (now that the cache knows it is READY): master, a
+	// variant playlist, a segment, the thumbnail.
+	masterURL := s.httpURL + v.HLSURL
+	if status, _ := s.fetch(t, "", masterURL); status != http.StatusUnauthorized {
+		t.Errorf("GET %s without a token: status %d, want 401", masterURL, status)
+	}
+	status, master := s.fetch(t, owner, masterURL)
+	if status != http.StatusOK || !bytes.HasPrefix(master, []byte("#EXTM3U")) || !bytes.Contains(master, []byte("#EXT-X-STREAM-INF")) {
+		t.Fatalf("GET %s: status %d, body %q; want 200 and a master playlist", masterURL, status, master)
+	}
+	variantURL := firstURI(t, masterURL, master)
+	status, variant := s.fetch(t, owner, variantURL)
+	if status != http.StatusOK || !bytes.Contains(variant, []byte("#EXTINF")) {
+		t.Fatalf("GET %s: status %d, body %q; want 200 and a media playlist", variantURL, status, variant)
+	}
+	segmentURL := firstURI(t, variantURL, variant)
+	status, segment := s.fetch(t, viewer, segmentURL) // PUBLIC: any member may fetch it
+	if status != http.StatusOK || len(segment) < 188 || segment[0] != 0x47 {
+		t.Errorf("GET %s: status %d, %d bytes (first %x); want 200 and an MPEG-TS segment", segmentURL, status, len(segment), segment[:min(4, len(segment))])
+	}
+	status, thumb := s.fetch(t, owner, s.httpURL+v.ThumbnailURL)
+	if ct := http.DetectContentType(thumb); status != http.StatusOK || ct != "image/jpeg" {
+		t.Errorf("GET %s: status %d, %d bytes detected as %q; want 200 and a JPEG", v.ThumbnailURL, status, len(thumb), ct)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), encodeTimeout)
+	defer cancel()
+	probe := exec.CommandContext(ctx, "ffprobe", "-v", "error", "-headers", "Authorization: Bearer "+owner+"\r\n", masterURL)
+	if b, err := probe.CombinedOutput(); err != nil {
+		t.Errorf("ffprobe -v error %s: %v\n%s", masterURL, err, b)
+	}
+
 	// The source exists in storage but is never served, directly or by climbing out of /hls.
 	_, _, sourceKey := mediaRow(t, pool, id)
 	source, err := os.ReadFile(filepath.Join(storageDir, filepath.FromSlash(sourceKey)))
 	if err != nil || !strings.HasPrefix(sourceKey, "uploads/") {
 		t.Fatalf("uploaded source %q should be in storage under uploads/: %v", sourceKey, err)
 	}
-	if status, body := s.fetch(t, s.httpURL+"/objects/"+sourceKey); status != http.StatusNotFound {
+	if status, body := s.fetch(t, owner, s.httpURL+"/objects/"+sourceKey); status != http.StatusNotFound {
 		t.Errorf("GET /objects/%s: status %d (%d bytes), want 404: uploaded sources must never be public", sourceKey, status, len(body))
 	}
 	for _, p := range []string{"/objects/hls/../" + sourceKey, "/objects/hls/%2e%2e/" + sourceKey, "/objects/hls/..%2f" + sourceKey} {
-		if status, body := s.fetch(t, s.httpURL+p); status == http.StatusOK || bytes.Equal(body, source) {
+		if status, body := s.fetch(t, owner, s.httpURL+p); status == http.StatusOK || bytes.Equal(body, source) {
 			t.Errorf("GET %s: status %d (%d bytes): the uploaded source is reachable", p, status, len(body))
 		}
 	}
@@ -769,7 +773,7 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 	if !strings.HasPrefix(v.HLSURL, wantPrefix) {
 		t.Errorf("hls_url %q, want it under B's claim prefix %s", v.HLSURL, wantPrefix)
 	}
-	if status, _ := api.fetch(t, api.httpURL+v.HLSURL); status != http.StatusOK {
+	if status, _ := api.fetch(t, owner, api.httpURL+v.HLSURL); status != http.StatusOK {
 		t.Errorf("GET %s: status %d, want 200", v.HLSURL, status)
 	}
 	if dirs := objectDirs(t, storageDir, id); len(dirs) != 1 || dirs[0] != str(second.ClaimToken) {
@@ -855,6 +859,13 @@ func TestPipeline_SIGTERMReleasesForAnotherWorker(t *testing.T) {
 	v := api.waitMedia(t, owner, id, media.StatusReady)
 	if want := fmt.Sprintf("/objects/hls/%d/%s/master.m3u8", id, str(done.ClaimToken)); v.HLSURL != want {
 		t.Errorf("hls_url %q, want %q", v.HLSURL, want)
+	}
+	// PRIVATE: its files are the owner's alone, like its playback.
+	if status, _ := api.fetch(t, mint(t, 32, false), api.httpURL+v.HLSURL); status != http.StatusNotFound {
+		t.Errorf("GET %s by another member: status %d, want 404 (private media)", v.HLSURL, status)
+	}
+	if status, _ := api.fetch(t, owner, api.httpURL+v.HLSURL); status != http.StatusOK {
+		t.Errorf("GET %s by its owner: status %d, want 200", v.HLSURL, status)
 	}
 	if n := outboxCount(t, pool, id, notify.OutboxMediaReady); n != 1 {
 		t.Errorf("outbox has %d media_ready rows for the media, want 1", n)

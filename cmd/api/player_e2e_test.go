@@ -136,7 +136,7 @@ func TestPlayer_UploadWatchLeaveResumeInChromium(t *testing.T) {
 	env := pipelineEnv("all", "e2e-player", t.TempDir(), t.TempDir(), "ultrafast")
 	env["PLAYHEAD_FLUSH_INTERVAL"] = "250ms"
 	s := startServer(t, env)
-	if status, _ := s.fetch(t, s.httpURL+"/static/"+web.HLSAsset); status != http.StatusOK {
+	if status, _ := s.fetch(t, "", s.httpURL+"/static/"+web.HLSAsset); status != http.StatusOK {
 		t.Fatalf("GET /static/%s: status %d: the binary was built without hls.js; run `make web` first", web.HLSAsset, status)
 	}
 	pool := openPool(t, s.dbURL)

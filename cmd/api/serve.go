@@ -278,6 +278,9 @@ func (n *node) buildAPI(ctx context.Context, store *storage.Local) error {
 		Metrics:      httpserver.NewMetrics(n.reg),
 	})
 	n.health.Register(app)
+	// Encoded files need a member who may play the media, like the API: the token comes from
+	// the Authorization header or, for the browser's own media requests, the player's cookie.
+	app.Use(objectsPath+"hls", verifier.MediaMiddleware(), media.ObjectAccess(objectsPath+"hls", n.mediaCache))
 	app.Static(objectsPath+"hls", store.Root()+"/hls", fiber.Static{Browse: false})
 	// The player pages (/, /watch/:id, /static/…) load without a token; their scripts send it.
 	pages, err := web.New()
