@@ -72,7 +72,8 @@ func NewVerifier(secret []byte, cacheItems int) (*Verifier, error) {
 // apperr.Unauthenticated error.
 func (v *Verifier) Verify(token string) (Identity, error) {
 	if v.verified == nil {
-		return v.verify(token)
+		id, _, err := v.verifyWithExpiry(token)
+		return id, err
 	}
 	now := time.Now()
 	if id, ok := v.verified.get(token, now); ok {
@@ -86,11 +87,6 @@ func (v *Verifier) Verify(token string) (Identity, error) {
 		v.verified.put(token, verified{id: id, expires: now.Add(ttl)}, now)
 	}
 	return id, nil
-}
-
-func (v *Verifier) verify(token string) (Identity, error) {
-	id, _, err := v.verifyWithExpiry(token)
-	return id, err
 }
 
 func (v *Verifier) verifyWithExpiry(token string) (Identity, time.Time, error) {

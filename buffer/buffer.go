@@ -166,9 +166,6 @@ func (b *Buffer[K, V]) Pending(key K) (V, bool) {
 	return b.pending.load(key)
 }
 
-// Len returns the number of entries waiting in the channel.
-func (b *Buffer[K, V]) Len() int { return len(b.ch) }
-
 // Close stops intake (Offer returns ErrClosed), drains the channel and flushes everything
 // held, in batches, within ctx's deadline. It returns ctx's error if the deadline passed
 // first. Close is idempotent; later calls wait for the first.
