@@ -6,8 +6,5 @@ import (
 	"github.com/playhead/playhead/internal/binarytest"
 )
 
-// binary is the playhead executable the dashboard check runs.
-var binary string
-
 // TestMain builds the real binary once and runs the tests against it (binarytest.Main).
-func TestMain(m *testing.M) { binarytest.Main(m, &binary) }
+func TestMain(m *testing.M) { binarytest.Main(m) }

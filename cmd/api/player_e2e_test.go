@@ -34,6 +34,10 @@ import (
 // playwright downloads).
 const chromiumPath = "/usr/bin/chromium"
 
+// screenshotsEnv names the folder the test saves the player's screenshots in; a temporary
+// one when it is not set.
+const screenshotsEnv = "PLAYHEAD_TEST_SCREENSHOTS"
+
 // playerTimeout bounds the whole browser script.
 const playerTimeout = 4 * time.Minute
 
@@ -125,7 +129,7 @@ func absMS(d int64) int64 {
 // page to READY and play; after ≥ 10 s of playback the database is within 6 s of currentTime;
 // closed and reopened, the player resumes within 1 s of the stored position and the home page
 // lists the item with its progress; the last position, sent on pagehide, is in the database
-// after a graceful stop; the screenshots land in docs/img.
+// after a graceful stop; the screenshots are PNGs (in docs/img with `make screenshots`).
 func TestPlayer_UploadWatchLeaveResumeInChromium(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -135,17 +139,22 @@ func TestPlayer_UploadWatchLeaveResumeInChromium(t *testing.T) {
 
 	env := pipelineEnv("all", "e2e-player", t.TempDir(), t.TempDir(), "ultrafast")
 	env["PLAYHEAD_FLUSH_INTERVAL"] = "250ms"
-	s := startServer(t, env)
-	if status, _ := s.fetch(t, "", s.httpURL+"/static/"+web.HLSAsset); status != http.StatusOK {
+	s := binarytest.Start(t, env)
+	if status, _ := fetch(t, s, "", s.HTTPURL+"/static/"+web.HLSAsset); status != http.StatusOK {
 		t.Fatalf("GET /static/%s: status %d: the binary was built without hls.js; run `make web` first", web.HLSAsset, status)
 	}
-	pool := openPool(t, s.dbURL)
+	pool := s.Pool(t)
 	const member = 77
-	token := mint(t, member, false)
+	token := binarytest.Token(t, member, false)
 	video := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 30, Width: 320, Height: 240, Audio: true})
-	shots := filepath.Join(root, "docs", "img")
-	if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
+	// The screenshots go to a temporary folder, so a test run leaves the tree as it was;
+	// `make screenshots` points screenshotsEnv at docs/img to refresh the committed ones.
+	shots := t.TempDir()
+	if dir := os.Getenv(screenshotsEnv); dir != "" {
+		shots = dir
+		if err := os.MkdirAll(shots, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), playerTimeout)
@@ -153,7 +162,7 @@ func TestPlayer_UploadWatchLeaveResumeInChromium(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "web", "e2e", "player.mjs"))
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(),
-		"PLAYHEAD_URL="+s.httpURL, "PLAYHEAD_TOKEN="+token, "PLAYHEAD_VIDEO="+video,
+		"PLAYHEAD_URL="+s.HTTPURL, "PLAYHEAD_TOKEN="+token, "PLAYHEAD_VIDEO="+video,
 		"PLAYHEAD_TITLE=Test pattern, 30 s", "PLAYHEAD_SHOTS="+shots, "CHROMIUM="+chromiumPath)
 	stderr := &binarytest.Output{}
 	cmd.Stderr = stderr
@@ -260,7 +269,7 @@ func TestPlayer_UploadWatchLeaveResumeInChromium(t *testing.T) {
 		t.Logf("resumed at %d ms, stored %d ms", res.ResumedAtMS, closed.StoredMS)
 	}
 	home := events["home"]
-	mv := s.media(t, token, closed.MediaID)
+	mv := mediaOf(t, s, token, closed.MediaID)
 	wantProgress := float64(closed.StoredMS) / float64(mv.DurationMS)
 	if home.Items != 1 || home.Title != "Test pattern, 30 s" || math.Abs(home.Progress-wantProgress) > 0.005 {
 		t.Errorf("home page: %d item(s), %q at progress %.4f (%s); want the one item, \"Test pattern, 30 s\", at %d/%d = %.4f",
@@ -275,10 +284,8 @@ func TestPlayer_UploadWatchLeaveResumeInChromium(t *testing.T) {
 
 	// 4. The second close's pagehide report is in the database after a graceful stop.
 	second := done.SecondClose
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM: %v", err)
-	}
-	if code := s.wait(t, exitTimeout); code != 0 {
+	s.Signal(t, syscall.SIGTERM)
+	if code := s.Wait(t, binarytest.ExitTimeout); code != 0 {
 		t.Fatalf("playhead exited %d after SIGTERM, want 0", code)
 	}
 	final := dbPosition(t, pool, member, closed.MediaID)
@@ -293,7 +300,7 @@ func TestPlayer_UploadWatchLeaveResumeInChromium(t *testing.T) {
 	for _, name := range []string{"player-home.png", "player-watch.png"} {
 		b, err := os.ReadFile(filepath.Join(shots, name))
 		if err != nil || len(b) < 1024 || !strings.HasPrefix(string(b), "\x89PNG") {
-			t.Errorf("screenshot docs/img/%s: %d bytes, %v; want a PNG", name, len(b), err)
+			t.Errorf("screenshot %s: %d bytes, %v; want a PNG", filepath.Join(shots, name), len(b), err)
 		}
 	}
 }

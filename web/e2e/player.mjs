@@ -6,7 +6,7 @@
 //   PLAYHEAD_TOKEN  a member's token (passed to the pages once, as #token=…)
 //   PLAYHEAD_VIDEO  the MP4 to upload through the page
 //   PLAYHEAD_TITLE  its title
-//   PLAYHEAD_SHOTS  where to save the screenshots (docs/img)
+//   PLAYHEAD_SHOTS  where to save the screenshots (a temporary folder; docs/img for `make screenshots`)
 //   CHROMIUM        the browser, /usr/bin/chromium unless set
 //
 // Events: uploaded, checkpoint (≥ 10 s played), closed (the page was closed and its pagehide

@@ -1,0 +1,337 @@
+package binarytest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/media"
+)
+
+// Secret signs the tokens of every Server (at least auth.MinSecretBytes long).
+const Secret = "binarytest-secret-binarytest-secret-0123"
+
+// ReadyTimeout bounds how long Start waits for /readyz to answer 200.
+const ReadyTimeout = 30 * time.Second
+
+// Server is a running `playhead serve`.
+type Server struct {
+	*Process
+	// DBURL is the database the server uses; pass it as DATABASE_URL to Start to share it.
+	DBURL string
+	// HTTPURL is the public API, http://127.0.0.1:port.
+	HTTPURL string
+	// MetricsAddr is the metrics listener, 127.0.0.1:port, and MetricsURL the same as a URL.
+	MetricsAddr, MetricsURL string
+	// Client is the HTTP client Do uses: 10 s per request.
+	Client *http.Client
+}
+
+// Start runs `playhead serve` with the environment env on top of the harness's (a fresh
+// migrated database, loopback listeners on free ports, Secret, a 30 s shutdown budget) and
+// waits until /readyz on the metrics address answers 200. A DATABASE_URL in env makes the
+// server share that database instead of getting a fresh one.
+func Start(t testing.TB, env map[string]string) *Server {
+	t.Helper()
+	httpAddr, metricsAddr := FreeAddr(t), FreeAddr(t)
+	all := map[string]string{
+		"PLAYHEAD_JWT_SECRET":       Secret,
+		"PLAYHEAD_HTTP_ADDR":        httpAddr,
+		"PLAYHEAD_METRICS_ADDR":     metricsAddr,
+		"PLAYHEAD_SHUTDOWN_TIMEOUT": "30s",
+	}
+	maps.Copy(all, env)
+	if all["DATABASE_URL"] == "" {
+		all["DATABASE_URL"] = pgtest.URL(t)
+	}
+	transport := &http.Transport{MaxIdleConnsPerHost: 16}
+	t.Cleanup(transport.CloseIdleConnections)
+	s := &Server{
+		DBURL:       all["DATABASE_URL"],
+		HTTPURL:     "http://" + all["PLAYHEAD_HTTP_ADDR"],
+		MetricsAddr: all["PLAYHEAD_METRICS_ADDR"],
+		MetricsURL:  "http://" + all["PLAYHEAD_METRICS_ADDR"],
+		Client:      &http.Client{Transport: transport, Timeout: 10 * time.Second},
+	}
+	s.Process = Run(t, all, "serve")
+
+	deadline := time.Now().Add(ReadyTimeout)
+	var last string
+	for {
+		if exited, err := s.Exited(); exited {
+			t.Fatalf("playhead serve exited before it was ready (%v); stderr:\n%s", err, s.Stderr)
+		}
+		status, body, err := s.Do(http.MethodGet, s.MetricsURL+"/readyz", "", nil)
+		if err == nil && status == http.StatusOK {
+			return s
+		}
+		last = fmt.Sprintf("status %d %s, err %v", status, body, err)
+		if time.Now().After(deadline) {
+			t.Fatalf("playhead serve not ready on %s/readyz after %s (last answer: %s)", s.MetricsURL, ReadyTimeout, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Token returns a token for member, with the admin role when admin, signed with Secret and
+// valid for an hour.
+func Token(t testing.TB, member int64, admin bool) string {
+	t.Helper()
+	tok, err := auth.Mint([]byte(Secret), member, admin, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// URL returns the public API's URL of the path fmt.Sprintf(format, args...).
+func (s *Server) URL(format string, args ...any) string {
+	return s.HTTPURL + fmt.Sprintf(format, args...)
+}
+
+// Do sends a request with an optional bearer token and JSON body (nil: none), and returns the
+// status and body.
+func (s *Server) Do(method, url, token string, body any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return s.send(req)
+}
+
+func (s *Server) send(req *http.Request) (int, []byte, error) {
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
+}
+
+// MustDo is Do that fails the test on a transport error or a status other than want, and
+// returns the body.
+func (s *Server) MustDo(t testing.TB, want int, method, url, token string, body any) []byte {
+	t.Helper()
+	status, out, err := s.Do(method, url, token, body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	if status != want {
+		t.Fatalf("%s %s: status %d, want %d; body %s", method, url, status, want, out)
+	}
+	return out
+}
+
+// CreateMedia registers a READY public media item of one hour (MediaDurationMS) through the
+// admin API and returns its id.
+func (s *Server) CreateMedia(t testing.TB, adminToken, title string) int64 {
+	t.Helper()
+	out := s.MustDo(t, http.StatusCreated, http.MethodPost, s.URL("/v1/admin/media"), adminToken,
+		map[string]any{"title": title, "duration_ms": MediaDurationMS})
+	return positiveID(t, "POST /v1/admin/media", out)
+}
+
+func positiveID(t testing.TB, what string, out []byte) int64 {
+	t.Helper()
+	var v struct {
+		ID int64 `json:"id"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil || v.ID <= 0 {
+		t.Fatalf("%s answered %s (%v), want a positive id", what, out, err)
+	}
+	return v.ID
+}
+
+// PostMultipart posts fields (in key order) and then content as the form's file field "file"
+// named fileName, and returns the status and body.
+func (s *Server) PostMultipart(url, token string, fields map[string]string, fileName string, content io.Reader) (int, []byte, error) {
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		if err := mw.WriteField(k, fields[k]); err != nil {
+			return 0, nil, err
+		}
+	}
+	fw, err := mw.CreateFormFile("file", fileName)
+	if err != nil {
+		return 0, nil, err
+	}
+	if _, err := io.Copy(fw, content); err != nil {
+		return 0, nil, err
+	}
+	if err := mw.Close(); err != nil {
+		return 0, nil, err
+	}
+	req, err := http.NewRequest(http.MethodPost, url, &body)
+	if err != nil {
+		return 0, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	return s.send(req)
+}
+
+// Upload is one POST /v1/media.
+type Upload struct {
+	Path       string // the file to send
+	FileName   string // the name the form gives it; the base of Path when empty
+	Title      string // sent when not empty
+	Visibility string // PUBLIC or PRIVATE, sent when not empty
+}
+
+// Upload posts u as token's member, expects 202 {"id", "status": "PROCESSING"} and returns
+// the new media's id.
+func (s *Server) Upload(t testing.TB, token string, u Upload) int64 {
+	t.Helper()
+	f, err := os.Open(u.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fields := map[string]string{}
+	if u.Title != "" {
+		fields["title"] = u.Title
+	}
+	if u.Visibility != "" {
+		fields["visibility"] = u.Visibility
+	}
+	name := u.FileName
+	if name == "" {
+		name = filepath.Base(u.Path)
+	}
+	status, out, err := s.PostMultipart(s.URL("/v1/media"), token, fields, name, f)
+	if err != nil {
+		t.Fatalf("POST /v1/media (%s): %v", u.Path, err)
+	}
+	if status != http.StatusAccepted {
+		t.Fatalf("POST /v1/media (%s): status %d, want 202; body %s", u.Path, status, out)
+	}
+	var got struct {
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil || got.Status != string(media.StatusProcessing) {
+		t.Fatalf("POST /v1/media answered %s (%v), want status PROCESSING", out, err)
+	}
+	return positiveID(t, "POST /v1/media", out)
+}
+
+// ImportRow is one row of an import as GET /v1/admin/imports/{id} shows it.
+type ImportRow struct {
+	Row     int    `json:"row"`
+	State   string `json:"state"`
+	Reason  string `json:"reason"`
+	MediaID *int64 `json:"media_id"`
+}
+
+// Import is an import as the admin API shows it.
+type Import struct {
+	ID       int64       `json:"id"`
+	Accepted int         `json:"accepted"`
+	Rejected int         `json:"rejected"`
+	Rows     []ImportRow `json:"rows"`
+}
+
+// Import posts the CSV sheet csv (named fileName) to POST /v1/admin/imports, expects 202 and
+// returns the import.
+func (s *Server) Import(t testing.TB, adminToken, fileName, csv string) Import {
+	t.Helper()
+	status, out, err := s.PostMultipart(s.URL("/v1/admin/imports"), adminToken, nil, fileName, strings.NewReader(csv))
+	if err != nil {
+		t.Fatalf("POST /v1/admin/imports: %v", err)
+	}
+	if status != http.StatusAccepted {
+		t.Fatalf("POST /v1/admin/imports: status %d, want 202; body %s", status, out)
+	}
+	var v Import
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("POST /v1/admin/imports answered %s: %v", out, err)
+	}
+	return v
+}
+
+// Metrics returns the text of /metrics on the metrics address.
+func (s *Server) Metrics(t testing.TB) string {
+	t.Helper()
+	return string(s.MustDo(t, http.StatusOK, http.MethodGet, s.MetricsURL+"/metrics", "", nil))
+}
+
+// Metric returns the sum of every sample of the metric name on /metrics (0 when absent).
+func (s *Server) Metric(t testing.TB, name string) float64 {
+	t.Helper()
+	var total float64
+	for line := range strings.Lines(s.Metrics(t)) {
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			total += v
+		}
+	}
+	return total
+}
+
+// Ready returns the status /readyz answers on the metrics address, 0 when it does not answer.
+func (s *Server) Ready() int {
+	status, _, err := s.Do(http.MethodGet, s.MetricsURL+"/readyz", "", nil)
+	if err != nil {
+		return 0
+	}
+	return status
+}
+
+// Pool opens a pgx pool on the server's database, closed when the test ends.
+func (s *Server) Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), s.DBURL)
+	if err != nil {
+		t.Fatalf("connect to the test database: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
