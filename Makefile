@@ -2,7 +2,7 @@
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run test build deps lint fuzz chaos loadtest clean
+.PHONY: run test build deps lint fuzz chaos loadtest screenshots clean
 
 build: web
 	$(GO) build -o bin/playhead ./cmd/api
@@ -21,9 +21,9 @@ lint:
 # Tests start their own PostgreSQL (internal/pgtest) unless PLAYHEAD_TEST_DATABASE_URL is set.
 # The reliability suite (cmd/api/chaos_test.go) runs 3 rounds of each fault here; the fuzz
 # targets run FUZZTIME each (crashers land in testdata/fuzz/ as regression seeds).
+# scripts/test.sh ends a failing run with the list of failed tests.
 test: deps web lint
-	$(GO) test -count=1 -timeout 25m ./...
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
+	@GO="$(GO)" MAKE="$(MAKE)" FUZZTIME=$(TEST_FUZZTIME) scripts/test.sh
 
 TEST_FUZZTIME ?= 5s
 
@@ -40,6 +40,11 @@ fuzz:
 chaos: deps
 	PLAYHEAD_CHAOS_ROUNDS=20 $(GO) test -count=1 -timeout 60m -run 'TestChaos' -v ./cmd/api
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=2m
+
+# The screenshots of the player in README.md (docs/img), taken by the browser test, which
+# otherwise saves them to a temporary folder so that make test leaves the tree as it was.
+screenshots: deps web
+	PLAYHEAD_TEST_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^TestPlayer_UploadWatchLeaveResumeInChromium$$' ./cmd/api
 
 # The load report of docs/performance.md (about 12 minutes; loopback only).
 loadtest: deps

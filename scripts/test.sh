@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# make test's test run: every package's tests, then a short run of each fuzz target (make
+# fuzz), and at the end the list of what failed. go test prints its failures per package, far
+# above the end of a long run; this repeats them as the last lines, and exits 1.
+#
+#   GO=go MAKE=make FUZZTIME=5s scripts/test.sh
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+GO=${GO:-go}
+MAKE=${MAKE:-make}
+FUZZTIME=${FUZZTIME:-5s}
+log=$(mktemp "${TMPDIR:-/tmp}/playhead-test.XXXXXX")
+trap 'rm -f "$log"' EXIT
+
+failed=0
+"$GO" test -count=1 -timeout 25m ./... 2>&1 | tee "$log" || failed=1
+"$MAKE" --no-print-directory fuzz FUZZTIME="$FUZZTIME" 2>&1 | tee -a "$log" || failed=1
+
+if [ "$failed" -ne 0 ]; then
+	echo
+	echo "make test FAILED. Failed tests and packages (details above):"
+	# Failed tests and subtests, failed packages (with build failures and timeouts), panics.
+	grep -E '^[[:space:]]*--- FAIL: |^FAIL[[:space:]]|^panic: ' "$log" | sed 's/^/  /' ||
+		echo "  (go test printed no FAIL line: see the output above)"
+	exit 1
+fi
