@@ -28,8 +28,9 @@
 //   - Observing: Metrics and Metric (a sum over /metrics), Ready (the /readyz status), Pool (a
 //     pgx pool on the server's database), StoredPositions (every playback row).
 //   - VideoHost: a loopback stand-in for a cloud drive, for imports.
-//   - The playback load driver: NewPlayers, StartLoad, Load (WaitAccepted, Stop, Counts,
-//     TakeLatencies) and Audit, which compares what the players were told with what is stored.
+//   - The playback load driver: NewPlayers, StartLoad, Load (WaitAccepted, WaitRounds, Stop,
+//     Counts, TakeLatencies) and Audit, which compares what the players were told with what is
+//     stored.
 //
 // Every timeout here only bounds how long a test waits before it fails; none is a speed check.
 package binarytest
