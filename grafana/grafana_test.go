@@ -111,8 +111,12 @@ func TestDashboardAndAlertsAgainstPrometheus(t *testing.T) {
 	encodes := fmt.Sprintf(`playhead_jobs_duration_seconds_count{job=%q, kind="encode", outcome="completed"}`, scrapeJob)
 	scraped := waitForValue(t, prom, encodes, "a completed encode in the job duration histogram", func(float64) bool { return true })
 	tr.upload(t)
-	waitForValue(t, prom, encodes, fmt.Sprintf("another completed encode after Prometheus saw %v", scraped),
+	completed := waitForValue(t, prom, encodes, fmt.Sprintf("another completed encode after Prometheus saw %v", scraped),
 		func(v float64) bool { return v > scraped })
+	if took, err := prom.query(strings.Replace(encodes, "_count", "_sum", 1)); err == nil && len(took) == 1 {
+		t.Logf("%v encodes completed (%v when Prometheus first saw the series), %.2f s each on average (%s=%q)",
+			completed, scraped, took[0].Value/completed, encodesEnv, os.Getenv(encodesEnv))
+	}
 
 	vars := map[string]string{
 		"job": scrapeJob, "instance": ph.MetricsAddr,
