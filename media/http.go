@@ -3,7 +3,6 @@ package media
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -206,22 +205,4 @@ func (h *Handler) get(c *fiber.Ctx) error {
 // Checker decides whether a member may play a media item (the media cache).
 type Checker interface {
 	Playable(ctx context.Context, member, mediaID int64) (Access, error)
-}
-
-// ObjectAccess guards the encoded files under prefix ("/objects/hls/{mediaID}/…"): the
-// member must be allowed to play the media, or the answer is 404, as for the API. It runs
-// after the token middleware and before the file server.
-func ObjectAccess(prefix string, access Checker) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		rest := strings.TrimPrefix(c.Path(), prefix)
-		idPart, _, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
-		id, err := strconv.ParseInt(idPart, 10, 64)
-		if err != nil || id <= 0 {
-			return apperr.Errorf(apperr.NotFound, "not found")
-		}
-		if _, err := access.Playable(c.UserContext(), auth.From(c).MemberID, id); err != nil {
-			return err
-		}
-		return c.Next()
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Store is an object store. Keys are slash-separated relative paths.
@@ -56,9 +57,6 @@ func NewLocal(dir string) (*Local, error) {
 	return &Local{root: abs}, nil
 }
 
-// Root is the directory objects live under, for serving them over HTTP.
-func (l *Local) Root() string { return l.root }
-
 func (l *Local) path(key string) (string, error) {
 	if err := CheckKey(key); err != nil {
 		return "", err
@@ -94,14 +92,23 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	return n, nil
 }
 
-// Open opens key for reading.
+// Open opens key for reading. It never leaves the root: a symbolic link inside the store that
+// points outside it is refused (os.OpenInRoot), so a stray link cannot make the object server
+// read the host's files. Only regular files are objects; a directory is not found.
 func (l *Local) Open(_ context.Context, key string) (io.ReadCloser, error) {
-	p, err := l.path(key)
-	if err != nil {
+	if err := CheckKey(key); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(p)
+	f, err := os.OpenInRoot(l.root, filepath.FromSlash(key))
 	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", key, notFoundUnlessSystem(err))
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%w: not a regular file", fs.ErrNotExist)
+	}
+	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("open %s: %w", key, err)
 	}
 	return f, nil
@@ -142,6 +149,21 @@ func (l *Local) Children(_ context.Context, prefix string) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// notFoundUnlessSystem turns the refusals of a path into fs.ErrNotExist — the root's own (a
+// link that escapes the store) and the system's for a name that cannot be an object (a file
+// used as a directory, a link loop, a name too long) — and keeps the errors of a failing
+// system (too many open files, I/O): to a reader, an object outside the store does not exist.
+func notFoundUnlessSystem(err error) error {
+	errno, ok := errors.AsType[syscall.Errno](err)
+	if ok && errno != syscall.ENOTDIR && errno != syscall.ELOOP && errno != syscall.ENAMETOOLONG {
+		return err
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", fs.ErrNotExist, err)
 }
 
 // contextReader stops a long copy when its context is cancelled.

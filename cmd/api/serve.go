@@ -204,8 +204,8 @@ const tokenCacheItems = 200_000
 // PLAYHEAD_DB_MAX_CONNS is 0.
 const defaultAPIPoolConns = 10
 
-// objectsPath is where the public app serves encoded outputs (HLS and thumbnails) from local
-// storage. Uploaded sources are never served.
+// objectsPath is where the public app serves encoded outputs (HLS and thumbnails), through
+// media.ObjectsHandler. Uploaded sources are never served.
 const objectsPath = "/objects/"
 
 // flushPoolConns is the size of the playback flusher's own pool. The flusher is one goroutine;
@@ -213,7 +213,7 @@ const objectsPath = "/objects/"
 const flushPoolConns = 2
 
 // buildAPI builds the public app: playback, media, uploads and admin routes.
-func (n *node) buildAPI(ctx context.Context, store *storage.Local) error {
+func (n *node) buildAPI(ctx context.Context, store storage.Store) error {
 	cfg := n.cfg
 	verifier, err := auth.NewVerifier([]byte(cfg.JWTSecret), tokenCacheItems)
 	if err != nil {
@@ -280,8 +280,7 @@ func (n *node) buildAPI(ctx context.Context, store *storage.Local) error {
 	n.health.Register(app)
 	// Encoded files need a member who may play the media, like the API: the token comes from
 	// the Authorization header or, for the browser's own media requests, the player's cookie.
-	app.Use(objectsPath+"hls", verifier.MediaMiddleware(), media.ObjectAccess(objectsPath+"hls", n.mediaCache))
-	app.Static(objectsPath+"hls", store.Root()+"/hls", fiber.Static{Browse: false})
+	(&media.ObjectsHandler{Store: store, Access: n.mediaCache}).Register(app, verifier.MediaMiddleware())
 	// The player pages (/, /watch/:id, /static/…) load without a token; their scripts send it.
 	pages, err := web.New()
 	if err != nil {
