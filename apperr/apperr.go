@@ -6,6 +6,7 @@ package apperr
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Code classifies an application error.
@@ -38,19 +39,72 @@ func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// CodeOf returns the code of the first *Error in err's chain, or Internal.
+// CodeOf returns the code of the first *Error in err's chain; for a database error whose
+// SQLSTATE says the input was at fault (see sqlStateCode), that input code; otherwise Internal.
 func CodeOf(err error) Code {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
 	}
+	if code, _, ok := fromSQLState(err); ok {
+		return code
+	}
 	return Internal
 }
 
-// MessageOf returns the client-safe message of err: the *Error's message, or a generic one
-// for errors that are not application errors (their text may leak internals).
+// MessageOf returns the client-safe message of err: the *Error's message, a generic one naming
+// the SQLSTATE for an input-class database error, or a generic one for anything else (its text
+// may leak internals).
 func MessageOf(err error) string {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Message
 	}
+	if _, state, ok := fromSQLState(err); ok {
+		return fmt.Sprintf("a value in the request cannot be stored (SQLSTATE %s)", state)
+	}
 	return "internal error"
+}
+
+// FromDatabase reports whether err is a database error that CodeOf maps to a client error:
+// the request reached the database with a value no check at the edge refused. Callers log it,
+// because each one is a missing check.
+func FromDatabase(err error) bool {
+	if _, ok := errors.AsType[*Error](err); ok {
+		return false
+	}
+	_, _, ok := fromSQLState(err)
+	return ok
+}
+
+// sqlStateError is a database error that carries its SQLSTATE (pgconn.PgError does), seen
+// through an interface so that this package depends on no driver.
+type sqlStateError interface {
+	error
+	SQLState() string
+}
+
+func fromSQLState(err error) (Code, string, bool) {
+	e, ok := errors.AsType[sqlStateError](err)
+	if !ok {
+		return "", "", false
+	}
+	state := e.SQLState()
+	code, ok := sqlStateCode(state)
+	return code, state, ok
+}
+
+// sqlStateCode maps the SQLSTATEs that mean "the input was wrong" to a client error, so that a
+// field without its own check at the edge answers 4xx rather than 500: class 22, data
+// exceptions (22021 a NUL or invalid UTF-8 byte in text, 22P02 bad syntax for a type, 22003 a
+// number out of range, 22001 a string too long…); class 23, integrity constraints (a unique key
+// taken is a conflict, the others — not null, foreign key, check — are unprocessable input);
+// and 54000, a value too large for an index. Everything else (connection failures, deadlocks,
+// syntax errors in our own SQL) stays a 500: those are our faults, not the client's.
+func sqlStateCode(state string) (Code, bool) {
+	switch {
+	case state == "23505", state == "23P01":
+		return Conflict, true
+	case strings.HasPrefix(state, "22"), strings.HasPrefix(state, "23"), state == "54000":
+		return Unprocessable, true
+	}
+	return "", false
 }

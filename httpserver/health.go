@@ -2,7 +2,9 @@ package httpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"sync/atomic"
@@ -17,11 +19,14 @@ import (
 type Health struct {
 	draining atomic.Bool
 	ping     func(ctx context.Context) error
+	logger   *slog.Logger
+	sampler  *Sampler
 }
 
-// NewHealth returns a Health that checks the database with ping.
-func NewHealth(ping func(ctx context.Context) error) *Health {
-	return &Health{ping: ping}
+// NewHealth returns a Health that checks the database with ping. Why a check failed goes to
+// logger (sampled) and to the metrics port's /readyz, never to the public one.
+func NewHealth(ping func(ctx context.Context) error, logger *slog.Logger) *Health {
+	return &Health{ping: ping, logger: logger, sampler: NewSampler(errorLogInterval)}
 }
 
 // SetDraining makes readiness fail from now on: the process is stopping.
@@ -42,12 +47,24 @@ var errDraining = errors.New("draining")
 // Register adds /healthz and /readyz to the public app.
 func (h *Health) Register(app *fiber.App) {
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	// The public answer says only "not ready": the database's error names its user, database
+	// and host:port, which is nobody's business on the public port.
 	app.Get("/readyz", func(c *fiber.Ctx) error {
 		if err := h.Ready(c.UserContext()); err != nil {
-			return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"error": "not ready: " + err.Error()})
+			h.logNotReady(err)
+			return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"error": "not ready"})
 		}
 		return c.JSON(fiber.Map{"status": "ready"})
 	})
+}
+
+func (h *Health) logNotReady(err error) {
+	if h.logger == nil || errors.Is(err, errDraining) {
+		return
+	}
+	if ok, suppressed := h.sampler.Allow("readyz"); ok {
+		h.logger.Warn("not ready", "err", err, "suppressed", suppressed)
+	}
 }
 
 // MetricsHandler serves /metrics from gatherer plus /healthz, /readyz and Go's
@@ -68,8 +85,10 @@ func (h *Health) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if err := h.Ready(r.Context()); err != nil {
+			h.logNotReady(err)
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte(`{"error":"not ready"}` + "\n"))
+			// The metrics port is for operators (loopback by default): say why.
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": "not ready: " + err.Error()})
 			return
 		}
 		_, _ = w.Write([]byte(`{"status":"ready"}` + "\n"))

@@ -96,7 +96,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			return err
 		}
 	}
-	n.health = httpserver.NewHealth(n.pool.Ping)
+	n.health = httpserver.NewHealth(n.pool.Ping, logger)
 	n.listener = notify.NewListener(cfg.DatabaseURL, logger)
 	n.queue = encodejobs.NewQueue(n.pool, cfg.JobLease)
 	store, err := storage.NewLocal(cfg.StorageDir)

@@ -1,0 +1,191 @@
+package httpserver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/httpserver"
+	"github.com/playhead/playhead/internal/binarytest"
+	"github.com/playhead/playhead/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// send runs one request through app and returns the status, headers and body.
+func send(t *testing.T, app *fiber.App, method, target string) (int, http.Header, string) {
+	t.Helper()
+	resp, err := app.Test(httptest.NewRequest(method, target, nil), -1)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(body)
+}
+
+// TestReadyz_PublicAnswerNamesNothing is finding 7 of issue 11: when the database is down the
+// public /readyz says only "not ready"; the database's error (user, database, host:port) goes
+// to the log and to the metrics port's /readyz.
+func TestReadyz_PublicAnswerNamesNothing(t *testing.T) {
+	const detail = "failed to connect to `user=playhead database=members_prod`: 10.1.2.3:5432: connection refused"
+	var log binarytest.Output
+	h := httpserver.NewHealth(func(context.Context) error { return errors.New(detail) },
+		slog.New(slog.NewJSONHandler(&log, nil)))
+	app := httpserver.New(httpserver.Config{})
+	h.Register(app)
+
+	status, _, body := send(t, app, http.MethodGet, "/readyz")
+	if status != http.StatusServiceUnavailable || strings.TrimSpace(body) != `{"error":"not ready"}` {
+		t.Errorf("public /readyz: %d %s, want 503 {\"error\":\"not ready\"}", status, body)
+	}
+	for _, leak := range []string{"members_prod", "10.1.2.3", "user="} {
+		if strings.Contains(body, leak) {
+			t.Errorf("public /readyz names %q: %s", leak, body)
+		}
+	}
+	if !strings.Contains(log.String(), "members_prod") {
+		t.Errorf("the log does not carry the reason: %q", log.String())
+	}
+	rec := httptest.NewRecorder()
+	h.MetricsHandler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "members_prod") {
+		t.Errorf("metrics /readyz: %d %s, want 503 with the reason", rec.Code, rec.Body)
+	}
+}
+
+// TestErrorHandler_LogIsSampledAndTruncated is finding 6 of issue 11: a thousand failing
+// requests with 3 KiB paths once logged a thousand lines with the whole path. Now one kind of
+// failure is logged once per interval with the number held back, and the path is truncated.
+func TestErrorHandler_LogIsSampledAndTruncated(t *testing.T) {
+	var log binarytest.Output
+	app := httpserver.New(httpserver.Config{Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+	app.Get("/broken/*", func(*fiber.Ctx) error { return errors.New("the disk is on fire") })
+	long := "/broken/" + strings.Repeat("A", 3<<10)
+	const requests = 1000
+	start := time.Now()
+	for range requests {
+		if status, _, _ := send(t, app, http.MethodGet, long); status != http.StatusInternalServerError {
+			t.Fatalf("status %d, want 500", status)
+		}
+	}
+	elapsed := time.Since(start)
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	// One line per kind per 10 s: the first, plus one for each 10 s the loop took.
+	if most := 1 + int(elapsed/(10*time.Second)); len(lines) > most {
+		t.Errorf("%d requests in %s logged %d lines, want at most %d", requests, elapsed, len(lines), most)
+	}
+	for _, l := range lines {
+		if len(l) > 1024 {
+			t.Errorf("a log line of %d bytes: the path is not truncated: %.200s…", len(l), l)
+		}
+		var rec struct {
+			Route, Path string
+			Status      int
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec.Route != "/broken/*" || rec.Status != 500 ||
+			!strings.HasPrefix(rec.Path, "/broken/AAAA") {
+			t.Errorf("log line %s (%v): want route, a truncated path and the status", l, err)
+		}
+	}
+	t.Logf("%d failing requests with %d-byte paths in %s: %d log lines, %d bytes", requests, len(long), elapsed, len(lines), len(log.String()))
+}
+
+func TestSampler_CountsWhatItHolds(t *testing.T) {
+	s := httpserver.NewSampler(time.Hour)
+	if ok, n := s.Allow("a"); !ok || n != 0 {
+		t.Fatalf("first event: %v %d, want logged with 0 held back", ok, n)
+	}
+	for range 5 {
+		if ok, _ := s.Allow("a"); ok {
+			t.Fatal("a repeat within the interval was let through")
+		}
+	}
+	if ok, _ := s.Allow("b"); !ok {
+		t.Fatal("the first event of another kind was held back")
+	}
+	zero := httpserver.NewSampler(0)
+	zero.Allow("a")
+	if ok, n := zero.Allow("a"); !ok || n != 0 {
+		t.Fatalf("interval 0: %v %d, want every event logged", ok, n)
+	}
+}
+
+// TestNoSniff is finding 12 of issue 11 (first half): every answer of the public app — JSON,
+// an error, an unknown route — tells the browser not to sniff its content type.
+func TestNoSniff(t *testing.T) {
+	app := httpserver.New(httpserver.Config{})
+	app.Get("/ok", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"ok": true}) })
+	app.Get("/gone", func(*fiber.Ctx) error { return apperr.Errorf(apperr.NotFound, "gone") })
+	for _, target := range []string{"/ok", "/gone", "/no/such/route"} {
+		if _, h, _ := send(t, app, http.MethodGet, target); h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("GET %s: X-Content-Type-Options %q, want nosniff", target, h.Get("X-Content-Type-Options"))
+		}
+	}
+}
+
+// TestErrorMap_DatabaseInputErrorsAreClientErrors is finding 5 of issue 11 (the error map):
+// values PostgreSQL refuses — a NUL byte in text, a number out of range, a duplicate key —
+// answer 4xx through the one error map even when no check at the edge caught them, while the
+// database's other errors stay 500.
+func TestErrorMap_DatabaseInputErrorsAreClientErrors(t *testing.T) {
+	pool, _ := pgtest.Pool(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY, name text NOT NULL, code varchar(3), ref int REFERENCES t (id), CHECK (id > 0))`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO t (id, name) VALUES (1, 'one')`); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	app := httpserver.New(httpserver.Config{Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+	exec := func(sql string, args ...any) fiber.Handler {
+		return func(c *fiber.Ctx) error {
+			_, err := pool.Exec(c.UserContext(), sql, args...)
+			if err == nil {
+				return c.SendStatus(http.StatusNoContent)
+			}
+			return errors.Join(errors.New("store thing"), err) // wrapped, as stores do
+		}
+	}
+	for _, tc := range []struct {
+		name, sql string
+		args      []any
+		want      int
+	}{
+		{"22021 NUL in text", `INSERT INTO t (id, name) VALUES (2, $1)`, []any{"a\x00b"}, 422},
+		{"22021 invalid UTF-8", `INSERT INTO t (id, name) VALUES (2, $1)`, []any{"a\xffb"}, 422},
+		{"22P02 bad syntax", `SELECT $1::text::bigint`, []any{"twelve"}, 422},
+		{"22003 out of range", `SELECT $1::bigint::int`, []any{int64(1) << 40}, 422},
+		{"22001 too long", `INSERT INTO t (id, name, code) VALUES (5, 'x', $1)`, []any{"abcdef"}, 422},
+		{"23505 duplicate key", `INSERT INTO t (id, name) VALUES (1, 'again')`, nil, 409},
+		{"23503 foreign key", `INSERT INTO t (id, name, ref) VALUES (3, 'x', 99)`, nil, 422},
+		{"23502 not null", `INSERT INTO t (id) VALUES (4)`, nil, 422},
+		{"23514 check", `INSERT INTO t (id, name) VALUES (-1, 'x')`, nil, 422},
+		{"42P01 our own bug", `SELECT * FROM no_such_table`, nil, 500},
+	} {
+		route := "/" + strings.Fields(tc.name)[0]
+		app.Get(route, exec(tc.sql, tc.args...))
+		status, _, body := send(t, app, http.MethodGet, route)
+		if status != tc.want {
+			t.Errorf("%s: status %d %s, want %d", tc.name, status, body, tc.want)
+		}
+		if tc.want < 500 && !strings.Contains(body, "SQLSTATE "+route[1:]) {
+			t.Errorf("%s: body %s does not name the SQLSTATE", tc.name, body)
+		}
+	}
+	if !strings.Contains(log.String(), "22021") {
+		t.Errorf("an input error caught only by the database is not logged: %q", log.String())
+	}
+}
