@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
@@ -121,7 +122,7 @@ func (h *UploadHandler) readForm(ctx context.Context, mr *multipart.Reader, form
 				return apperr.Errorf(apperr.Invalid, "one file per upload")
 			}
 			if form.title == "" {
-				form.title = strings.TrimSuffix(part.FileName(), filepath.Ext(part.FileName()))
+				form.title = titleFromFileName(part.FileName())
 			}
 			form.sourceKey = "uploads/" + randomID() + "/source"
 			src := &recordingReader{r: part}
@@ -160,13 +161,34 @@ func (h *UploadHandler) readForm(ctx context.Context, mr *multipart.Reader, form
 		return apperr.Errorf(apperr.Unprocessable, "file is empty")
 	case !form.visibility.Valid():
 		return apperr.Errorf(apperr.Unprocessable, "visibility must be PUBLIC or PRIVATE")
-	case !utf8.ValidString(form.title) || utf8.RuneCountInString(form.title) > media.MaxTitleRunes:
-		return apperr.Errorf(apperr.Unprocessable, "title must be valid UTF-8 of at most %d characters", media.MaxTitleRunes)
+	case utf8.RuneCountInString(form.title) > media.MaxTitleRunes:
+		return apperr.Errorf(apperr.Unprocessable, "title must be at most %d characters", media.MaxTitleRunes)
+	}
+	if err := httpserver.CheckText("title", form.title); err != nil {
+		return err
 	}
 	if form.title == "" {
 		form.title = "untitled"
 	}
 	return nil
+}
+
+// titleFromFileName makes a title of an uploaded file's name when the form gave none: the name
+// without its extension, with what cannot be a title (invalid UTF-8, control characters)
+// dropped, and at most MaxTitleRunes long. A file name is the client's to choose, so it never
+// fails the upload.
+func titleFromFileName(name string) string {
+	name = strings.ToValidUTF8(strings.TrimSuffix(name, filepath.Ext(name)), "")
+	name = strings.TrimSpace(strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, name))
+	if runes := []rune(name); len(runes) > media.MaxTitleRunes {
+		name = string(runes[:media.MaxTitleRunes])
+	}
+	return name
 }
 
 // createMedia inserts the media row and its encode job in one transaction: either both exist
@@ -181,6 +203,9 @@ func (h *UploadHandler) createMedia(ctx context.Context, member int64, form uplo
 			INSERT INTO media (owner_id, title, status, visibility, source_key)
 			VALUES ($1, $2, 'PROCESSING', $3, $4) RETURNING id`, member, form.title, form.visibility, form.sourceKey).Scan(&id)
 		if err != nil {
+			return err
+		}
+		if err := media.NotifyChanged(ctx, tx, id); err != nil { // evicts a cached "no such media"
 			return err
 		}
 		_, err = Enqueue(ctx, tx, KindEncode, id, h.MaxAttempts)

@@ -3,6 +3,7 @@ package encodejobs_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -190,6 +191,18 @@ func TestUpload_BadInput(t *testing.T) {
 			ct, b := multipartBody(t, map[string]string{"visibility": "FRIENDS"}, []byte("abc"))
 			return ct, b, int64(b.Len())
 		}, 422},
+		{"NULInTitle", func() (string, io.Reader, int64) { // finding 5 of issue 11: once a 500
+			ct, b := multipartBody(t, map[string]string{"title": "a\x00b"}, []byte("abc"))
+			return ct, b, int64(b.Len())
+		}, 422},
+		{"InvalidUTF8Title", func() (string, io.Reader, int64) {
+			ct, b := multipartBody(t, map[string]string{"title": "a\xff\xfeb"}, []byte("abc"))
+			return ct, b, int64(b.Len())
+		}, 422},
+		{"ControlCharacterTitle", func() (string, io.Reader, int64) {
+			ct, b := multipartBody(t, map[string]string{"title": "a\x1b[31mred"}, []byte("abc"))
+			return ct, b, int64(b.Len())
+		}, 422},
 		{"Truncated", func() (string, io.Reader, int64) {
 			ct, b := multipartBody(t, nil, []byte("some bytes"))
 			cut := b.Bytes()[:b.Len()-20]
@@ -217,6 +230,45 @@ func TestUpload_BadInput(t *testing.T) {
 	}
 	if n := storedObjects(t, s.storage); n != 0 {
 		t.Fatalf("%d stored objects left behind by bad uploads", n)
+	}
+}
+
+// TestUpload_HostileFileNameMakesACleanTitle: without a title field the file's name is the
+// title, and a name with invalid UTF-8 or control characters must neither fail the upload nor
+// reach the database as such (finding 5 of issue 11).
+func TestUpload_HostileFileNameMakesACleanTitle(t *testing.T) {
+	t.Parallel()
+	s := startUploadServer(t, 1<<20)
+	// Raw control bytes in a header line are refused by the multipart reader (400); RFC 2231's
+	// percent-encoded filename* is decoded by it, so that is where a NUL gets in.
+	for disposition, want := range map[string]string{
+		`filename="bad` + "\xff\xfe" + `name.mp4"`: "badname",
+		"filename=\"holiday\tclip.mp4\"":           "holidayclip",
+		"filename*=UTF-8''nul%00%01name.mp4":       "nulname",
+		"filename*=UTF-8''%00%00.mp4":              "untitled",
+	} {
+		var buf bytes.Buffer
+		w := multipart.NewWriter(&buf)
+		fw, _ := w.CreatePart(map[string][]string{
+			"Content-Disposition": {`form-data; name="file"; ` + disposition},
+			"Content-Type":        {"video/mp4"},
+		})
+		_, _ = fw.Write([]byte("not really a video"))
+		_ = w.Close()
+		status, out := s.post(t, w.FormDataContentType(), &buf, int64(buf.Len()))
+		if status != http.StatusAccepted {
+			t.Errorf("%s: status %d %s, want 202", disposition, status, out)
+			continue
+		}
+		var got struct{ ID int64 }
+		_ = json.Unmarshal(out, &got)
+		var title string
+		if err := s.pool.QueryRow(context.Background(), `SELECT title FROM media WHERE id = $1`, got.ID).Scan(&title); err != nil {
+			t.Fatal(err)
+		}
+		if title != want {
+			t.Errorf("%s: title %q, want %q", disposition, title, want)
+		}
 	}
 }
 

@@ -10,7 +10,10 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -170,6 +173,21 @@ func DecodeJSON(body []byte, v any) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return apperr.Errorf(apperr.Invalid, "malformed JSON body: trailing data")
+	}
+	return nil
+}
+
+// ValidText reports whether s can be stored as one line of text: valid UTF-8 without NUL
+// (which PostgreSQL refuses) or other control characters (which have no place in a title or
+// a name, and make logs and pages lie).
+func ValidText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl)
+}
+
+// CheckText returns an apperr.Unprocessable error naming field when s is not ValidText.
+func CheckText(field, s string) error {
+	if !ValidText(s) {
+		return apperr.Errorf(apperr.Unprocessable, "%s must be UTF-8 text without control characters", field)
 	}
 	return nil
 }

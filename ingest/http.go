@@ -40,6 +40,9 @@ func (h *AdminHandler) create(c *fiber.Ctx) error {
 	if err != nil {
 		return apperr.Errorf(apperr.Invalid, "expected a multipart/form-data body with a file field (.xlsx or .csv)")
 	}
+	if err := httpserver.CheckText("filename", fh.Filename); err != nil {
+		return err
+	}
 	if fh.Size > MaxFileBytes {
 		return apperr.Errorf(apperr.TooLarge, "file is %d bytes, the limit is %d", fh.Size, MaxFileBytes)
 	}
@@ -97,8 +100,8 @@ func (h *CollectionHandler) Register(router fiber.Router) {
 func (h *CollectionHandler) get(c *fiber.Ctx) error {
 	// Fiber leaves path parameters escaped; collection names are often Korean ("레벨1").
 	name, err := url.PathUnescape(c.Params("collection"))
-	if err != nil || name == "" {
-		return apperr.Errorf(apperr.Invalid, "collection must be a URL-escaped name")
+	if err != nil || name == "" || !httpserver.ValidText(name) {
+		return apperr.Errorf(apperr.Invalid, "collection must be a URL-escaped name in UTF-8 without control characters")
 	}
 	items, err := h.Store.Collection(c.UserContext(), name)
 	if err != nil {

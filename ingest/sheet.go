@@ -18,6 +18,7 @@ import (
 	"github.com/xuri/excelize/v2"
 
 	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/httpserver"
 )
 
 // Limits of one import file.
@@ -176,6 +177,8 @@ func parseRow(number int, rec []string, index map[string]int) Row {
 		problems = append(problems, "collection is empty")
 	case utf8.RuneCountInString(row.Collection) > MaxCollectionRunes:
 		problems = append(problems, fmt.Sprintf("collection is longer than %d characters", MaxCollectionRunes))
+	case !httpserver.ValidText(row.Collection):
+		problems = append(problems, "collection must be UTF-8 text without control characters")
 	}
 	var err error
 	if row.Chapter, err = positive(cell("chapter")); err != nil {
@@ -188,7 +191,19 @@ func parseRow(number int, rec []string, index map[string]int) Row {
 		problems = append(problems, "video_url "+err.Error())
 	}
 	row.Reject = strings.Join(problems, "; ")
+	// A rejected row is still stored, to be shown: in a form the database and a page can hold.
+	row.Collection, row.VideoURL = printable(row.Collection), printable(row.VideoURL)
 	return row
+}
+
+// printable returns s, or s with what is not valid text (invalid UTF-8, control characters)
+// written as Go escapes ("bad\x00name").
+func printable(s string) string {
+	if httpserver.ValidText(s) {
+		return s
+	}
+	q := strconv.QuoteToGraphic(s)
+	return q[1 : len(q)-1]
 }
 
 // positive reads a whole number ≥ 1. "3.0" (a number cell exported as a float) is accepted.
@@ -209,7 +224,7 @@ func checkURL(s string) error {
 		return errors.New("is empty")
 	}
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !httpserver.ValidText(s) {
 		return fmt.Errorf("must be an http(s) URL, got %q", s)
 	}
 	if len(s) > 2048 {

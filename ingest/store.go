@@ -78,6 +78,9 @@ func (s *Store) acceptRow(ctx context.Context, tx pgx.Tx, admin, importID int64,
 		admin, title).Scan(&mediaID); err != nil {
 		return err
 	}
+	if err := media.NotifyChanged(ctx, tx, mediaID); err != nil { // evicts a cached "no such media"
+		return err
+	}
 	if _, err := tx.Exec(ctx, `INSERT INTO import_rows (import_id, row_number, collection, chapter, position, video_url, media_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)`, importID, r.Number, r.Collection, r.Chapter, r.Order, r.VideoURL, mediaID); err != nil {
 		return err

@@ -131,7 +131,7 @@ func checkTitle(title string) error {
 	case utf8.RuneCountInString(title) > MaxTitleRunes:
 		return apperr.Errorf(apperr.Unprocessable, "title is longer than %d characters", MaxTitleRunes)
 	}
-	return nil
+	return httpserver.CheckText("title", title)
 }
 
 func checkStatus(s Status) error {
@@ -159,8 +159,16 @@ func checkDuration(ms int64) error {
 // Handler serves the member's view of media: GET /v1/media/{id}.
 type Handler struct {
 	Store *Store
+	// Access answers who may see a media id from memory (the media cache), so that requests
+	// for unknown or invisible ids never reach the database.
+	Access AccessLookup
 	// ObjectURL turns a storage key into the URL a player fetches it from.
 	ObjectURL func(key string) string
+}
+
+// AccessLookup reads a media item's access fields; found is false when there is no such media.
+type AccessLookup interface {
+	Access(ctx context.Context, id int64) (access Access, found bool, err error)
 }
 
 // Register adds the member media routes to router, the authenticated /v1 group.
@@ -182,11 +190,21 @@ func (h *Handler) get(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	member := auth.From(c).MemberID
+	// The cache first: an unknown id costs one query per negative-cache window, not one per
+	// request, and so does an id the member may not see.
+	access, found, err := h.Access.Access(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	if !found || (access.OwnerID != member && !access.PlayableBy(member)) {
+		return apperr.Errorf(apperr.NotFound, "media %d not found", id)
+	}
 	m, err := h.Store.Get(c.UserContext(), id)
 	if err != nil {
 		return err
 	}
-	member := auth.From(c).MemberID
+	// The row is the truth: the cache may be a notification behind it.
 	if m.OwnerID != member && !(Access{Status: m.Status, Visibility: m.Visibility, OwnerID: m.OwnerID}).PlayableBy(member) {
 		return apperr.Errorf(apperr.NotFound, "media %d not found", id)
 	}

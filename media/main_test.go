@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,4 +71,23 @@ func must[T any](v T, err error) func(t *testing.T) T {
 		}
 		return v
 	}
+}
+
+// rawSend sends method target with a bearer token and a JSON body, and returns the status and
+// the body.
+func rawSend(t *testing.T, addr, method, target, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+addr+target, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
 }

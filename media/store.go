@@ -50,7 +50,10 @@ func (s *Store) Create(ctx context.Context, m Media) (Media, error) {
 			INSERT INTO media (owner_id, title, status, visibility, duration_ms)
 			VALUES ($1, $2, $3, $4, nullif($5::bigint, 0))
 			RETURNING `+mediaColumns, m.OwnerID, m.Title, m.Status, m.Visibility, m.DurationMS))
-		return err
+		if err != nil {
+			return err
+		}
+		return NotifyChanged(ctx, tx, out.ID) // evicts a cached "no such media" for the new id
 	})
 	if err != nil {
 		return Media{}, fmt.Errorf("create media: %w", err)

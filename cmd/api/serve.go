@@ -297,7 +297,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store) error {
 	imports.RegisterUpload(app, verifier.Middleware(), auth.RequireAdmin)
 	api := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
 	playbackHandler.Register(api)
-	(&media.Handler{Store: mediaStore, ObjectURL: objectURL}).Register(api)
+	(&media.Handler{Store: mediaStore, Access: n.mediaCache, ObjectURL: objectURL}).Register(api)
 	(&ingest.CollectionHandler{Store: ingestStore, ObjectURL: objectURL}).Register(api)
 	admin := api.Group("/admin", auth.RequireAdmin)
 	(&media.AdminHandler{Store: mediaStore}).Register(admin)
