@@ -48,7 +48,7 @@ func (e *Encode) run(ctx context.Context, j Job) (Result, error) {
 		return Result{}, fmt.Errorf("read media %d: %w", j.MediaID, err)
 	}
 	if sourceKey == nil {
-		return Result{}, Permanent(errors.New("media has no uploaded source"))
+		return Result{}, Permanent(WithReason(errors.New("media has no uploaded source"), "the upload is missing"))
 	}
 	scratch, err := os.MkdirTemp(e.ScratchDir, "playhead-encode-*")
 	if err != nil {
@@ -62,11 +62,8 @@ func (e *Encode) run(ctx context.Context, j Job) (Result, error) {
 	}
 	outDir := filepath.Join(scratch, "out")
 	out, err := e.Encoder.Encode(ctx, src, outDir)
-	if errors.Is(err, encoder.ErrNotVideo) {
-		return Result{}, Permanent(err)
-	}
 	if err != nil {
-		return Result{}, err
+		return Result{}, encodeFailure(err)
 	}
 
 	prefix := OutputPrefix(j.MediaID, j.ClaimToken)
@@ -90,6 +87,21 @@ func (e *Encode) run(ctx context.Context, j Job) (Result, error) {
 			return e.removeLosers(ctx, j.MediaID, j.ClaimToken)
 		},
 	}, nil
+}
+
+// notVideoReason is the failure_reason of an upload ffprobe cannot read as a video.
+const notVideoReason = "not a playable video: the file is not an MP4, MOV, MKV, WebM, AVI, MPEG-TS or FLV video"
+
+// encodeFailure words an encoder error for the uploader: not a video, or over a limit (both
+// permanent), or an encode that failed (retried).
+func encodeFailure(err error) error {
+	if le, ok := errors.AsType[*encoder.LimitError](err); ok {
+		return Permanent(WithReason(err, "too large: "+le.Detail))
+	}
+	if errors.Is(err, encoder.ErrNotVideo) {
+		return Permanent(WithReason(err, notVideoReason))
+	}
+	return WithReason(err, "the video could not be encoded; an administrator can see why and retry it")
 }
 
 func (e *Encode) removeLosers(ctx context.Context, mediaID int64, winner string) error {
@@ -127,9 +139,11 @@ func (e *Encode) fetch(ctx context.Context, key, dst string) error {
 	return nil
 }
 
-// FailMedia is the DeadFunc of media jobs: the media is FAILED with the reason, and its owner
-// gets one notification, in the transaction that marks the job DEAD.
-func FailMedia(ctx context.Context, tx pgx.Tx, j Job, owner int64, reason string) error {
+// FailMedia is the DeadFunc of media jobs: the media is FAILED with the user-facing reason of
+// cause (ReasonOf), and its owner gets one notification, in the transaction that marks the
+// job DEAD. cause's full text is the job's last_error, for administrators.
+func FailMedia(ctx context.Context, tx pgx.Tx, j Job, owner int64, cause error) error {
+	reason := ReasonOf(cause)
 	if err := media.MarkFailed(ctx, tx, j.MediaID, reason); err != nil {
 		return err
 	}

@@ -272,7 +272,7 @@ func (q *Queue) SweepExpired(ctx context.Context, fail func(kind string) DeadFun
 			}
 			dead = true
 			if f := fail(j.Kind); f != nil {
-				return f(ctx, tx, j, owner, reason)
+				return f(ctx, tx, j, owner, WithReason(errors.New(reason), "processing stopped: the worker running it died or hung"))
 			}
 			return nil
 		})
@@ -287,5 +287,6 @@ func (q *Queue) SweepExpired(ctx context.Context, fail func(kind string) DeadFun
 }
 
 // DeadFunc makes the domain writes of a job that will never succeed (media FAILED, one
-// notification), inside the transaction that marks it DEAD.
-type DeadFunc func(ctx context.Context, tx pgx.Tx, j Job, owner int64, reason string) error
+// notification), inside the transaction that marks it DEAD. cause is the last attempt's error;
+// ReasonOf(cause) is what the media's owner may be told.
+type DeadFunc func(ctx context.Context, tx pgx.Tx, j Job, owner int64, cause error) error

@@ -275,7 +275,7 @@ func (w *Worker) finish(ctx context.Context, kind Kind, j Job, res Result, runEr
 			if kind.Fail == nil {
 				return nil
 			}
-			return kind.Fail(ctx, tx, j, owner, reason)
+			return kind.Fail(ctx, tx, j, owner, runErr)
 		})
 		if err != nil {
 			log.Error("marking job dead failed", "err", err)

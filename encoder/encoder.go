@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -19,6 +21,50 @@ import (
 
 // ErrNotVideo means the input has no decodable video: retrying cannot help.
 var ErrNotVideo = errors.New("not a playable video")
+
+// ErrOverLimit means the input decodes to more than Limits allow: retrying cannot help. The
+// error is a *LimitError saying which limit.
+var ErrOverLimit = errors.New("over the limits for a video")
+
+// LimitError is an input over one of the Limits.
+type LimitError struct {
+	// Detail says which limit, in words an uploader can act on ("the video is 8000×8000
+	// pixels; the limit is 4096×4096").
+	Detail string
+}
+
+func (e *LimitError) Error() string { return ErrOverLimit.Error() + ": " + e.Detail }
+
+// Is makes errors.Is(err, ErrOverLimit) true for every LimitError.
+func (e *LimitError) Is(target error) bool { return target == ErrOverLimit }
+
+// InputFormats are the only demuxers ffprobe and ffmpeg may use on an input: the containers a
+// video upload can be. Everything else a file could claim to be is refused before it is read,
+// above all the formats that open other files or URLs — HLS and DASH playlists, concat, sdp,
+// image sequences (image2) — which let a file named x.mp4 make the encoder read the server's
+// own files into the segments it serves (finding 2 of issue 11). The names are libavformat's.
+const InputFormats = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,mpegts,flv"
+
+// Limits bound what one input may decode to, checked after probing and enforced again while
+// decoding (ffmpeg's -max_pixels, for a stream whose frames grow after the first) and by the
+// memory limit of every ffmpeg and ffprobe process.
+type Limits struct {
+	// MaxWidth and MaxHeight bound a frame's sides, in pixels. Defaults 4096 and 4096.
+	MaxWidth, MaxHeight int
+	// MaxPixels bounds width × height of one frame. Default 4096 × 2304 (9 437 184), which a
+	// 4K (3840 × 2160) or DCI 4K (4096 × 2160) upload, landscape or portrait, passes.
+	MaxPixels int64
+	// MaxFrameRate bounds frames per second. Default 120.
+	MaxFrameRate float64
+	// MaxDuration bounds the running time. Default 4 h.
+	MaxDuration time.Duration
+	// MemoryBytes bounds each ffmpeg and ffprobe process's address space (RLIMIT_AS, set by
+	// util-linux's prlimit before ffmpeg starts). 0: no limit.
+	MemoryBytes int64
+}
+
+// DefaultLimits are the limits a zero Limits field takes.
+var DefaultLimits = Limits{MaxWidth: 4096, MaxHeight: 4096, MaxPixels: 4096 * 2304, MaxFrameRate: 120, MaxDuration: 4 * time.Hour}
 
 // Config configures an Encoder. Zero values take the defaults named on each field.
 type Config struct {
@@ -34,6 +80,11 @@ type Config struct {
 	Preset string
 	// SegmentSeconds is the HLS segment length. Default 4.
 	SegmentSeconds int
+	// Limits bound the inputs. Zero fields take DefaultLimits.
+	Limits Limits
+	// Prlimit is util-linux's prlimit, which applies Limits.MemoryBytes. Default: found on PATH
+	// when MemoryBytes is set.
+	Prlimit string
 }
 
 // Encoder runs ffprobe and ffmpeg.
@@ -55,6 +106,22 @@ func New(cfg Config) (*Encoder, error) {
 	cfg.ThumbnailTimeout = cmp.Or(cfg.ThumbnailTimeout, time.Minute)
 	cfg.Preset = cmp.Or(cfg.Preset, "veryfast")
 	cfg.SegmentSeconds = cmp.Or(cfg.SegmentSeconds, 4)
+	l, d := &cfg.Limits, DefaultLimits
+	l.MaxWidth, l.MaxHeight = cmp.Or(l.MaxWidth, d.MaxWidth), cmp.Or(l.MaxHeight, d.MaxHeight)
+	l.MaxPixels, l.MaxFrameRate = cmp.Or(l.MaxPixels, d.MaxPixels), cmp.Or(l.MaxFrameRate, d.MaxFrameRate)
+	l.MaxDuration = cmp.Or(l.MaxDuration, d.MaxDuration)
+	if l.MaxPixels > math.MaxInt32 {
+		return nil, fmt.Errorf("encoder: MaxPixels %d is over ffmpeg's -max_pixels range (%d)", l.MaxPixels, math.MaxInt32)
+	}
+	if l.MemoryBytes > 0 {
+		// prlimit sets the limit on itself and then execs ffmpeg: the limit is in place before
+		// ffmpeg runs a single instruction. Setting it from here after starting ffmpeg
+		// (prlimit(2) on the child's pid) would leave a window in which the child runs
+		// unlimited; Go's os/exec has no way to set a child's rlimits before exec.
+		if cfg.Prlimit, err = exec.LookPath(cmp.Or(cfg.Prlimit, "prlimit")); err != nil {
+			return nil, fmt.Errorf("prlimit (util-linux) not found, needed for the encoder's memory limit (or set the limit to 0): %w", err)
+		}
+	}
 	return &Encoder{cfg: cfg}, nil
 }
 
@@ -70,39 +137,56 @@ func lookPath(configured, name string) (string, error) {
 type Probe struct {
 	DurationMS    int64
 	Width, Height int
-	HasAudio      bool
+	// FrameRate is the first video stream's average frame rate (0 when unknown).
+	FrameRate float64
+	HasAudio  bool
+	// Format is the demuxer ffprobe used ("mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", …).
+	Format string
+	// largest is the largest frame (width × height) of any video stream, and largestSides its
+	// sides: the limits apply to every stream, not just the one encoded.
+	largest                     int64
+	largestWidth, largestHeight int
 }
 
 // Probe reads an input's duration, video size and audio presence. An input without a
-// decodable video stream is ErrNotVideo.
+// decodable video stream, or in a format not in InputFormats, is ErrNotVideo.
 func (e *Encoder) Probe(ctx context.Context, input string) (Probe, error) {
-	out, err := e.run(ctx, e.cfg.ProbeTimeout, e.cfg.FFprobe,
-		"-v", "error", "-print_format", "json", "-show_streams", "-show_format", input)
+	args := append([]string{"-v", "error", "-print_format", "json", "-show_streams", "-show_format"}, e.inputArgs(input, false)...)
+	out, err := e.run(ctx, e.cfg.ProbeTimeout, e.cfg.FFprobe, args...)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Probe{}, err
 		}
-		return Probe{}, fmt.Errorf("%w: ffprobe: %v", ErrNotVideo, err)
+		return Probe{}, fmt.Errorf("%w: %v", ErrNotVideo, err)
 	}
 	var doc struct {
 		Streams []struct {
-			CodecType string `json:"codec_type"`
-			Width     int    `json:"width"`
-			Height    int    `json:"height"`
+			CodecType    string `json:"codec_type"`
+			Width        int    `json:"width"`
+			Height       int    `json:"height"`
+			AvgFrameRate string `json:"avg_frame_rate"`
+			RFrameRate   string `json:"r_frame_rate"`
 		} `json:"streams"`
 		Format struct {
+			Name     string `json:"format_name"`
 			Duration string `json:"duration"`
 		} `json:"format"`
 	}
 	if err := json.Unmarshal(out, &doc); err != nil {
 		return Probe{}, fmt.Errorf("%w: unreadable ffprobe output: %v", ErrNotVideo, err)
 	}
-	var p Probe
+	p := Probe{Format: doc.Format.Name}
 	for _, s := range doc.Streams {
-		switch {
-		case s.CodecType == "video" && p.Height == 0 && s.Height > 0:
-			p.Width, p.Height = s.Width, s.Height
-		case s.CodecType == "audio":
+		switch s.CodecType {
+		case "video":
+			if p.Height == 0 && s.Height > 0 {
+				p.Width, p.Height = s.Width, s.Height
+				p.FrameRate = cmp.Or(frameRate(s.AvgFrameRate), frameRate(s.RFrameRate))
+			}
+			if px := int64(s.Width) * int64(s.Height); px > p.largest {
+				p.largest, p.largestWidth, p.largestHeight = px, s.Width, s.Height
+			}
+		case "audio":
 			p.HasAudio = true
 		}
 	}
@@ -115,6 +199,48 @@ func (e *Encoder) Probe(ctx context.Context, input string) (Probe, error) {
 		return Probe{}, fmt.Errorf("%w: no duration", ErrNotVideo)
 	}
 	return p, nil
+}
+
+// frameRate reads ffprobe's "30000/1001"; 0 when it is missing or not a rate.
+func frameRate(s string) float64 {
+	num, den, ok := strings.Cut(s, "/")
+	n, err1 := strconv.ParseFloat(num, 64)
+	d, err2 := strconv.ParseFloat(den, 64)
+	if !ok || err1 != nil || err2 != nil || d <= 0 || n <= 0 {
+		return 0
+	}
+	return n / d
+}
+
+// CheckLimits returns an ErrOverLimit error saying which limit p is over, or nil. Encode
+// calls it after probing.
+func (e *Encoder) CheckLimits(p Probe) error {
+	l := e.cfg.Limits
+	over := func(format string, args ...any) error {
+		return &LimitError{Detail: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case p.largestWidth > l.MaxWidth || p.largestHeight > l.MaxHeight:
+		return over("the video is %d×%d pixels; the limit is %d×%d", p.largestWidth, p.largestHeight, l.MaxWidth, l.MaxHeight)
+	case p.largest > l.MaxPixels:
+		return over("the video's frames are %d×%d = %d pixels; the limit is %d", p.largestWidth, p.largestHeight, p.largest, l.MaxPixels)
+	case p.FrameRate > l.MaxFrameRate:
+		return over("the video has %.0f frames per second; the limit is %.0f", p.FrameRate, l.MaxFrameRate)
+	case time.Duration(p.DurationMS)*time.Millisecond > l.MaxDuration:
+		return over("the video is %s long; the limit is %s", (time.Duration(p.DurationMS) * time.Millisecond).Round(time.Second), l.MaxDuration)
+	}
+	return nil
+}
+
+// inputArgs are the options and the -i of every ffprobe and ffmpeg call on an untrusted input:
+// only the allowed container formats, only the local file protocol, and (when decode is set,
+// for ffmpeg) no decoded frame over the pixel limit, whatever the first frames said.
+func (e *Encoder) inputArgs(input string, decode bool) []string {
+	args := []string{"-format_whitelist", InputFormats, "-protocol_whitelist", "file"}
+	if decode {
+		args = append(args, "-max_pixels", strconv.FormatInt(e.cfg.Limits.MaxPixels, 10))
+	}
+	return append(args, "-i", input)
 }
 
 // Rendition is one rung of the HLS ladder.
@@ -165,6 +291,9 @@ func (e *Encoder) Encode(ctx context.Context, input, outDir string) (Output, err
 	if err != nil {
 		return Output{}, err
 	}
+	if err := e.CheckLimits(probe); err != nil {
+		return Output{}, err
+	}
 	ladder := PlanLadder(probe.Height)
 	if _, err := e.run(ctx, e.cfg.EncodeTimeout, e.cfg.FFmpeg, e.hlsArgs(input, outDir, probe, ladder)...); err != nil {
 		return Output{}, fmt.Errorf("encode hls: %w", err)
@@ -172,9 +301,9 @@ func (e *Encoder) Encode(ctx context.Context, input, outDir string) (Output, err
 	// A frame from a little way in is more telling than the first (often black) one.
 	at := min(1.0, float64(probe.DurationMS)/2000)
 	thumbHeight := min(360, probe.Height&^1)
-	if _, err := e.run(ctx, e.cfg.ThumbnailTimeout, e.cfg.FFmpeg, "-nostdin", "-v", "error", "-y",
-		"-ss", strconv.FormatFloat(at, 'f', 3, 64), "-i", input, "-frames:v", "1",
-		"-vf", fmt.Sprintf("scale=-2:%d", thumbHeight), filepath.Join(outDir, "thumb.jpg")); err != nil {
+	thumb := append([]string{"-nostdin", "-v", "error", "-y", "-ss", strconv.FormatFloat(at, 'f', 3, 64)}, e.inputArgs(input, true)...)
+	thumb = append(thumb, "-frames:v", "1", "-vf", fmt.Sprintf("scale=-2:%d", thumbHeight), filepath.Join(outDir, "thumb.jpg"))
+	if _, err := e.run(ctx, e.cfg.ThumbnailTimeout, e.cfg.FFmpeg, thumb...); err != nil {
 		return Output{}, fmt.Errorf("thumbnail: %w", err)
 	}
 	return Output{Probe: probe, Renditions: ladder, Master: "master.m3u8", Thumbnail: "thumb.jpg"}, nil
@@ -190,7 +319,8 @@ func (e *Encoder) hlsArgs(input, outDir string, p Probe, ladder []Rendition) []s
 	for i, r := range ladder {
 		fmt.Fprintf(&filter, ";[s%d]scale=-2:%d,format=yuv420p[v%d]", i, r.Height, i)
 	}
-	args := []string{"-nostdin", "-v", "error", "-y", "-i", input, "-filter_complex", filter.String()}
+	args := append([]string{"-nostdin", "-v", "error", "-y"}, e.inputArgs(input, true)...)
+	args = append(args, "-filter_complex", filter.String())
 	streamMap := make([]string, n)
 	for i, r := range ladder {
 		args = append(args, "-map", fmt.Sprintf("[v%d]", i),
@@ -224,20 +354,32 @@ func (e *Encoder) hlsArgs(input, outDir string, p Probe, ladder []Rendition) []s
 func (e *Encoder) run(ctx context.Context, timeout time.Duration, bin string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	name := bin
+	if e.cfg.Limits.MemoryBytes > 0 {
+		args = append([]string{"--as=" + strconv.FormatInt(e.cfg.Limits.MemoryBytes, 10), "--", bin}, args...)
+		bin = e.cfg.Prlimit
+	}
 	cmd := exec.CommandContext(ctx, bin, args...)
+	if e.cfg.Limits.MemoryBytes > 0 {
+		// glibc reserves 64 MiB of address space per malloc arena, up to 8 per core, and
+		// x264 runs dozens of threads: without a cap on arenas a many-core machine would hit
+		// an address-space limit long before using the memory. Four arenas cost nothing
+		// measurable here.
+		cmd.Env = append(os.Environ(), "MALLOC_ARENA_MAX=4")
+	}
 	cmd.WaitDelay = 5 * time.Second
 	dieWithParent(cmd)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Base(bin), context.Cause(ctx))
+			return nil, fmt.Errorf("%s: %w", filepath.Base(name), context.Cause(ctx))
 		}
 		msg := strings.TrimSpace(stderr.String())
 		if len(msg) > 500 {
 			msg = "…" + msg[len(msg)-500:]
 		}
-		return nil, fmt.Errorf("%s: %w: %s", filepath.Base(bin), err, msg)
+		return nil, fmt.Errorf("%s: %w: %s", filepath.Base(name), err, msg)
 	}
 	return stdout.Bytes(), nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -48,10 +49,7 @@ func (in *Ingest) run(ctx context.Context, j encodejobs.Job) (encodejobs.Result,
 	defer tmp.Close()
 
 	if _, err := in.Fetcher.Fetch(ctx, primary, fallback, tmp); err != nil {
-		if IsPermanent(err) {
-			return encodejobs.Result{}, encodejobs.Permanent(err)
-		}
-		return encodejobs.Result{}, err
+		return encodejobs.Result{}, fetchFailure(err)
 	}
 	if _, err := tmp.Seek(0, 0); err != nil {
 		return encodejobs.Result{}, err
@@ -77,6 +75,23 @@ func (in *Ingest) run(ctx context.Context, j encodejobs.Job) (encodejobs.Result,
 		Discard: discard,
 	}, nil
 }
+
+// fetchFailure words a download error for the importer. A permanent one (an HTTP status, a
+// file over the limit, a refused address, a web page instead of the file) is the fetcher's
+// own short text; a retryable one may carry this server's addresses, so it is summarised.
+func fetchFailure(err error) error {
+	if IsPermanent(err) {
+		reason := "the download failed: " + err.Error()
+		if len(reason) > maxReasonBytes {
+			reason = strings.ToValidUTF8(reason[:maxReasonBytes], "") + "…"
+		}
+		return encodejobs.Permanent(encodejobs.WithReason(err, reason))
+	}
+	return encodejobs.WithReason(err, "the download failed: the server could not be reached or kept failing")
+}
+
+// maxReasonBytes bounds a failure reason made from an error's text.
+const maxReasonBytes = 300
 
 func randomHex() string {
 	var b [8]byte

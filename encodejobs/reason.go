@@ -1,0 +1,30 @@
+package encodejobs
+
+import "errors"
+
+// GenericReason is what a media's owner is told when a job failed for a reason nobody worded
+// for them.
+const GenericReason = "processing failed; an administrator can see why"
+
+// reasonError carries the short reason a media's owner sees when its job fails for good.
+type reasonError struct {
+	reason string
+	err    error
+}
+
+func (r reasonError) Error() string { return r.err.Error() }
+func (r reasonError) Unwrap() error { return r.err }
+
+// WithReason marks err with reason, the short, user-facing explanation stored as the media's
+// failure_reason ("not a playable video", "too large: …"). The error's own text — ffprobe's
+// stderr with server paths, a remote address — stays in the job row (last_error) and the log,
+// for administrators.
+func WithReason(err error, reason string) error { return reasonError{reason: reason, err: err} }
+
+// ReasonOf returns the reason of the first WithReason error in err's chain, or GenericReason.
+func ReasonOf(err error) string {
+	if r, ok := errors.AsType[reasonError](err); ok {
+		return r.reason
+	}
+	return GenericReason
+}
