@@ -18,6 +18,7 @@ const (
 	Unauthenticated Code = "unauthenticated"   // missing or bad credentials: 401
 	Forbidden       Code = "forbidden"         // authenticated but not allowed: 403
 	NotFound        Code = "not_found"         // no such thing, or not visible to the caller: 404
+	Timeout         Code = "timeout"           // the client was too slow sending its request: 408
 	Conflict        Code = "conflict"          // the state does not allow it: 409
 	TooLarge        Code = "too_large"         // body or file over its limit: 413
 	Unprocessable   Code = "unprocessable"     // well-formed but out of range: 422

@@ -2,6 +2,7 @@ package encodejobs
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,9 +11,12 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
+	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -29,21 +33,36 @@ import (
 )
 
 // UploadHandler serves POST /v1/media: a multipart upload streamed straight into storage.
+//
+// An upload holds a connection, a file descriptor and a storage write for as long as its client
+// takes, so a member could once hold hundreds by trickling a byte every few seconds (finding 4
+// of issue 11). Uploads are limited in number, per member and on the node, and an upload that
+// sends nothing for IdleTimeout is cut.
 type UploadHandler struct {
 	Pool  *pgxpool.Pool
 	Store storage.Store
 	// MaxBytes bounds one upload's body.
 	MaxBytes int64
-	// Timeout is how long one upload may take to arrive (the server's read timeout is far
-	// shorter, to keep slow clients off every other route).
+	// IdleTimeout cuts an upload whose client sends nothing for this long (408). A slow but
+	// steady upload is never cut by it. Default 30 s.
+	IdleTimeout time.Duration
+	// Timeout is how long one whole upload may take to arrive (408 beyond). The server's read
+	// timeout is far shorter, to keep slow clients off every other route. Default 1 h.
 	Timeout time.Duration
+	// MaxPerMember and MaxTotal bound the uploads in progress on this node, of one member and
+	// of everyone; beyond them POST answers 429 with Retry-After. Defaults 2 and 32.
+	MaxPerMember, MaxTotal int
 	// MaxAttempts is the encode job's attempt limit.
 	MaxAttempts int
+
+	slots uploadSlots
 }
 
 // Register adds POST /v1/media to router behind the given middleware (authentication). It
 // must come before any middleware that reads bodies into memory.
 func (h *UploadHandler) Register(router fiber.Router, middleware ...fiber.Handler) {
+	h.IdleTimeout, h.Timeout = cmp.Or(h.IdleTimeout, 30*time.Second), cmp.Or(h.Timeout, time.Hour)
+	h.MaxPerMember, h.MaxTotal = cmp.Or(h.MaxPerMember, 2), cmp.Or(h.MaxTotal, 32)
 	router.Post("/v1/media", append(middleware, h.upload)...)
 }
 
@@ -64,12 +83,18 @@ func (h *UploadHandler) upload(c *fiber.Ctx) error {
 	if err != nil || mediaType != fiber.MIMEMultipartForm || params["boundary"] == "" {
 		return apperr.Errorf(apperr.Invalid, "expected a multipart/form-data body with a file field")
 	}
-	if conn := c.Context().Conn(); conn != nil && h.Timeout > 0 {
-		_ = conn.SetReadDeadline(time.Now().Add(h.Timeout))
+	release, ok := h.slots.acquire(member, h.MaxPerMember, h.MaxTotal)
+	if !ok {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(int(uploadRetryAfter/time.Second)))
+		return apperr.Errorf(apperr.TooManyRequests, "too many uploads in progress; try again when one has finished")
 	}
+	defer release()
 	var body io.Reader = c.Context().RequestBodyStream()
 	if body == nil {
 		body = bytes.NewReader(c.Body())
+	}
+	if conn := c.Context().Conn(); conn != nil {
+		body = &idleReader{r: body, conn: conn, idle: h.IdleTimeout, deadline: time.Now().Add(h.Timeout)}
 	}
 	limited := &limitedReader{r: body, left: h.MaxBytes}
 
@@ -79,10 +104,14 @@ func (h *UploadHandler) upload(c *fiber.Ctx) error {
 	if form.sourceKey != "" && err != nil {
 		_ = h.Store.DeletePrefix(context.WithoutCancel(ctx), filepath.Dir(form.sourceKey)+"/")
 	}
-	if errors.Is(err, errTooLarge) {
+	switch {
+	case errors.Is(err, errTooLarge):
 		return apperr.Errorf(apperr.TooLarge, "upload is over the limit of %d bytes", h.MaxBytes)
-	}
-	if err != nil {
+	case errors.Is(err, errStalled):
+		return apperr.Errorf(apperr.Timeout, "the upload sent nothing for %s", h.IdleTimeout)
+	case errors.Is(err, errTooSlow):
+		return apperr.Errorf(apperr.Timeout, "the upload took longer than %s", h.Timeout)
+	case err != nil:
 		return err
 	}
 
@@ -111,7 +140,7 @@ func (h *UploadHandler) readForm(ctx context.Context, mr *multipart.Reader, form
 			break
 		}
 		if err != nil {
-			if errors.Is(err, errTooLarge) {
+			if errors.Is(err, errTooLarge) || errors.Is(err, errStalled) || errors.Is(err, errTooSlow) {
 				return err
 			}
 			return apperr.Errorf(apperr.Invalid, "malformed multipart body: %v", err)
@@ -128,7 +157,7 @@ func (h *UploadHandler) readForm(ctx context.Context, mr *multipart.Reader, form
 			src := &recordingReader{r: part}
 			n, err := h.Store.Put(ctx, form.sourceKey, src)
 			switch {
-			case errors.Is(src.err, errTooLarge):
+			case errors.Is(src.err, errTooLarge), errors.Is(src.err, errStalled), errors.Is(src.err, errTooSlow):
 				return src.err
 			case src.err != nil:
 				// The client's body broke off or is not valid multipart: its fault, not ours.
@@ -139,6 +168,9 @@ func (h *UploadHandler) readForm(ctx context.Context, mr *multipart.Reader, form
 			form.size = n
 		case "title", "visibility":
 			raw, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
+			if errors.Is(err, errStalled) || errors.Is(err, errTooSlow) {
+				return err
+			}
 			if err != nil {
 				return apperr.Errorf(apperr.Invalid, "malformed multipart body: %v", err)
 			}
@@ -237,6 +269,73 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	l.left -= int64(n)
 	if l.left < 0 {
 		return n, errTooLarge
+	}
+	return n, err
+}
+
+// uploadRetryAfter is the Retry-After of a refused upload: a guess, since how long the uploads
+// in progress take is up to their clients; long enough not to invite a retry storm.
+const uploadRetryAfter = 10 * time.Second
+
+// uploadSlots counts the uploads in progress, per member and in total.
+type uploadSlots struct {
+	mu        sync.Mutex
+	total     int
+	perMember map[int64]int
+}
+
+// acquire takes a slot for member unless it already holds perMember or everyone holds total;
+// release gives it back.
+func (s *uploadSlots) acquire(member int64, perMember, total int) (release func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perMember == nil {
+		s.perMember = map[int64]int{}
+	}
+	if s.total >= total || s.perMember[member] >= perMember {
+		return nil, false
+	}
+	s.total++
+	s.perMember[member]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.total--
+			if s.perMember[member]--; s.perMember[member] == 0 {
+				delete(s.perMember, member)
+			}
+		})
+	}, true
+}
+
+var (
+	errStalled = errors.New("upload sent nothing for the idle timeout")
+	errTooSlow = errors.New("upload took longer than its time limit")
+)
+
+// idleReader reads the request body with a read deadline pushed forward before every read:
+// a client that sends nothing for idle is cut (errStalled), one that keeps sending however
+// slowly is not, up to the upload's absolute deadline (errTooSlow).
+type idleReader struct {
+	r        io.Reader
+	conn     net.Conn
+	idle     time.Duration
+	deadline time.Time
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	next, cause := time.Now().Add(r.idle), errStalled
+	if r.deadline.Before(next) {
+		next, cause = r.deadline, errTooSlow
+	}
+	if err := r.conn.SetReadDeadline(next); err != nil {
+		return 0, err
+	}
+	n, err := r.r.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = cause
 	}
 	return n, err
 }

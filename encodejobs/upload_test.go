@@ -33,7 +33,9 @@ type uploadServer struct {
 	token   string
 }
 
-func startUploadServer(t *testing.T, maxBytes int64) *uploadServer {
+// startUploadServer serves an UploadHandler with maxBytes and a one-minute timeout, changed by
+// configure.
+func startUploadServer(t *testing.T, maxBytes int64, configure ...func(*encodejobs.UploadHandler)) *uploadServer {
 	t.Helper()
 	b := setup(t, time.Minute)
 	dir := t.TempDir()
@@ -46,8 +48,11 @@ func startUploadServer(t *testing.T, maxBytes int64) *uploadServer {
 		t.Fatal(err)
 	}
 	app := httpserver.New(httpserver.Config{BodyLimit: 64 << 10})
-	(&encodejobs.UploadHandler{Pool: b.pool, Store: store, MaxBytes: maxBytes, Timeout: time.Minute, MaxAttempts: 3}).
-		Register(app, verifier.Middleware())
+	h := &encodejobs.UploadHandler{Pool: b.pool, Store: store, MaxBytes: maxBytes, Timeout: time.Minute, MaxAttempts: 3}
+	for _, f := range configure {
+		f(h)
+	}
+	h.Register(app, verifier.Middleware())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

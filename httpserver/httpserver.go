@@ -74,6 +74,8 @@ func Status(code apperr.Code) int {
 		return fiber.StatusForbidden
 	case apperr.NotFound:
 		return fiber.StatusNotFound
+	case apperr.Timeout:
+		return fiber.StatusRequestTimeout
 	case apperr.Conflict:
 		return fiber.StatusConflict
 	case apperr.TooLarge:
