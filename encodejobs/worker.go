@@ -284,7 +284,7 @@ func (w *Worker) finish(ctx context.Context, kind Kind, j Job, res Result, runEr
 		log.Error("job is dead", "err", runErr)
 		return "dead"
 	default:
-		delay := backoff.FullJitter(j.Attempt, w.cfg.RetryBase, w.cfg.RetryCap)
+		delay := backoff.Delay(j.Attempt, w.cfg.RetryBase, w.cfg.RetryCap, retryAfterOf(runErr))
 		if err := w.q.Retry(ctx, j, runErr.Error(), delay); err != nil {
 			log.Error("scheduling retry failed", "err", err)
 			return lostOrError(err)

@@ -28,17 +28,15 @@ type FetchConfig struct {
 	AllowPrivate bool
 	// ConnectTimeout bounds TCP connect. Default 10 s.
 	ConnectTimeout time.Duration
-	// IdleTimeout cuts a response that sends nothing for this long; a slow but steady body
-	// is never cut. Default 5 min, as the seed's socket read timeout.
+	// ResponseTimeout bounds the wait for the response's headers once the request is sent:
+	// with ConnectTimeout, it is how long one attempt on an unreachable or silent server can
+	// hold a download slot. Default 30 s.
+	ResponseTimeout time.Duration
+	// IdleTimeout cuts a response body that sends nothing for this long; a slow but steady
+	// body is never cut. Default 5 min, as the seed's socket read timeout.
 	IdleTimeout time.Duration
 	// MaxBytes bounds one download. Default 5 GiB.
 	MaxBytes int64
-	// Attempts is how many times one fetch tries a retryable failure (429, 5xx, connection
-	// errors) before giving up to the job queue's own retry. Default 5.
-	Attempts int
-	// RetryBase and RetryCap shape the full-jitter backoff; Retry-After (seconds) overrides
-	// it, capped. Defaults 1 s and 30 s.
-	RetryBase, RetryCap time.Duration
 	// Metrics receives download figures. Optional.
 	Metrics *Metrics
 
@@ -60,11 +58,9 @@ const maxRedirects = 5
 // neither a hostname that resolves to a private address nor a redirect to one gets through.
 func NewFetcher(cfg FetchConfig) *Fetcher {
 	cfg.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, 10*time.Second)
+	cfg.ResponseTimeout = cmp.Or(cfg.ResponseTimeout, 30*time.Second)
 	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, 5*time.Minute)
 	cfg.MaxBytes = cmp.Or(cfg.MaxBytes, 5<<30)
-	cfg.Attempts = cmp.Or(cfg.Attempts, 5)
-	cfg.RetryBase = cmp.Or(cfg.RetryBase, time.Second)
-	cfg.RetryCap = cmp.Or(cfg.RetryCap, 30*time.Second)
 	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout}
 	if !cfg.AllowPrivate {
 		allow := cfg.allow
@@ -83,7 +79,7 @@ func NewFetcher(cfg FetchConfig) *Fetcher {
 			return &idleConn{Conn: conn, idle: cfg.IdleTimeout}, nil
 		},
 		TLSHandshakeTimeout:    cfg.ConnectTimeout,
-		ResponseHeaderTimeout:  cfg.IdleTimeout,
+		ResponseHeaderTimeout:  cfg.ResponseTimeout,
 		DisableKeepAlives:      true,
 		MaxResponseHeaderBytes: 64 << 10,
 	}
@@ -114,15 +110,85 @@ func addressPolicy(allow func(netip.Addr) bool) func(string, string, syscall.Raw
 	}
 }
 
-// cgnat is the carrier-grade NAT range, private in practice though not in net/netip's sense.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
-// Public reports whether ip is an address the fetcher may reach by default.
+// Public reports whether ip is an address the fetcher may reach by default: a global unicast
+// address, in IPv4 or IPv6, and not one of the special-purpose blocks that are not globally
+// reachable (IANA's registries). IPv6 forms that carry an IPv4 address — IPv4-mapped, NAT64
+// (64:ff9b::/96), 6to4 (2002::/16), Teredo (2001::/32) — are judged by the IPv4 address inside,
+// because that is where the packets end up: [64:ff9b::7f00:1] is 127.0.0.1 through a NAT64
+// gateway. The deprecated IPv4-compatible (::/96) and site-local (fec0::/10) forms, and the
+// local-use NAT64 prefix (64:ff9b:1::/48), are refused outright (finding 9 of issue 11).
 func Public(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	return ip.IsValid() && !ip.IsLoopback() && !ip.IsPrivate() && !ip.IsLinkLocalUnicast() &&
-		!ip.IsLinkLocalMulticast() && !ip.IsInterfaceLocalMulticast() && !ip.IsMulticast() &&
-		!ip.IsUnspecified() && !cgnat.Contains(ip) && !(ip.Is4() && ip.As4()[0] == 0)
+	switch {
+	case !ip.IsValid():
+		return false
+	case ip.Is4() || ip.Is4In6():
+		return public4(ip.Unmap())
+	case nat64.Contains(ip):
+		return public4(v4At(ip, 12))
+	case sixToFour.Contains(ip):
+		return public4(v4At(ip, 2))
+	case teredo.Contains(ip):
+		// The Teredo server's address, and the client's, stored inverted.
+		client := v4At(ip, 12).As4()
+		for i := range client {
+			client[i] ^= 0xff
+		}
+		return public4(v4At(ip, 4)) && public4(netip.AddrFrom4(client))
+	case !globalUnicast6.Contains(ip):
+		// Everything outside 2000::/3: ::/96 and ::1, 64:ff9b:1::/48, 100::/64, fc00::/7,
+		// fe80::/10, fec0::/10, ff00::/8 and the unassigned rest.
+		return false
+	}
+	for _, p := range notGlobal6 {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	return true
+}
+
+var (
+	nat64          = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour      = netip.MustParsePrefix("2002::/16")
+	teredo         = netip.MustParsePrefix("2001::/32")
+	globalUnicast6 = netip.MustParsePrefix("2000::/3")
+	// notGlobal6 are the blocks inside 2000::/3 that are not globally reachable.
+	notGlobal6 = []netip.Prefix{
+		netip.MustParsePrefix("2001::/23"),     // IETF protocol assignments (benchmarking, ORCHID, …)
+		netip.MustParsePrefix("2001:db8::/32"), // documentation
+		netip.MustParsePrefix("3fff::/20"),     // documentation
+	}
+	// notGlobal4 are the IPv4 blocks that are not globally reachable, beyond what net/netip
+	// names (loopback, private, link-local, multicast, unspecified).
+	notGlobal4 = []netip.Prefix{
+		netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
+		netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT: private in practice
+		netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
+		netip.MustParsePrefix("192.0.2.0/24"),    // documentation
+		netip.MustParsePrefix("192.88.99.0/24"),  // 6to4 relay anycast (deprecated)
+		netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
+		netip.MustParsePrefix("198.51.100.0/24"), // documentation
+		netip.MustParsePrefix("203.0.113.0/24"),  // documentation
+		netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and the broadcast address
+	}
+)
+
+func public4(ip netip.Addr) bool {
+	if !ip.Is4() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsMulticast() || ip.IsUnspecified() {
+		return false
+	}
+	for _, p := range notGlobal4 {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	return true
+}
+
+// v4At returns the IPv4 address stored in bytes at..at+3 of an IPv6 address.
+func v4At(ip netip.Addr, at int) netip.Addr {
+	b := ip.As16()
+	return netip.AddrFrom4([4]byte(b[at : at+4]))
 }
 
 // idleConn pushes its read deadline forward on every read: a connection that delivers
@@ -158,9 +224,11 @@ func IsPermanent(err error) bool {
 var errHTMLPage = errors.New("got an HTML page instead of the file")
 
 // Fetch downloads primary into dst (truncating it first) and returns the bytes written. An
-// HTML page instead of the file switches to fallback once. Retryable failures are retried
-// with backoff up to Attempts; the last error is returned, wrapped by IsPermanent's test
-// when retrying cannot help.
+// HTML page instead of the file switches to fallback once. Fetch makes one attempt and never
+// waits to retry: a retryable failure (429, 5xx, a connection error or timeout) is returned at
+// once, with the server's Retry-After if it sent one (RetryAfter), for the job queue to retry
+// later without holding a download slot meanwhile; IsPermanent tells the failures retrying
+// cannot help.
 func (f *Fetcher) Fetch(ctx context.Context, primary, fallback string, dst *os.File) (int64, error) {
 	start := time.Now()
 	n, err := f.fetch(ctx, primary, fallback, dst)
@@ -169,32 +237,39 @@ func (f *Fetcher) Fetch(ctx context.Context, primary, fallback string, dst *os.F
 }
 
 func (f *Fetcher) fetch(ctx context.Context, primary, fallback string, dst *os.File) (int64, error) {
-	target := primary
-	for attempt := 1; ; attempt++ {
-		n, retryAfter, err := f.once(ctx, target, dst)
-		switch {
-		case err == nil:
-			return n, nil
-		case errors.Is(err, errHTMLPage):
-			if fallback == "" || target == fallback {
-				return 0, permanent(err)
-			}
-			target = fallback // the other download URL, once, at once: not a retry
-			attempt--
-			continue
-		case IsPermanent(err) || ctx.Err() != nil:
-			return 0, err
-		case attempt >= f.cfg.Attempts:
-			return 0, fmt.Errorf("after %d attempts: %w", attempt, err)
-		}
-		f.cfg.Metrics.retry()
-		delay := backoff.Delay(attempt, f.cfg.RetryBase, f.cfg.RetryCap, retryAfter)
-		select {
-		case <-ctx.Done():
-			return 0, context.Cause(ctx)
-		case <-time.After(delay):
-		}
+	n, retryAfter, err := f.once(ctx, primary, dst)
+	if errors.Is(err, errHTMLPage) && fallback != "" && fallback != primary {
+		n, retryAfter, err = f.once(ctx, fallback, dst) // the other download URL, at once: not a retry
 	}
+	switch {
+	case err == nil:
+		return n, nil
+	case errors.Is(err, errHTMLPage):
+		return 0, permanent(err)
+	case IsPermanent(err) || ctx.Err() != nil:
+		return 0, err
+	}
+	f.cfg.Metrics.retry()
+	return 0, retryableError{err: err, after: retryAfter}
+}
+
+// retryableError is a failure worth another attempt later, after at least after when the
+// server said so.
+type retryableError struct {
+	err   error
+	after time.Duration
+}
+
+func (r retryableError) Error() string { return r.err.Error() }
+func (r retryableError) Unwrap() error { return r.err }
+
+// RetryAfter returns how long the server asked to wait before the next attempt (its
+// Retry-After), or 0.
+func RetryAfter(err error) time.Duration {
+	if r, ok := errors.AsType[retryableError](err); ok {
+		return r.after
+	}
+	return 0
 }
 
 // once makes one request. It returns the server's Retry-After for a retryable status.

@@ -27,7 +27,7 @@ func TestFetcher_RefusesRedirectToLoopback(t *testing.T) {
 	outer.Start()
 	defer outer.Close()
 
-	f := NewFetcher(FetchConfig{Attempts: 1, allow: func(a netip.Addr) bool { return a == netip.MustParseAddr("127.0.0.2") }})
+	f := NewFetcher(FetchConfig{allow: func(a netip.Addr) bool { return a == netip.MustParseAddr("127.0.0.2") }})
 	dst, err := os.CreateTemp(t.TempDir(), "dl")
 	if err != nil {
 		t.Fatal(err)

@@ -87,7 +87,9 @@ func fetchFailure(err error) error {
 		}
 		return encodejobs.Permanent(encodejobs.WithReason(err, reason))
 	}
-	return encodejobs.WithReason(err, "the download failed: the server could not be reached or kept failing")
+	// The next attempt is the queue's, after its backoff (or the server's Retry-After): this
+	// one gives its download slot back now rather than sleeping in it.
+	return encodejobs.RetryAfter(encodejobs.WithReason(err, "the download failed: the server could not be reached or kept failing"), RetryAfter(err))
 }
 
 // maxReasonBytes bounds a failure reason made from an error's text.

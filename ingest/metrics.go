@@ -29,11 +29,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "playhead", Subsystem: "ingest", Name: "download_retries_total",
-			Help: "Download requests retried after a 429, a 5xx or a connection error.",
+			Help: "Downloads that failed with a 429, a 5xx, a connection error or a timeout and were handed back to the job queue for a later attempt.",
 		}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "playhead", Subsystem: "ingest", Name: "download_duration_seconds",
-			Help:    "Time one download took, retries and backoff included.",
+			Help:    "Time one download attempt took.",
 			Buckets: []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
 		}),
 	}

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/playback"
 )
@@ -69,8 +71,21 @@ type Config struct {
 	StorageDir string
 	// MaxUploadBytes bounds one upload (PLAYHEAD_MAX_UPLOAD_BYTES). Default 2 GiB.
 	MaxUploadBytes int64
-	// UploadTimeout is how long one upload may take to arrive (PLAYHEAD_UPLOAD_TIMEOUT). Default 1 h.
+	// UploadTimeout is how long one whole upload may take to arrive (PLAYHEAD_UPLOAD_TIMEOUT).
+	// Default 1 h.
 	UploadTimeout time.Duration
+	// UploadIdleTimeout cuts an upload that sends nothing for this long
+	// (PLAYHEAD_UPLOAD_IDLE_TIMEOUT). Default 30 s.
+	UploadIdleTimeout time.Duration
+	// UploadsPerMember and UploadsTotal bound the uploads in progress on one node, of one
+	// member and of everyone (PLAYHEAD_UPLOADS_PER_MEMBER, PLAYHEAD_UPLOADS_TOTAL). Defaults 2
+	// and 32.
+	UploadsPerMember, UploadsTotal int
+	// VideoLimits bound what an upload may decode to (PLAYHEAD_MAX_VIDEO_WIDTH, _HEIGHT,
+	// _PIXELS, _FPS, _DURATION; defaults encoder.DefaultLimits: 4096, 4096, 9 437 184, 120,
+	// 4 h) and each ffmpeg process's address space (PLAYHEAD_ENCODE_MEMORY_LIMIT, bytes;
+	// default 4 GiB, 0 for none).
+	VideoLimits encoder.Limits
 	// JobLease is a claimed job's lease; heartbeats extend it every third
 	// (PLAYHEAD_JOB_LEASE). Default 60 s.
 	JobLease time.Duration
@@ -104,13 +119,16 @@ type Config struct {
 	// URLs (PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE, PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE).
 	// Defaults: Google Drive's, as in seed 001.
 	IngestDownloadURL, IngestFallbackURL string
-	// IngestConnectTimeout, IngestIdleTimeout bound a download's connect and silences
-	// (PLAYHEAD_INGEST_CONNECT_TIMEOUT, PLAYHEAD_INGEST_IDLE_TIMEOUT). Defaults 10 s, 5 min.
-	IngestConnectTimeout, IngestIdleTimeout time.Duration
+	// IngestConnectTimeout, IngestResponseTimeout and IngestIdleTimeout bound a download's
+	// connect, the wait for its response headers, and the silences of its body
+	// (PLAYHEAD_INGEST_CONNECT_TIMEOUT, PLAYHEAD_INGEST_RESPONSE_TIMEOUT,
+	// PLAYHEAD_INGEST_IDLE_TIMEOUT). Defaults 10 s, 30 s, 5 min.
+	IngestConnectTimeout, IngestResponseTimeout, IngestIdleTimeout time.Duration
 	// IngestMaxBytes bounds one download (PLAYHEAD_INGEST_MAX_BYTES). Default 5 GiB.
 	IngestMaxBytes int64
-	// IngestAttempts is how often one download retries 429/5xx/connection errors before the
-	// job's own retry takes over (PLAYHEAD_INGEST_ATTEMPTS). Default 5.
+	// IngestAttempts is an import download job's attempt limit (PLAYHEAD_INGEST_ATTEMPTS).
+	// Each attempt is one request; after a 429, a 5xx or a connection failure the job goes
+	// back to the queue with backoff, holding no download slot. Default 5.
 	IngestAttempts int
 }
 
@@ -217,10 +235,21 @@ func loadConfig(args []string) (Config, error) {
 		PutRate:          e.float("PLAYHEAD_PUT_RATE", 1),
 		PutBurst:         e.int("PLAYHEAD_PUT_BURST", 10),
 
-		NodeID:             e.str("PLAYHEAD_NODE_ID", defaultNodeID()),
-		StorageDir:         e.str("PLAYHEAD_STORAGE_DIR", "./data/objects"),
-		MaxUploadBytes:     int64(e.int("PLAYHEAD_MAX_UPLOAD_BYTES", 2<<30)),
-		UploadTimeout:      e.duration("PLAYHEAD_UPLOAD_TIMEOUT", time.Hour),
+		NodeID:            e.str("PLAYHEAD_NODE_ID", defaultNodeID()),
+		StorageDir:        e.str("PLAYHEAD_STORAGE_DIR", "./data/objects"),
+		MaxUploadBytes:    int64(e.int("PLAYHEAD_MAX_UPLOAD_BYTES", 2<<30)),
+		UploadTimeout:     e.duration("PLAYHEAD_UPLOAD_TIMEOUT", time.Hour),
+		UploadIdleTimeout: e.duration("PLAYHEAD_UPLOAD_IDLE_TIMEOUT", 30*time.Second),
+		UploadsPerMember:  e.int("PLAYHEAD_UPLOADS_PER_MEMBER", 2),
+		UploadsTotal:      e.int("PLAYHEAD_UPLOADS_TOTAL", 32),
+		VideoLimits: encoder.Limits{
+			MaxWidth:     e.int("PLAYHEAD_MAX_VIDEO_WIDTH", encoder.DefaultLimits.MaxWidth),
+			MaxHeight:    e.int("PLAYHEAD_MAX_VIDEO_HEIGHT", encoder.DefaultLimits.MaxHeight),
+			MaxPixels:    int64(e.int("PLAYHEAD_MAX_VIDEO_PIXELS", int(encoder.DefaultLimits.MaxPixels))),
+			MaxFrameRate: e.float("PLAYHEAD_MAX_VIDEO_FPS", encoder.DefaultLimits.MaxFrameRate),
+			MaxDuration:  e.duration("PLAYHEAD_MAX_VIDEO_DURATION", encoder.DefaultLimits.MaxDuration),
+			MemoryBytes:  int64(e.int("PLAYHEAD_ENCODE_MEMORY_LIMIT", 4<<30)),
+		},
 		JobLease:           e.duration("PLAYHEAD_JOB_LEASE", 60*time.Second),
 		JobPollInterval:    e.duration("PLAYHEAD_JOB_POLL_INTERVAL", time.Second),
 		JobMaxAttempts:     e.int("PLAYHEAD_JOB_MAX_ATTEMPTS", 3),
@@ -233,14 +262,15 @@ func loadConfig(args []string) (Config, error) {
 		RetentionDead:      e.duration("PLAYHEAD_RETENTION_DEAD", 30*24*time.Hour),
 		RetentionInterval:  e.duration("PLAYHEAD_RETENTION_INTERVAL", 10*time.Minute),
 
-		IngestConcurrency:    e.int("PLAYHEAD_INGEST_CONCURRENCY", 2),
-		IngestAllowPrivate:   e.bool("PLAYHEAD_INGEST_ALLOW_PRIVATE", false),
-		IngestDownloadURL:    e.str("PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE", ingest.DefaultLinks.Download),
-		IngestFallbackURL:    e.str("PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE", ingest.DefaultLinks.Fallback),
-		IngestConnectTimeout: e.duration("PLAYHEAD_INGEST_CONNECT_TIMEOUT", 10*time.Second),
-		IngestIdleTimeout:    e.duration("PLAYHEAD_INGEST_IDLE_TIMEOUT", 5*time.Minute),
-		IngestMaxBytes:       int64(e.int("PLAYHEAD_INGEST_MAX_BYTES", 5<<30)),
-		IngestAttempts:       e.int("PLAYHEAD_INGEST_ATTEMPTS", 5),
+		IngestConcurrency:     e.int("PLAYHEAD_INGEST_CONCURRENCY", 2),
+		IngestAllowPrivate:    e.bool("PLAYHEAD_INGEST_ALLOW_PRIVATE", false),
+		IngestDownloadURL:     e.str("PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE", ingest.DefaultLinks.Download),
+		IngestFallbackURL:     e.str("PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE", ingest.DefaultLinks.Fallback),
+		IngestConnectTimeout:  e.duration("PLAYHEAD_INGEST_CONNECT_TIMEOUT", 10*time.Second),
+		IngestResponseTimeout: e.duration("PLAYHEAD_INGEST_RESPONSE_TIMEOUT", 30*time.Second),
+		IngestIdleTimeout:     e.duration("PLAYHEAD_INGEST_IDLE_TIMEOUT", 5*time.Minute),
+		IngestMaxBytes:        int64(e.int("PLAYHEAD_INGEST_MAX_BYTES", 5<<30)),
+		IngestAttempts:        e.int("PLAYHEAD_INGEST_ATTEMPTS", 5),
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.Role, "role", c.Role, "all, api or worker (overrides PLAYHEAD_ROLE)")
@@ -267,7 +297,15 @@ func (c Config) validate(e *env) error {
 	e.check(c.NodeID != "", "PLAYHEAD_NODE_ID: must not be empty")
 	e.check(c.StorageDir != "", "PLAYHEAD_STORAGE_DIR: must not be empty")
 	e.check(c.MaxUploadBytes > 0, "PLAYHEAD_MAX_UPLOAD_BYTES: must be positive")
-	e.check(c.UploadTimeout > 0, "PLAYHEAD_UPLOAD_TIMEOUT: must be positive")
+	e.check(c.UploadTimeout > 0 && c.UploadIdleTimeout > 0, "PLAYHEAD_UPLOAD_TIMEOUT/_IDLE_TIMEOUT: must be positive")
+	e.check(c.UploadsPerMember >= 1 && c.UploadsTotal >= c.UploadsPerMember,
+		"PLAYHEAD_UPLOADS_PER_MEMBER/PLAYHEAD_UPLOADS_TOTAL: need 1 <= per member <= total")
+	v := c.VideoLimits
+	e.check(v.MaxWidth >= 2 && v.MaxHeight >= 2, "PLAYHEAD_MAX_VIDEO_WIDTH/_HEIGHT: must be at least 2")
+	e.check(v.MaxPixels >= 4 && v.MaxPixels <= math.MaxInt32, "PLAYHEAD_MAX_VIDEO_PIXELS: must be from 4 to %d (ffmpeg's -max_pixels)", math.MaxInt32)
+	e.check(v.MaxFrameRate > 0, "PLAYHEAD_MAX_VIDEO_FPS: must be positive")
+	e.check(v.MaxDuration > 0, "PLAYHEAD_MAX_VIDEO_DURATION: must be positive")
+	e.check(v.MemoryBytes == 0 || v.MemoryBytes >= 256<<20, "PLAYHEAD_ENCODE_MEMORY_LIMIT: must be 0 (no limit) or at least 268435456 (256 MiB)")
 	e.check(c.JobLease >= 3*time.Millisecond, "PLAYHEAD_JOB_LEASE: must be at least 3ms (heartbeats run every third)")
 	e.check(c.JobPollInterval > 0, "PLAYHEAD_JOB_POLL_INTERVAL: must be positive")
 	e.check(c.JobMaxAttempts >= 1, "PLAYHEAD_JOB_MAX_ATTEMPTS: must be at least 1")
@@ -282,7 +320,8 @@ func (c Config) validate(e *env) error {
 	e.check(c.IngestConcurrency >= 1, "PLAYHEAD_INGEST_CONCURRENCY: must be at least 1")
 	e.check(strings.Contains(c.IngestDownloadURL, "{id}"), "PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE: must contain {id}")
 	e.check(c.IngestFallbackURL == "" || strings.Contains(c.IngestFallbackURL, "{id}"), "PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE: must contain {id} (or be empty)")
-	e.check(c.IngestConnectTimeout > 0 && c.IngestIdleTimeout > 0, "PLAYHEAD_INGEST_CONNECT_TIMEOUT/_IDLE_TIMEOUT: must be positive")
+	e.check(c.IngestConnectTimeout > 0 && c.IngestResponseTimeout > 0 && c.IngestIdleTimeout > 0,
+		"PLAYHEAD_INGEST_CONNECT_TIMEOUT/_RESPONSE_TIMEOUT/_IDLE_TIMEOUT: must be positive")
 	e.check(c.IngestMaxBytes > 0, "PLAYHEAD_INGEST_MAX_BYTES: must be positive")
 	e.check(c.IngestAttempts >= 1, "PLAYHEAD_INGEST_ATTEMPTS: must be at least 1")
 	_, err := parseLogLevel(c.LogLevel)

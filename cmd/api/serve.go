@@ -290,9 +290,10 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store) error {
 	// The upload streams its body and enforces its own limit, so it is registered before the
 	// group whose LimitBody would read the body into memory.
 	upload := &encodejobs.UploadHandler{Pool: n.pool, Store: store, MaxBytes: cfg.MaxUploadBytes,
-		Timeout: cfg.UploadTimeout, MaxAttempts: cfg.JobMaxAttempts}
+		IdleTimeout: cfg.UploadIdleTimeout, Timeout: cfg.UploadTimeout,
+		MaxPerMember: cfg.UploadsPerMember, MaxTotal: cfg.UploadsTotal, MaxAttempts: cfg.JobMaxAttempts}
 	upload.Register(app, verifier.Middleware())
-	ingestStore := ingest.NewStore(n.pool, cfg.JobMaxAttempts)
+	ingestStore := ingest.NewStore(n.pool, cfg.IngestAttempts)
 	imports := &ingest.AdminHandler{Store: ingestStore}
 	imports.RegisterUpload(app, verifier.Middleware(), auth.RequireAdmin)
 	api := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
@@ -312,22 +313,22 @@ func objectURL(key string) string { return objectsPath + strings.TrimPrefix(key,
 // buildWorker builds the encode and ingest workers and hooks them to job notifications.
 func (n *node) buildWorker(store storage.Store) error {
 	cfg := n.cfg
-	enc, err := encoder.New(encoder.Config{EncodeTimeout: cfg.EncodeTimeout, Preset: cfg.EncodePreset})
+	enc, err := encoder.New(encoder.Config{EncodeTimeout: cfg.EncodeTimeout, Preset: cfg.EncodePreset, Limits: cfg.VideoLimits})
 	if err != nil {
 		return err
 	}
 	encode := &encodejobs.Encode{Pool: n.pool, Store: store, Encoder: enc}
 	metrics := encodejobs.NewMetrics(n.reg, n.pool, encodejobs.KindEncode, ingest.KindIngest)
 	fetcher := ingest.NewFetcher(ingest.FetchConfig{
-		AllowPrivate:   cfg.IngestAllowPrivate,
-		ConnectTimeout: cfg.IngestConnectTimeout,
-		IdleTimeout:    cfg.IngestIdleTimeout,
-		MaxBytes:       cfg.IngestMaxBytes,
-		Attempts:       cfg.IngestAttempts,
-		Metrics:        ingest.NewMetrics(n.reg),
+		AllowPrivate:    cfg.IngestAllowPrivate,
+		ConnectTimeout:  cfg.IngestConnectTimeout,
+		ResponseTimeout: cfg.IngestResponseTimeout,
+		IdleTimeout:     cfg.IngestIdleTimeout,
+		MaxBytes:        cfg.IngestMaxBytes,
+		Metrics:         ingest.NewMetrics(n.reg),
 	})
 	importer := &ingest.Ingest{
-		Store: ingest.NewStore(n.pool, cfg.JobMaxAttempts), Objects: store, Fetcher: fetcher,
+		Store: ingest.NewStore(n.pool, cfg.IngestAttempts), Objects: store, Fetcher: fetcher,
 		Links:          ingest.Links{Download: cfg.IngestDownloadURL, Fallback: cfg.IngestFallbackURL},
 		EncodeAttempts: cfg.JobMaxAttempts,
 	}

@@ -1,6 +1,9 @@
 package encodejobs
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // GenericReason is what a media's owner is told when a job failed for a reason nobody worded
 // for them.
@@ -27,4 +30,27 @@ func ReasonOf(err error) string {
 		return r.reason
 	}
 	return GenericReason
+}
+
+// retryAfterError asks for the next attempt no sooner than after.
+type retryAfterError struct {
+	after time.Duration
+	err   error
+}
+
+func (r retryAfterError) Error() string { return r.err.Error() }
+func (r retryAfterError) Unwrap() error { return r.err }
+
+// RetryAfter marks a retryable err with the delay a server asked for before the next attempt
+// (its Retry-After). The worker waits that long, capped by RetryCap, instead of its backoff.
+func RetryAfter(err error, after time.Duration) error {
+	return retryAfterError{after: after, err: err}
+}
+
+// retryAfterOf returns the delay of the first RetryAfter in err's chain, or 0.
+func retryAfterOf(err error) time.Duration {
+	if r, ok := errors.AsType[retryAfterError](err); ok {
+		return r.after
+	}
+	return 0
 }

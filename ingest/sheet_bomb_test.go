@@ -1,0 +1,95 @@
+package ingest_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/xuri/excelize/v2"
+
+	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/ingest"
+	"github.com/playhead/playhead/internal/heaptest"
+)
+
+// xlsxWithRows returns a valid workbook whose first sheet has the import's header and then
+// rows copies of one data row, written straight into the zip so that a sheet of hundreds of
+// megabytes never sits in the test's memory.
+func xlsxWithRows(t *testing.T, rows int) []byte {
+	t.Helper()
+	f := excelize.NewFile()
+	if err := f.SetSheetRow(f.GetSheetName(0), "A1", &[]any{"collection", "chapter", "order", "video_url"}); err != nil {
+		t.Fatal(err)
+	}
+	var plain bytes.Buffer
+	if err := f.Write(&plain); err != nil {
+		t.Fatal(err)
+	}
+	src, err := zip.NewReader(bytes.NewReader(plain.Bytes()), int64(plain.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	zw := zip.NewWriter(&out)
+	for _, part := range src.File {
+		w, err := zw.Create(part.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if part.Name != "xl/worksheets/sheet1.xml" {
+			r, err := part.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(w, r)
+			r.Close()
+			continue
+		}
+		_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>`+
+			`<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>`+
+			`<row><c t="inlineStr"><is><t>collection</t></is></c><c t="inlineStr"><is><t>chapter</t></is></c>`+
+			`<c t="inlineStr"><is><t>order</t></is></c><c t="inlineStr"><is><t>video_url</t></is></c></row>`)
+		row := `<row><c t="inlineStr"><is><t>L</t></is></c><c><v>1</v></c><c><v>1</v></c>` +
+			`<c t="inlineStr"><is><t>https://example.com/v.mp4</t></is></c></row>`
+		chunk := strings.Repeat(row, 1000)
+		for i := 0; i < rows; i += 1000 {
+			_, _ = io.WriteString(w, chunk)
+		}
+		_, _ = io.WriteString(w, `</sheetData></worksheet>`)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// TestParse_XLSXBombAndLongSheets is finding 10 of issue 11: a 707 KB sheet that unzips to
+// 300 MB cost 477 MB of memory, and every row was read before the 500-row limit was checked.
+// Now the workbook's unzipped size is bounded and rows are streamed, stopping at the limit.
+func TestParse_XLSXBombAndLongSheets(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		rows      int
+		maxGrowth int64
+	}{
+		// About 2 M rows of ~150 bytes: 300 MB unzipped.
+		{"Bomb", 2_000_000, 16 << 20},
+		// 60 000 rows, 9 MB unzipped: under the unzip limit, far over the row limit.
+		{"LongSheet", 60_000, 16 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := xlsxWithRows(t, tc.rows)
+			var err error
+			growth, _ := heaptest.Growth(func() { _, err = ingest.Parse("bomb.xlsx", data) })
+			t.Logf("%d rows in a %d KiB .xlsx: %v; heap grew by %.1f MiB", tc.rows, len(data)>>10, err, float64(growth)/(1<<20))
+			if apperr.CodeOf(err) != apperr.Unprocessable {
+				t.Fatalf("Parse = %v, want 422", err)
+			}
+			if growth > tc.maxGrowth {
+				t.Errorf("the heap grew by %.1f MiB, want at most %d MiB", float64(growth)/(1<<20), tc.maxGrowth>>20)
+			}
+		})
+	}
+}
