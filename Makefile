@@ -20,10 +20,17 @@ lint:
 
 # Tests start their own PostgreSQL (internal/pgtest) unless PLAYHEAD_TEST_DATABASE_URL is set.
 # The reliability suite (cmd/api/chaos_test.go) runs 3 rounds of each fault here; the fuzz
-# targets run FUZZTIME each (crashers land in testdata/fuzz/ as regression seeds).
-# scripts/test.sh ends a failing run with the list of failed tests.
+# targets run FUZZTIME each (crashers land in testdata/fuzz/ as regression seeds). The
+# hostile-input suite (cmd/api/hostile_test.go, docs/security.md) runs on its own (make hostile)
+# so that its number of cases per class is printed. scripts/test.sh ends a failing run with the
+# list of failed tests.
 test: deps web lint
 	@GO="$(GO)" MAKE="$(MAKE)" FUZZTIME=$(TEST_FUZZTIME) scripts/test.sh
+
+.PHONY: hostile
+hostile:
+	@out=$$(mktemp); $(GO) test -count=1 -timeout 15m -run '^TestHostileInput$$' -v ./cmd/api >$$out 2>&1; status=$$?; \
+		grep -E '^(--- |ok |FAIL)|hostile input:' $$out; [ $$status -eq 0 ] || cat $$out; rm -f $$out; exit $$status
 
 TEST_FUZZTIME ?= 5s
 

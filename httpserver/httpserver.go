@@ -113,6 +113,9 @@ func ErrorHandler(logger *slog.Logger) fiber.ErrorHandler {
 					"path", truncate(c.Path()), "status", status, "err", truncate(err.Error()), "suppressed", suppressed)
 			}
 		}
+		// Also here: fasthttp's own errors (a request it cannot parse) reach this handler
+		// without passing the middleware.
+		c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 		return c.Status(status).JSON(fiber.Map{"error": message})
 	}
 }

@@ -107,8 +107,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		if err := n.buildAPI(ctx, store); err != nil {
 			return err
 		}
-		defer n.mediaCache.Close()
-		defer n.flushPool.Close() // after stop: the buffer's final flush uses it
+		defer n.closeAPI() // after stop: the buffer's final flush uses the flush pool
 	}
 	if cfg.Role != roleAPI {
 		if err := n.buildWorker(store); err != nil {
@@ -306,6 +305,13 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store) error {
 	imports.Register(admin)
 	n.app = app
 	return nil
+}
+
+// closeAPI releases what buildAPI opened besides the app: the media cache and the flusher's
+// pool. The playback buffer is closed by stop, which drains it first.
+func (n *node) closeAPI() {
+	n.mediaCache.Close()
+	n.flushPool.Close()
 }
 
 func objectURL(key string) string { return objectsPath + strings.TrimPrefix(key, "/") }

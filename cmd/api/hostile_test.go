@@ -1,0 +1,792 @@
+package main
+
+// The hostile-input suite of issue 11: every route of the public app × the input classes an
+// attacker uses, against the real binary. Each route is in routeTable; TestHostileInput fails
+// when the app the binary builds (appRoutes) has a route the table lacks, so a new route cannot
+// ship without its hostile cases. Whatever a case expects, no answer may be a 500 (or no answer
+// at all), no error answer on the API may be anything but JSON {"error": …}, and no answer may
+// carry a byte of another member's private media.
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/playhead/playhead/internal/binarytest"
+	"github.com/playhead/playhead/media"
+)
+
+// The input classes, in the order the summary prints them.
+const (
+	classAuth  = "auth" // no, forged, expired or another member's token; a member on admin routes
+	classPath  = "path" // traversal and encoded-path variants of every path parameter
+	classText  = "text" // NUL, invalid UTF-8, control characters in every text field, query and path parameter
+	classBody  = "body" // malformed, mistyped, oversized and truncated bodies
+	classFile  = "file" // hostile files as uploads and imports: playlists, huge frames, bombs
+	classSlow  = "slow" // slow and silent clients, too many uploads at once
+	classLink  = "link" // private-address forms in an imported sheet's links
+	classCount = 7
+)
+
+var classes = []string{classAuth, classPath, classText, classBody, classFile, classSlow, classLink}
+
+// access is who a route lets in.
+type access int
+
+const (
+	public access = iota
+	member
+	admin
+)
+
+// hostileFixture is what the cases need: the server, tokens, and the ids of real things.
+type hostileFixture struct {
+	s          *binarytest.Server
+	storageDir string
+	a, b, adm  string // member A's, member B's and an admin's tokens
+	mine       int64  // A's READY private media
+	minePrefix string // its outputs' storage prefix, hls/{id}/{claim}/
+	theirs     int64  // B's READY private media
+	theirsPath string // its playlist's storage key
+	secrets    [][]byte
+	importID   int64
+	jobID      int64
+}
+
+// hostileRoute is one route of the public app and how to reach it.
+type hostileRoute struct {
+	method, pattern string
+	access          access
+	// target returns the path (and query) with the route's parameter set to param, or to a
+	// valid value when param is "". Routes without a parameter ignore it.
+	target func(f *hostileFixture, param string) string
+	// hasParam says the route has a path parameter (or wildcard) that param replaces.
+	hasParam bool
+	// idParam says the parameter is a positive integer id: hostile values get a 4xx.
+	idParam bool
+	// jsonBody is a valid JSON body; textFields are its string fields.
+	jsonBody   map[string]any
+	textFields []string
+	// query are the query parameters that carry text.
+	query []string
+}
+
+func idTarget(format string, valid func(f *hostileFixture) int64) func(*hostileFixture, string) string {
+	return func(f *hostileFixture, p string) string {
+		if p == "" {
+			p = strconv.FormatInt(valid(f), 10)
+		}
+		return fmt.Sprintf(format, p)
+	}
+}
+
+func fixed(path string) func(*hostileFixture, string) string {
+	return func(*hostileFixture, string) string { return path }
+}
+
+func mineID(f *hostileFixture) int64   { return f.mine }
+func importID(f *hostileFixture) int64 { return f.importID }
+func jobID(f *hostileFixture) int64    { return f.jobID }
+
+// routeTable is every route of the public app. HEAD routes are their GET's.
+var routeTable = []hostileRoute{
+	{method: "GET", pattern: "/healthz", access: public, target: fixed("/healthz")},
+	{method: "GET", pattern: "/readyz", access: public, target: fixed("/readyz")},
+	{method: "GET", pattern: "/", access: public, target: fixed("/")},
+	{method: "GET", pattern: "/watch/:mediaID", access: public, target: idTarget("/watch/%s", mineID), hasParam: true, idParam: true},
+	{method: "GET", pattern: "/static/*", access: public, hasParam: true, target: func(_ *hostileFixture, p string) string {
+		if p == "" {
+			p = "js/api.mjs"
+		}
+		return "/static/" + p
+	}},
+	{method: "GET", pattern: "/objects/hls/*", access: member, hasParam: true, target: func(f *hostileFixture, p string) string {
+		if p == "" {
+			return "/objects/" + f.minePrefix + "master.m3u8"
+		}
+		return "/objects/hls/" + p
+	}},
+	{method: "POST", pattern: "/v1/media", access: member, target: fixed("/v1/media")},
+	{method: "POST", pattern: "/v1/admin/imports", access: admin, target: fixed("/v1/admin/imports")},
+	{method: "GET", pattern: "/v1/playback/", access: member, target: fixed("/v1/playback/"), query: []string{"cursor", "limit"}},
+	{method: "GET", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true},
+	{method: "POST", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true},
+	{method: "PUT", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true,
+		jsonBody: map[string]any{"position_ms": 1000}},
+	{method: "DELETE", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true},
+	{method: "GET", pattern: "/v1/media/:id", access: member, target: idTarget("/v1/media/%s", mineID), hasParam: true, idParam: true},
+	{method: "GET", pattern: "/v1/collections/:collection", access: member, hasParam: true, target: func(_ *hostileFixture, p string) string {
+		if p == "" {
+			p = "%EB%A0%88%EB%B2%A81" // 레벨1
+		}
+		return "/v1/collections/" + p
+	}},
+	{method: "POST", pattern: "/v1/admin/media", access: admin, target: fixed("/v1/admin/media"),
+		jsonBody: map[string]any{"title": "registered", "duration_ms": 60000}, textFields: []string{"title", "status", "visibility"}},
+	{method: "PATCH", pattern: "/v1/admin/media/:id", access: admin, target: idTarget("/v1/admin/media/%s", mineID), hasParam: true, idParam: true,
+		jsonBody: map[string]any{"title": "renamed"}, textFields: []string{"title", "status", "visibility"}},
+	{method: "GET", pattern: "/v1/admin/media/:id", access: admin, target: idTarget("/v1/admin/media/%s", mineID), hasParam: true, idParam: true},
+	{method: "GET", pattern: "/v1/admin/jobs", access: admin, target: fixed("/v1/admin/jobs"), query: []string{"status", "limit"}},
+	{method: "POST", pattern: "/v1/admin/jobs/:id/retry", access: admin, target: idTarget("/v1/admin/jobs/%s/retry", jobID), hasParam: true, idParam: true},
+	{method: "GET", pattern: "/v1/admin/imports/:id", access: admin, target: idTarget("/v1/admin/imports/%s", importID), hasParam: true, idParam: true},
+}
+
+// hostileCase is one request and what it must get.
+type hostileCase struct {
+	class   string
+	method  string
+	target  string // sent as is on the request line
+	header  map[string]string
+	body    []byte
+	chunked bool
+	// want is the set of acceptable statuses; empty: any status below 500.
+	want []int
+}
+
+func (c hostileCase) String() string {
+	b := c.body
+	if len(b) > 80 {
+		b = append(b[:80:80], "…"...)
+	}
+	return fmt.Sprintf("[%s] %s %.200s %q", c.class, c.method, c.target, b)
+}
+
+// send writes the request exactly as given and reads the answer (status 0: none).
+func (c hostileCase) send(t *testing.T, s *binarytest.Server) (int, http.Header, []byte) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.HTTPURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(60 * time.Second))
+	var req bytes.Buffer
+	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\nHost: playhead\r\nConnection: close\r\n", c.method, c.target)
+	for _, k := range slices.Sorted(maps.Keys(c.header)) {
+		fmt.Fprintf(&req, "%s: %s\r\n", k, c.header[k])
+	}
+	switch {
+	case c.chunked:
+		req.WriteString("Transfer-Encoding: chunked\r\n\r\n")
+		fmt.Fprintf(&req, "%x\r\n%s\r\n0\r\n\r\n", len(c.body), c.body)
+	case c.body != nil:
+		fmt.Fprintf(&req, "Content-Length: %d\r\n\r\n", len(c.body))
+		req.Write(c.body)
+	default:
+		req.WriteString("\r\n")
+	}
+	go func() { _, _ = conn.Write(req.Bytes()) }() // the server may answer before reading it all
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: c.method})
+	if err != nil {
+		return 0, nil, nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, body
+}
+
+func bearer(token string) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + token}
+}
+
+func jsonHeader(token string) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + token, "Content-Type": "application/json"}
+}
+
+// tokenFor returns the token a route's legitimate caller uses.
+func (f *hostileFixture) tokenFor(r hostileRoute) string {
+	if r.access == admin {
+		return f.adm
+	}
+	return f.a
+}
+
+func validBody(r hostileRoute) []byte {
+	if r.jsonBody == nil {
+		return nil
+	}
+	b, _ := json.Marshal(r.jsonBody)
+	return b
+}
+
+// forgedTokens are tokens no member holds: garbage, the wrong secret, expired, alg none.
+func forgedTokens(t *testing.T) map[string]string {
+	t.Helper()
+	sign := func(secret string, claims jwt.MapClaims, method jwt.SigningMethod) string {
+		tok, err := jwt.NewWithClaims(method, claims).SignedString(map[bool]any{true: jwt.UnsafeAllowNoneSignatureType, false: []byte(secret)}[method == jwt.SigningMethodNone])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	now := time.Now()
+	return map[string]string{
+		"garbage":      "x.y.z",
+		"wrong secret": sign("another-secret-another-secret-another", jwt.MapClaims{"sub": "201", "exp": now.Add(time.Hour).Unix()}, jwt.SigningMethodHS256),
+		"expired":      sign(binarytest.Secret, jwt.MapClaims{"sub": "201", "exp": now.Add(-time.Hour).Unix()}, jwt.SigningMethodHS256),
+		"alg none":     sign("", jwt.MapClaims{"sub": "201", "role": "admin", "exp": now.Add(time.Hour).Unix()}, jwt.SigningMethodNone),
+		"no exp":       sign(binarytest.Secret, jwt.MapClaims{"sub": "201", "role": "admin"}, jwt.SigningMethodHS256),
+		"bad subject":  sign(binarytest.Secret, jwt.MapClaims{"sub": "-1", "exp": now.Add(time.Hour).Unix()}, jwt.SigningMethodHS256),
+		"NUL subject":  sign(binarytest.Secret, jwt.MapClaims{"sub": "1\x00", "exp": now.Add(time.Hour).Unix()}, jwt.SigningMethodHS256),
+	}
+}
+
+// hostileParams are path parameter values no route may take for an id, and no route may
+// answer with a 500.
+var hostileParams = []string{
+	"..", "%2e%2e", "..%2f..%2f", "1%2f..%2f2", "%2e%2e%2f%2e%2e%2fetc%2fpasswd", `..\..\`, "..%5c..%5c", "%252e%252e",
+	"%c0%ae%c0%ae", "%00", "1%00", "%ff", "%ff%fe", "-1", "0", "99999999999999999999", "1e3", "0x10", "%201", "1;select",
+	"%27", "%22%3E%3Cscript%3E", strings.Repeat("9", 4096), strings.Repeat("a", 4096), "%0d%0aX-Injected:%201",
+}
+
+// hostileTexts are JSON string values, as written in the JSON, that PostgreSQL cannot store
+// or that have no place in a one-line field (refused: 422), or that the JSON decoder turns
+// into valid text (a lone surrogate or raw invalid UTF-8 becomes U+FFFD: any status below
+// 500), or that make the body too large (413).
+var hostileTexts = []struct {
+	value   string
+	refused bool
+}{
+	{`\u0000`, true}, {`a\u0000b`, true}, {`\u001b[2J`, true}, {`bell\u0007`, true}, {`c1\u0085x`, true},
+	{`line\nbreak`, true}, {`\ud800`, false}, {"\xff\xfe", false}, {strings.Repeat("long", 30_000), true},
+}
+
+// hostileQueryTexts are the same for query and path parameters, percent-encoded.
+var hostileQueryTexts = []string{"%00", "a%00b", "%ff%fe", "%1b%5b2J", "%c0%80", "%0d%0a", strings.Repeat("x", 8000)}
+
+// casesFor returns every synchronous case of route r.
+func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string]string) []hostileCase {
+	var out []hostileCase
+	target, tok := r.target(f, ""), f.tokenFor(r)
+	body := validBody(r)
+	methods := []string{r.method}
+	if r.method == "GET" {
+		methods = append(methods, "HEAD")
+	}
+	// auth: the anonymous client and the other member.
+	for _, m := range methods {
+		if r.access == public {
+			out = append(out, hostileCase{class: classAuth, method: m, target: target, header: bearer(forged["garbage"])})
+			continue
+		}
+		out = append(out, hostileCase{class: classAuth, method: m, target: target, body: body, want: []int{401}})
+		for _, forgedTok := range forged {
+			out = append(out, hostileCase{class: classAuth, method: m, target: target, header: jsonHeader(forgedTok), body: body, want: []int{401}})
+		}
+		out = append(out, hostileCase{class: classAuth, method: m, target: target, header: map[string]string{"Authorization": "Basic YTpi"}, want: []int{401}})
+		if r.access == admin {
+			out = append(out, hostileCase{class: classAuth, method: m, target: target, header: jsonHeader(f.a), body: body, want: []int{403}})
+		}
+		if r.access == member && r.idParam {
+			// Member B on A's private media: as if it did not exist.
+			out = append(out, hostileCase{class: classAuth, method: m, target: target, header: jsonHeader(f.b), body: body, want: []int{404}})
+		}
+	}
+	if r.pattern == "/objects/hls/*" {
+		for _, m := range methods {
+			out = append(out, hostileCase{class: classAuth, method: m, target: "/objects/" + f.theirsPath, header: bearer(f.a), want: []int{404}})
+			out = append(out, hostileCase{class: classAuth, method: m, target: "/objects/" + f.minePrefix + "master.m3u8",
+				header: map[string]string{"Cookie": "playhead_token=" + forged["expired"]}, want: []int{401}})
+		}
+	}
+	// path: traversal and encoded variants of the parameter.
+	if r.hasParam {
+		params := hostileParams
+		if r.pattern == "/objects/hls/*" {
+			params = objectTraversals(f)
+		}
+		for _, p := range params {
+			var want []int
+			switch {
+			case r.idParam || r.pattern == "/objects/hls/*" || r.pattern == "/static/*":
+				want = []int{400, 404}
+			}
+			for _, m := range methods {
+				out = append(out, hostileCase{class: classPath, method: m, target: r.target(f, p), header: jsonHeader(tok), body: body, want: want})
+			}
+		}
+	}
+	// text: every text field, query parameter and text path parameter.
+	for _, field := range r.textFields {
+		for _, v := range hostileTexts {
+			var want []int
+			if v.refused {
+				want = []int{400, 413, 422}
+			}
+			out = append(out, hostileCase{class: classText, method: r.method, target: target, header: jsonHeader(tok),
+				body: jsonWith(r.jsonBody, field, v.value), want: want})
+		}
+	}
+	for _, q := range r.query {
+		for _, v := range hostileQueryTexts {
+			out = append(out, hostileCase{class: classText, method: r.method, target: target + "?" + q + "=" + v, header: bearer(tok), want: []int{400}})
+		}
+	}
+	if r.pattern == "/v1/collections/:collection" {
+		for _, v := range hostileQueryTexts[:6] {
+			out = append(out, hostileCase{class: classText, method: r.method, target: r.target(f, v), header: bearer(tok), want: []int{400}})
+		}
+	}
+	// body: malformed bodies, for every route that reads one.
+	if r.jsonBody != nil {
+		for _, b := range []string{"", "{", "[]", "null", `""`, "{} {}", `{"position_ms":"x"}`, `{"position_ms":1e309}`,
+			`{"position_ms":-1}`, `{"position_ms":9223372036854775808}`, `{"duration_ms":-5,"title":"t"}`, `{"title":5}`,
+			`{"unknown":1}`, `{"title":"t","status":"DELETED"}`, `{"title":"t","visibility":"FRIENDS"}`, `{"owner_id":-1,"title":"t"}`,
+			strings.Repeat("[", 100_000), "\xff\xfe{}", `{"title":"` + strings.Repeat("x", 70_000) + `"}`} {
+			out = append(out, hostileCase{class: classBody, method: r.method, target: target, header: jsonHeader(tok), body: []byte(b),
+				want: []int{400, 404, 413, 422}})
+		}
+		out = append(out, hostileCase{class: classBody, method: r.method, target: target, header: jsonHeader(tok),
+			body: bytes.Repeat([]byte("x"), 1<<20), chunked: true, want: []int{413}})
+		// 1 GiB announced, nothing sent: refused by its length, or cut by the read timeout
+		// while fasthttp waits for the body's first bytes.
+		out = append(out, hostileCase{class: classBody, method: r.method, target: target,
+			header: map[string]string{"Authorization": "Bearer " + tok, "Content-Type": "application/json", "Content-Length": "1073741824"},
+			want:   []int{408, 413}})
+	}
+	if r.pattern == "/v1/media" || r.pattern == "/v1/admin/imports" {
+		out = append(out, multipartBodyCases(t, r, tok)...)
+	}
+	return out
+}
+
+// jsonWith returns base as JSON with field set to raw, written into the JSON as is (already
+// escaped, or deliberately not).
+func jsonWith(base map[string]any, field, raw string) []byte {
+	others := maps.Clone(base)
+	delete(others, field)
+	rest, _ := json.Marshal(others)
+	tail := strings.TrimPrefix(string(rest), "{")
+	if tail != "}" {
+		tail = "," + tail
+	}
+	return []byte(`{"` + field + `":"` + raw + `"` + tail)
+}
+
+// objectTraversals are the ways of writing a path from A's media into B's private media, or
+// out of the HLS prefix, or out of the store.
+func objectTraversals(f *hostileFixture) []string {
+	m := strconv.FormatInt(f.mine, 10)
+	b := strings.TrimPrefix(f.theirsPath, "hls/")
+	var out []string
+	for _, p := range []string{
+		b, m + "/../" + b, m + "/%2e%2e/" + b, m + "/%2E%2E/" + b, m + "/.%2e/" + b, m + "/..%2f" + b,
+		m + "/..%2F" + strings.ReplaceAll(b, "/", "%2F"), m + "/./../" + b, m + "/x/../../" + b, m + "/%252e%252e/" + b,
+		m + `/..\` + strings.ReplaceAll(b, "/", `\`), m + "/..%5c" + b, m + "/%00/../../" + b, m + "%00/../" + b,
+		m + "//../" + b, m + "/%c0%ae%c0%ae/" + b, "0" + b, "../uploads", "%2e%2e/uploads", m + "/../../uploads",
+		"../../../../etc/passwd", "%2e%2e%2f%2e%2e%2f%2e%2e%2fetc%2fpasswd", m + "/" + strings.TrimSuffix(strings.TrimPrefix(f.minePrefix, "hls/"+m+"/"), "/") + "/",
+	} {
+		out = append(out, p)
+	}
+	return out
+}
+
+// multipartBodyCases are the malformed multipart bodies of the two upload routes.
+func multipartBodyCases(t *testing.T, r hostileRoute, tok string) []hostileCase {
+	t.Helper()
+	var out []hostileCase
+	form := func(fields map[string]string, disposition string, content []byte) ([]byte, string) {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		for _, k := range slices.Sorted(maps.Keys(fields)) {
+			_ = mw.WriteField(k, fields[k])
+		}
+		if disposition != "" {
+			fw, _ := mw.CreatePart(map[string][]string{"Content-Disposition": {`form-data; name="file"; ` + disposition}})
+			_, _ = fw.Write(content)
+		}
+		_ = mw.Close()
+		return buf.Bytes(), mw.FormDataContentType()
+	}
+	add := func(class string, body []byte, contentType string, want ...int) {
+		out = append(out, hostileCase{class: class, method: r.method, target: r.pattern,
+			header: map[string]string{"Authorization": "Bearer " + tok, "Content-Type": contentType}, body: body, want: want})
+	}
+	sheet := []byte("collection,chapter,order,video_url\nc,1,1,https://example.com/a.mp4\n")
+	file := []byte("not a video, never encoded: the case is refused first")
+	good, goodType := form(nil, `filename="a.csv"`, sheet)
+	add(classBody, good, "application/json", 400)
+	add(classBody, good, "multipart/form-data", 400)
+	add(classBody, good[:len(good)/2], goodType, 400)
+	add(classBody, []byte("--x\r\n\r\n"), "multipart/form-data; boundary=x", 400, 422)
+	noFile, noFileType := form(map[string]string{"title": "t"}, "", nil)
+	add(classBody, noFile, noFileType, 400, 422)
+	unknown, unknownType := form(map[string]string{"colour": "red"}, `filename="a.csv"`, sheet)
+	if r.pattern == "/v1/media" {
+		add(classBody, unknown, unknownType, 400)
+		big, bigType := form(map[string]string{"title": strings.Repeat("t", 5000)}, `filename="a.mp4"`, file)
+		add(classBody, big, bigType, 422)
+		for _, v := range []string{"\x00", "a\x00b", "\xff\xfe", "\x1b[2J", "\xc0\x80", "a\r\nb"} {
+			for _, field := range []string{"title", "visibility"} {
+				b, ct := form(map[string]string{field: v}, `filename="a.mp4"`, file)
+				add(classText, b, ct, 422)
+			}
+		}
+	} else {
+		for _, v := range []string{"sheet%00.csv", "%1b%5b2J.csv", "%ff.csv"} {
+			b, ct := form(nil, `filename*=UTF-8''`+v, sheet)
+			add(classText, b, ct, 422)
+		}
+		for _, cell := range []string{"bad\x00name", "\x1b[2J", "a\x01b"} {
+			b, ct := form(nil, `filename="a.csv"`, []byte("collection,chapter,order,video_url\n"+cell+",1,1,https://example.com/x\n"))
+			add(classText, b, ct, 202)
+		}
+		notUTF8, ct := form(nil, `filename="a.csv"`, []byte("collection,chapter,order,video_url\n\xff\xfe,1,1,https://example.com/x\n"))
+		add(classText, notUTF8, ct, 422)
+	}
+	return out
+}
+
+// TestHostileInput runs the suite: synchronous cases for every route, then the hostile files,
+// the slow clients and the private-address links, and prints how many cases each class has.
+func TestHostileInput(t *testing.T) {
+	f := setupHostile(t)
+	counts := map[string]int{}
+	table := map[string]hostileRoute{}
+	for _, r := range routeTable {
+		table[r.method+" "+r.pattern] = r
+	}
+	// The table must cover every route the binary's app has.
+	routes := appRoutes(t)
+	for _, r := range routes {
+		key := r.Method + " " + r.Path
+		if r.Method == "HEAD" {
+			key = "GET " + r.Path
+		}
+		if _, ok := table[key]; !ok {
+			t.Errorf("route %s %s is not in the hostile-input table (cmd/api/hostile_test.go routeTable): add it with its cases", r.Method, r.Path)
+		}
+	}
+
+	forged := forgedTokens(t)
+	for _, r := range routeTable {
+		for _, c := range casesFor(t, f, r, forged) {
+			f.check(t, c)
+			counts[c.class]++
+		}
+	}
+	counts[classFile] += f.hostileFiles(t)
+	counts[classSlow] += f.slowClients(t)
+	counts[classLink] += f.privateLinks(t)
+
+	total := 0
+	var summary []string
+	for _, c := range classes {
+		total += counts[c]
+		summary = append(summary, fmt.Sprintf("%s %d", c, counts[c]))
+	}
+	t.Logf("hostile input: %d cases over %d routes (%d with HEAD): %s", total, len(routeTable), len(routes), strings.Join(summary, ", "))
+	if len(classes) != classCount {
+		t.Fatalf("classes lists %d classes, want %d", len(classes), classCount)
+	}
+	for _, c := range classes {
+		if counts[c] == 0 {
+			t.Errorf("class %s has no case", c)
+		}
+	}
+}
+
+// check sends c and checks the answer against c.want and the rules every answer obeys.
+func (f *hostileFixture) check(t *testing.T, c hostileCase) int {
+	t.Helper()
+	status, header, body := c.send(t, f.s)
+	// fasthttp refuses a request line over its 4 KiB buffer itself: a client error too.
+	tooLong := len(c.target) > 4000 && (status == http.StatusRequestHeaderFieldsTooLarge || status == http.StatusRequestURITooLong)
+	switch {
+	case tooLong:
+	case status == 0:
+		t.Errorf("%s: no answer", c)
+	case status >= 500:
+		t.Errorf("%s: status %d (%s)", c, status, body)
+	case len(c.want) > 0 && !slices.Contains(c.want, status):
+		t.Errorf("%s: status %d (%.300s), want one of %v", c, status, body, c.want)
+	}
+	api := strings.HasPrefix(c.target, "/v1/") || strings.HasPrefix(c.target, "/objects/")
+	if api && status >= 400 && c.method != "HEAD" {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(body, &e) != nil || e.Error == "" {
+			t.Errorf("%s: status %d with a body that is not JSON {\"error\": …}: %.200q", c, status, body)
+		}
+	}
+	if status != 0 && header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("%s: no X-Content-Type-Options: nosniff", c)
+	}
+	for _, s := range f.secrets {
+		if len(body) > 0 && bytes.Contains(body, s) {
+			t.Errorf("%s: the answer carries another member's private file", c)
+		}
+	}
+	return status
+}
+
+func setupHostile(t *testing.T) *hostileFixture {
+	t.Helper()
+	storageDir := t.TempDir()
+	env := pipelineEnv("all", "hostile", storageDir, t.TempDir(), "ultrafast")
+	env["PLAYHEAD_UPLOADS_PER_MEMBER"], env["PLAYHEAD_UPLOADS_TOTAL"] = "2", "4"
+	env["PLAYHEAD_UPLOAD_IDLE_TIMEOUT"] = "2s"
+	env["PLAYHEAD_HTTP_READ_TIMEOUT"] = "2s"
+	env["PLAYHEAD_JOB_MAX_ATTEMPTS"] = "1"
+	env["PLAYHEAD_INGEST_ATTEMPTS"] = "1"
+	s := binarytest.Start(t, env)
+	f := &hostileFixture{s: s, storageDir: storageDir, a: binarytest.Token(t, 201, false), b: binarytest.Token(t, 202, false),
+		adm: binarytest.Token(t, 1, true)}
+	f.mine, f.minePrefix = readyUpload(t, s, f.a, "A's clip", "PRIVATE")
+	theirs, theirsPrefix := readyUpload(t, s, f.b, "B's clip", "PRIVATE")
+	f.theirs, f.theirsPath = theirs, theirsPrefix+"master.m3u8"
+	for _, file := range []string{"master.m3u8", "v0/index.m3u8", "v0/seg_000.ts", "thumb.jpg"} {
+		content, err := os.ReadFile(filepath.Join(storageDir, filepath.FromSlash(theirsPrefix+file)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.secrets = append(f.secrets, content)
+	}
+	imp := s.Import(t, f.adm, "seed.csv", "collection,chapter,order,video_url\nc,1,1,http://127.0.0.1:1/x.mp4\n")
+	f.importID = imp.ID
+	if err := s.Pool(t).QueryRow(t.Context(), `SELECT id FROM jobs ORDER BY id LIMIT 1`).Scan(&f.jobID); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// hostileFiles uploads files that are not what they claim: each is answered 202 (or refused
+// at once) and ends FAILED, never READY, with a reason that shows no server path.
+func (f *hostileFixture) hostileFiles(t *testing.T) int {
+	t.Helper()
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "server-file.ts")
+	gen := func(out string, args ...string) string {
+		path := filepath.Join(dir, out)
+		full := append([]string{"-nostdin", "-v", "error", "-y"}, args...)
+		if b, err := exec.Command("ffmpeg", append(full, path)...).CombinedOutput(); err != nil {
+			t.Fatalf("generate %s: %v %s", out, err, b)
+		}
+		return path
+	}
+	gen("server-file.ts", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-t", "1", "-c:v", "libx264", "-preset", "ultrafast", "-f", "mpegts")
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	hlsFile := "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1,\nfile://" + secret + "\n#EXT-X-ENDLIST\n"
+	files := map[string]string{
+		"HLS playlist named x.mp4":  write("x.mp4", hlsFile),
+		"HLS playlist named x.m3u8": write("x.m3u8", hlsFile),
+		"HLS playlist with http":    write("h.mp4", "#EXTM3U\n#EXTINF:1,\nhttp://127.0.0.1:1/seg.ts\n#EXT-X-ENDLIST\n"),
+		"concat script":             write("c.mp4", "ffconcat version 1.0\nfile '"+secret+"'\n"),
+		"sdp":                       write("s.mp4", "v=0\no=- 0 0 IN IP4 127.0.0.1\ns=x\nc=IN IP4 127.0.0.1\nt=0 0\nm=video 5004 RTP/AVP 96\n"),
+		"text":                      write("notes.mp4", strings.Repeat("meeting notes\n", 100)),
+		"JPEG image":                gen("still.mp4", "-f", "lavfi", "-i", "testsrc2=size=160x120", "-frames:v", "1", "-f", "mjpeg"),
+		"8000×8000 frames":          gen("huge.mp4", "-f", "lavfi", "-i", "color=c=black:s=8000x8000:r=1", "-t", "1", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"),
+		"240 frames per second":     gen("fast.mp4", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=240", "-t", "1", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"),
+		"five hours long":           gen("long.mp4", "-f", "lavfi", "-i", "color=c=black:s=64x64:r=1/60", "-t", "18000", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"),
+	}
+	ids := map[string]int64{}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		// One at a time per member: the suite's server allows two uploads per member at once.
+		ids[name] = f.s.Upload(t, f.a, binarytest.Upload{Path: files[name], Title: name, Visibility: "PUBLIC"})
+	}
+	for _, name := range slices.Sorted(maps.Keys(ids)) {
+		v := waitMedia(t, f.s, f.a, ids[name], media.StatusFailed) // fails at once on READY
+		if v.FailureReason == "" || strings.Contains(v.FailureReason, "/") {
+			t.Errorf("[file] %s: failure_reason %q, want a reason without paths", name, v.FailureReason)
+		}
+	}
+	n := len(files)
+	// Empty files and import-sheet bombs are refused at once.
+	empty := write("empty.mp4", "")
+	emptyFile, err := os.Open(empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emptyFile.Close()
+	if status, out, _ := f.s.PostMultipart(f.s.URL("/v1/media"), f.a, nil, "empty.mp4", emptyFile); status != 422 {
+		t.Errorf("[file] an empty upload: %d %s, want 422", status, out)
+	}
+	n++
+	for name, content := range map[string][]byte{
+		"xlsx bomb":       xlsxBomb(t),
+		"zip, not xlsx":   []byte("PK\x03\x04 not really a zip"),
+		"501 rows":        []byte("collection,chapter,order,video_url\n" + strings.Repeat("c,1,1,https://example.com/x\n", 501)),
+		"xlsx named .csv": xlsxBomb(t)[:1000],
+	} {
+		file := "sheet.xlsx"
+		if strings.Contains(name, "rows") || strings.Contains(name, ".csv") {
+			file = "sheet.csv"
+		}
+		if status, out, _ := f.s.PostMultipart(f.s.URL("/v1/admin/imports"), f.adm, nil, file, bytes.NewReader(content)); status != 422 {
+			t.Errorf("[file] import %s: %d %.200s, want 422", name, status, out)
+		}
+		n++
+	}
+	return n
+}
+
+// xlsxBomb is a small .xlsx whose declared unzipped size is far over the limit.
+func xlsxBomb(t *testing.T) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	zw := zip.NewWriter(&out)
+	w, err := zw.Create("xl/worksheets/sheet1.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := strings.Repeat("<row><c><v>1</v></c></row>", 4096)
+	for range 1000 { // ~100 MB unzipped
+		_, _ = io.WriteString(w, chunk)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// slowClients: a member over its upload limit is refused at once with 429 and Retry-After, a
+// silent upload is cut with 408, and a client that trickles its headers is cut by the read
+// timeout while others are served.
+func (f *hostileFixture) slowClients(t *testing.T) int {
+	t.Helper()
+	tick := 250 * time.Millisecond
+	first, second := startSlowUpload(t, f.s, f.b, tick), startSlowUpload(t, f.s, f.b, tick)
+	waitUploadsInProgress(t, f.storageDir, 2)
+	third := startSlowUpload(t, f.s, f.b, tick)
+	select {
+	case status := <-third.answer:
+		if status != http.StatusTooManyRequests {
+			t.Errorf("[slow] a third upload of one member: %d, want 429", status)
+		}
+	case <-time.After(60 * time.Second):
+		t.Error("[slow] a third upload of one member was not refused")
+	}
+	close(first.stop)
+	close(second.stop)
+	for _, u := range []*slowUpload{first, second} {
+		select {
+		case status := <-u.answer:
+			if status != http.StatusRequestTimeout {
+				t.Errorf("[slow] a silent upload: %d, want 408", status)
+			}
+		case <-time.After(60 * time.Second):
+			t.Error("[slow] a silent upload was not cut")
+		}
+	}
+	close(third.stop)
+	// Slow loris on the API: headers trickled forever are cut by the read timeout.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.s.HTTPURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var cut atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.WriteString(conn, "GET /v1/playback/ HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+		for range 240 { // gives up after a minute
+			time.Sleep(tick)
+			if _, err := conn.Write([]byte("a")); err != nil {
+				cut.Store(true)
+				return
+			}
+		}
+	}()
+	if status, _, _ := f.s.Do(http.MethodGet, f.s.URL("/healthz"), "", nil); status != http.StatusOK {
+		t.Errorf("[slow] /healthz during a slow-loris client: %d", status)
+	}
+	<-done
+	if !cut.Load() {
+		t.Error("[slow] a client trickling its headers for a minute was never cut (read timeout 2 s)")
+	}
+	return 5
+}
+
+// privateLinks imports a sheet whose links point at loopback and private addresses in every
+// form: each row ends FAILED with the address refused, and a canary server on loopback is
+// never reached.
+func (f *hostileFixture) privateLinks(t *testing.T) int {
+	t.Helper()
+	var hits atomic.Int32
+	canary := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "video/mp4")
+		_, _ = io.WriteString(w, "the server's own secret")
+	}))
+	t.Cleanup(canary.Close)
+	port := canary.URL[strings.LastIndex(canary.URL, ":")+1:]
+	links := []string{
+		"http://127.0.0.1:" + port + "/v.mp4", "http://localhost:" + port + "/v.mp4", "http://[::1]:" + port + "/v.mp4",
+		"http://[::ffff:127.0.0.1]:" + port + "/v.mp4", "http://[::127.0.0.1]:" + port + "/v.mp4",
+		"http://[64:ff9b::7f00:1]:" + port + "/v.mp4", "http://[64:ff9b:1::7f00:1]:" + port + "/v.mp4",
+		"http://[2002:7f00:1::1]:" + port + "/v.mp4", "http://[2001:0:7f00:1::f7f7:f7f7]:" + port + "/v.mp4",
+		"http://[::ffff:0:7f00:1]:" + port + "/v.mp4", "http://[fec0::1]:" + port + "/v.mp4", "http://[fe80::1]:" + port + "/v.mp4",
+		"http://[fd00::1]:" + port + "/v.mp4", "http://0.0.0.0:" + port + "/v.mp4", "http://10.0.0.1/v.mp4",
+		"http://169.254.169.254/latest/meta-data/", "http://100.64.0.1/v.mp4", "http://192.168.0.1/v.mp4",
+		"http://2130706433:" + port + "/v.mp4", "http://0x7f.1:" + port + "/v.mp4",
+	}
+	var sheet strings.Builder
+	sheet.WriteString("collection,chapter,order,video_url\n")
+	for i, l := range links {
+		fmt.Fprintf(&sheet, "links,1,%d,%s\n", i+1, l)
+	}
+	imp := f.s.Import(t, f.adm, "links.csv", sheet.String())
+	done := waitImportDone(t, f.s, f.adm, imp.ID)
+	for i, row := range done.Rows {
+		if row.State != "FAILED" && row.State != "REJECTED" {
+			t.Errorf("[link] %s: row %s, want FAILED (address refused) or REJECTED", links[i], row.State)
+		}
+		// A name no resolver knows (2130706433 to Go's own resolver) fails as unreachable.
+		if row.State == "FAILED" && !strings.Contains(row.Reason, "not allowed") && !strings.Contains(row.Reason, "could not be reached") {
+			t.Errorf("[link] %s: reason %q, want the address refused", links[i], row.Reason)
+		}
+	}
+	if hits.Load() != 0 {
+		t.Errorf("[link] the loopback canary was reached %d times", hits.Load())
+	}
+	return len(links)
+}
+
+// waitImportDone polls an import until no row is pending, downloading or encoding.
+func waitImportDone(t *testing.T, s *binarytest.Server, token string, id int64) binarytest.Import {
+	t.Helper()
+	deadline := time.Now().Add(encodeTimeout)
+	for {
+		var v binarytest.Import
+		out := s.MustDo(t, http.StatusOK, http.MethodGet, s.URL("/v1/admin/imports/%d", id), token, nil)
+		if err := json.Unmarshal(out, &v); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(v.Rows, func(r binarytest.ImportRow) bool {
+			return r.State == "PENDING" || r.State == "INGESTING" || r.State == "UPLOADED"
+		}) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("import %d not finished after %s: %s", id, encodeTimeout, out)
+		}
+		time.Sleep(pollEvery)
+	}
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/playhead/playhead/httpserver"
+	"github.com/playhead/playhead/internal/binarytest"
+	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/notify"
+	"github.com/playhead/playhead/storage"
+)
+
+// appRoutes builds the public app exactly as `playhead serve` does (buildAPI, the default
+// configuration) and returns its routes, middleware left out.
+func appRoutes(t *testing.T) []fiber.Route {
+	t.Helper()
+	dbURL := pgtest.URL(t)
+	t.Setenv("DATABASE_URL", dbURL)
+	t.Setenv("PLAYHEAD_JWT_SECRET", binarytest.Secret)
+	cfg, err := loadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	logger := slog.New(slog.DiscardHandler)
+	n := &node{cfg: cfg, logger: logger, reg: prometheus.NewRegistry(), pool: pool,
+		listener: notify.NewListener(dbURL, logger), health: httpserver.NewHealth(pool.Ping, logger)}
+	store, err := storage.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.buildAPI(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := n.playbackBuffer.Close(ctx); err != nil {
+			t.Error(err)
+		}
+		n.closeAPI()
+	}()
+	return n.app.GetRoutes(true)
+}

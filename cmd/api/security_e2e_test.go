@@ -1,0 +1,381 @@
+package main
+
+// End-to-end tests of issue 11's findings 1–4 through the real binary (real ffmpeg, real
+// PostgreSQL, real HTTP on loopback): what an attacker did to the running server, done again.
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/playhead/playhead/internal/binarytest"
+	"github.com/playhead/playhead/internal/testvideo"
+	"github.com/playhead/playhead/media"
+)
+
+// rawGet sends "GET target HTTP/1.1" with target exactly as given — no client cleans or
+// re-escapes it — and returns the status and body. A connection the server closes without an
+// answer is status 0.
+func rawGet(t *testing.T, s *binarytest.Server, target, token string) (int, []byte) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.HTTPURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	req := "GET " + target + " HTTP/1.1\r\nHost: playhead\r\nConnection: close\r\n"
+	if token != "" {
+		req += "Authorization: Bearer " + token + "\r\n"
+	}
+	if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body
+}
+
+// readyUpload uploads a small video as token's member and waits until it is READY; it returns
+// the media id and the storage key prefix of its outputs (hls/{id}/{claim}/).
+func readyUpload(t *testing.T, s *binarytest.Server, token, title, visibility string) (int64, string) {
+	t.Helper()
+	src := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 2, Width: 160, Height: 120})
+	id := s.Upload(t, token, binarytest.Upload{Path: src, Title: title, Visibility: visibility})
+	v := waitMedia(t, s, token, id, media.StatusReady)
+	prefix := strings.TrimPrefix(strings.TrimSuffix(v.HLSURL, "master.m3u8"), "/objects/")
+	if !strings.HasPrefix(prefix, fmt.Sprintf("hls/%d/", id)) {
+		t.Fatalf("hls_url %q is not under hls/%d/", v.HLSURL, id)
+	}
+	return id, prefix
+}
+
+// TestSecurity_TraversalReachesNoOtherMedia is finding 1 of issue 11 through the binary:
+// member A may play its own media; every way of writing a path from A's media into member B's
+// private media answers 404 and never carries a byte of B's files.
+func TestSecurity_TraversalReachesNoOtherMedia(t *testing.T) {
+	storageDir := t.TempDir()
+	s := binarytest.Start(t, pipelineEnv("all", "sec-traversal", storageDir, t.TempDir(), "ultrafast"))
+	a, b := binarytest.Token(t, 101, false), binarytest.Token(t, 102, false)
+	mine, minePrefix := readyUpload(t, s, a, "A's clip", "PRIVATE")
+	theirs, theirsPrefix := readyUpload(t, s, b, "B's private clip", "PRIVATE")
+
+	var secrets [][]byte
+	for _, f := range []string{"master.m3u8", "v0/index.m3u8", "v0/seg_000.ts", "thumb.jpg"} {
+		content, err := os.ReadFile(filepath.Join(storageDir, filepath.FromSlash(theirsPrefix+f)))
+		if err != nil {
+			t.Fatalf("B's output %s: %v", f, err)
+		}
+		secrets = append(secrets, content)
+	}
+	claimB := strings.TrimSuffix(strings.TrimPrefix(theirsPrefix, fmt.Sprintf("hls/%d/", theirs)), "/")
+	claimA := strings.TrimSuffix(strings.TrimPrefix(minePrefix, fmt.Sprintf("hls/%d/", mine)), "/")
+	m, y := strconv.FormatInt(mine, 10), strconv.FormatInt(theirs, 10)
+	bPath := y + "/" + claimB + "/"
+	var forms []string
+	for _, file := range []string{"master.m3u8", "v0/index.m3u8", "v0/seg_000.ts", "thumb.jpg"} {
+		forms = append(forms,
+			"/objects/hls/"+bPath+file,
+			"/objects/hls/"+m+"/../"+bPath+file,
+			"/objects/hls/"+m+"/"+claimA+"/../../"+bPath+file,
+			"/objects/hls/"+m+"/%2e%2e/"+bPath+file,
+			"/objects/hls/"+m+"/%2E%2E/"+bPath+file,
+			"/objects/hls/"+m+"/.%2e/"+bPath+file,
+			"/objects/hls/"+m+"/..%2f"+bPath+file,
+			"/objects/hls/"+m+"/..%2F"+strings.ReplaceAll(bPath, "/", "%2F")+file,
+			"/objects/hls/"+m+"/./../"+bPath+file,
+			"/objects/hls/"+m+"/x/../../"+bPath+file,
+			"/objects/hls/"+m+"/%252e%252e/"+bPath+file,
+			"/objects/hls/"+m+`/..\`+strings.ReplaceAll(bPath, "/", `\`)+file,
+			"/objects/hls/"+m+"/..%5c"+bPath+file,
+			"/objects/hls/"+m+"/%00/../../"+bPath+file,
+			"/objects/hls/"+m+"%00/../"+bPath+file,
+			"/objects/hls/"+m+"//../"+bPath+file,
+			"/objects/hls/0"+bPath+file,
+		)
+	}
+	for _, target := range forms {
+		status, body := rawGet(t, s, target, a)
+		if status != http.StatusNotFound {
+			t.Errorf("GET %s as A: status %d, want 404", target, status)
+		}
+		for _, secret := range secrets {
+			if len(body) > 0 && bytes.Contains(body, secret) {
+				t.Errorf("GET %s as A: the answer carries B's file", target)
+			}
+		}
+	}
+	t.Logf("%d path forms from media %d into media %d: all 404", len(forms), mine, theirs)
+	if status, _ := rawGet(t, s, "/objects/"+minePrefix+"master.m3u8", a); status != http.StatusOK {
+		t.Errorf("A's own playlist: status %d, want 200", status)
+	}
+	if status, _ := rawGet(t, s, "/objects/"+theirsPrefix+"master.m3u8", b); status != http.StatusOK {
+		t.Errorf("B's own playlist: status %d, want 200", status)
+	}
+}
+
+// watchOpens reports, through the returned function, whether path was opened (by any process)
+// since the call: inotify's IN_OPEN.
+func watchOpens(t *testing.T, path string) func() bool {
+	t.Helper()
+	fd, err := syscall.InotifyInit1(syscall.IN_NONBLOCK | syscall.IN_CLOEXEC)
+	if err != nil {
+		t.Fatalf("inotify: %v", err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if _, err := syscall.InotifyAddWatch(fd, path, syscall.IN_OPEN|syscall.IN_ACCESS); err != nil {
+		t.Fatalf("inotify watch %s: %v", path, err)
+	}
+	return func() bool {
+		buf := make([]byte, 64*syscall.SizeofInotifyEvent)
+		n, err := syscall.Read(fd, buf)
+		if err == syscall.EAGAIN {
+			return false
+		}
+		if err != nil {
+			t.Fatalf("inotify read: %v", err)
+		}
+		ev := (*syscall.InotifyEvent)(unsafe.Pointer(&buf[0]))
+		return n > 0 && ev.Mask&(syscall.IN_OPEN|syscall.IN_ACCESS) != 0
+	}
+}
+
+// TestSecurity_PlaylistUploadNeverReadsServerFiles is finding 2 of issue 11 through the
+// binary: an upload named x.mp4 whose content is an HLS playlist pointing at a video file on
+// the server goes FAILED at its first attempt, never READY, and the server file is never
+// opened.
+func TestSecurity_PlaylistUploadNeverReadsServerFiles(t *testing.T) {
+	storageDir := t.TempDir()
+	s := binarytest.Start(t, pipelineEnv("all", "sec-playlist", storageDir, t.TempDir(), "ultrafast"))
+	owner := binarytest.Token(t, 111, false)
+	secret := filepath.Join(t.TempDir(), "server-file.ts")
+	if out, err := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25",
+		"-t", "2", "-c:v", "libx264", "-preset", "ultrafast", "-f", "mpegts", secret).CombinedOutput(); err != nil {
+		t.Fatalf("generate: %v %s", err, out)
+	}
+	opened := watchOpens(t, secret)
+	playlist := filepath.Join(t.TempDir(), "x.mp4")
+	content := "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nfile://" + secret + "\n#EXT-X-ENDLIST\n"
+	if err := os.WriteFile(playlist, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := s.Upload(t, owner, binarytest.Upload{Path: playlist, Title: "not a video", Visibility: "PUBLIC"})
+	v := waitMedia(t, s, owner, id, media.StatusFailed) // fails the test at once if READY
+	if !strings.HasPrefix(v.FailureReason, "not a playable video") || strings.Contains(v.FailureReason, "/") {
+		t.Errorf("failure_reason %q, want a short not-a-video reason without paths", v.FailureReason)
+	}
+	job := mediaJob(t, s.Pool(t), id)
+	if job.AttemptCount != 1 || job.Status != "DEAD" {
+		t.Errorf("%v, want DEAD after one attempt", job)
+	}
+	if opened() {
+		t.Error("the server file named in the playlist was opened")
+	}
+	if dirs := objectDirs(t, storageDir, id); len(dirs) != 0 {
+		t.Errorf("outputs written for the playlist: %v", dirs)
+	}
+}
+
+// TestSecurity_HugeFramesFail is finding 3 of issue 11 through the binary: a small file of
+// 8000×8000 frames goes FAILED with a reason saying so, at its first attempt, without an
+// encode.
+func TestSecurity_HugeFramesFail(t *testing.T) {
+	storageDir, tmpDir := t.TempDir(), t.TempDir()
+	s := binarytest.Start(t, pipelineEnv("all", "sec-huge", storageDir, tmpDir, "ultrafast"))
+	owner := binarytest.Token(t, 121, false)
+	huge := filepath.Join(t.TempDir(), "huge.mp4")
+	if out, err := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "color=c=black:s=8000x8000:r=1",
+		"-t", "2", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", huge).CombinedOutput(); err != nil {
+		t.Fatalf("generate: %v %s", err, out)
+	}
+	fi, err := os.Stat(huge)
+	if err != nil || fi.Size() > 1<<20 {
+		t.Fatalf("the huge-frames file should be under 1 MiB: %v %v", fi, err)
+	}
+	id := s.Upload(t, owner, binarytest.Upload{Path: huge, Title: "huge frames", Visibility: "PRIVATE"})
+	v := waitMedia(t, s, owner, id, media.StatusFailed)
+	if want := "too large: the video is 8000×8000 pixels; the limit is 4096×4096"; v.FailureReason != want {
+		t.Errorf("failure_reason %q, want %q", v.FailureReason, want)
+	}
+	if job := mediaJob(t, s.Pool(t), id); job.AttemptCount != 1 || job.Status != "DEAD" {
+		t.Errorf("%v, want DEAD after one attempt", job)
+	}
+	t.Logf("a %d KiB file of 8000×8000 frames: FAILED, %q", fi.Size()>>10, v.FailureReason)
+}
+
+// slowUpload is an upload whose client sends its headers and the start of a file, then one
+// byte every tick until stopped, and collects the server's answer.
+type slowUpload struct {
+	conn   net.Conn
+	stop   chan struct{}
+	answer chan int // the status, or 0 when the connection closed without one
+}
+
+func startSlowUpload(t *testing.T, s *binarytest.Server, token string, tick time.Duration) *slowUpload {
+	t.Helper()
+	host := strings.TrimPrefix(s.HTTPURL, "http://")
+	conn, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	mw := multipart.NewWriter(io.Discard)
+	// More than the 8 KiB of body fasthttp reads before it calls the handler.
+	preamble := fmt.Sprintf("--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.mp4\"\r\n\r\n%s",
+		mw.Boundary(), strings.Repeat("x", 16<<10))
+	fmt.Fprintf(conn, "POST /v1/media HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s",
+		host, token, mw.FormDataContentType(), 100<<20, preamble)
+	u := &slowUpload{conn: conn, stop: make(chan struct{}), answer: make(chan int, 1)}
+	go func() {
+		ticker := time.NewTicker(tick)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-u.stop:
+				return
+			case <-ticker.C:
+				if _, err := conn.Write([]byte("x")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	go func() {
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			u.answer <- 0
+			return
+		}
+		resp.Body.Close()
+		u.answer <- resp.StatusCode
+	}()
+	return u
+}
+
+// waitUploadsInProgress waits until n uploads are being written to storage (their temporary
+// files under uploads/).
+func waitUploadsInProgress(t *testing.T, storageDir string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		files, err := filepath.Glob(filepath.Join(storageDir, "uploads", "*", ".put-*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(files) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d uploads in progress after 60 s, want %d", len(files), n)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// openFDs counts the process's open file descriptors.
+func openFDs(t *testing.T, pid int) int {
+	t.Helper()
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
+}
+
+// TestSecurity_SlowUploadsAreBounded is finding 4 of issue 11 through the binary: one member
+// held 300 uploads open by trickling bytes, and the server's file descriptors went from 18 to
+// 616. Now a member holds PLAYHEAD_UPLOADS_PER_MEMBER uploads and the node
+// PLAYHEAD_UPLOADS_TOTAL; the rest are answered 429 with Retry-After at once, and an upload
+// that goes silent is cut after PLAYHEAD_UPLOAD_IDLE_TIMEOUT, freeing its slot.
+func TestSecurity_SlowUploadsAreBounded(t *testing.T) {
+	const idle = 2 * time.Second
+	storageDir := t.TempDir()
+	env := pipelineEnv("all", "sec-slow", storageDir, t.TempDir(), "ultrafast")
+	env["PLAYHEAD_UPLOADS_PER_MEMBER"], env["PLAYHEAD_UPLOADS_TOTAL"] = "2", "3"
+	env["PLAYHEAD_UPLOAD_IDLE_TIMEOUT"] = idle.String()
+	s := binarytest.Start(t, env)
+	pid := s.Cmd.Process.Pid
+	a, b := binarytest.Token(t, 131, false), binarytest.Token(t, 132, false)
+	fdsBefore := openFDs(t, pid)
+
+	const attackers = 100
+	tick := idle / 8 // never idle
+	var uploads []*slowUpload
+	for range attackers {
+		uploads = append(uploads, startSlowUpload(t, s, a, tick))
+	}
+	// All but the member's two are refused at once.
+	refused := 0
+	var held []*slowUpload
+	deadline := time.After(60 * time.Second)
+	for _, u := range uploads {
+		select {
+		case status := <-u.answer:
+			if status != http.StatusTooManyRequests {
+				t.Fatalf("a slow upload over the member's limit was answered %d, want 429", status)
+			}
+			refused++
+		case <-time.After(3 * idle):
+			held = append(held, u) // still running: one of the member's two
+		case <-deadline:
+			t.Fatal("the slow uploads were not answered")
+		}
+	}
+	if refused != attackers-2 || len(held) != 2 {
+		t.Fatalf("%d of %d slow uploads by one member refused and %d running, want all but 2 refused", refused, attackers, len(held))
+	}
+	// The refused connections are closed by the server: descriptors stay bounded.
+	fdsDuring := openFDs(t, pid)
+	t.Logf("file descriptors: %d before, %d with %d slow uploads open by one member (2 running, %d refused)", fdsBefore, fdsDuring, attackers, refused)
+	if fdsDuring > fdsBefore+20 {
+		t.Errorf("the server holds %d file descriptors with %d slow uploads, %d before: refused uploads keep theirs", fdsDuring, attackers, fdsBefore)
+	}
+	// Another member gets the node's last slot; a fourth upload is refused by the node's total.
+	other := startSlowUpload(t, s, b, tick)
+	waitUploadsInProgress(t, storageDir, 3)
+	fdsWithOther := openFDs(t, pid)
+	status, out, err := s.PostMultipart(s.URL("/v1/media"), binarytest.Token(t, 133, false), nil, "c.mp4", strings.NewReader("small"))
+	if err != nil || status != http.StatusTooManyRequests {
+		t.Errorf("an upload while the node holds its total: %d %s (%v), want 429", status, out, err)
+	}
+	select {
+	case status := <-other.answer:
+		t.Fatalf("member B's only upload was answered %d while it was still sending (%d fds)", status, fdsWithOther)
+	default:
+	}
+
+	// Member A's uploads go silent: both are cut with 408, and A can upload again.
+	for _, u := range held {
+		close(u.stop)
+	}
+	for _, u := range held {
+		select {
+		case status := <-u.answer:
+			if status != http.StatusRequestTimeout {
+				t.Errorf("a silent upload was answered %d, want 408", status)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("a silent upload was not cut by the idle timeout")
+		}
+	}
+	src := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 1, Width: 160, Height: 120})
+	s.Upload(t, a, binarytest.Upload{Path: src, Title: "after the cut"})
+	close(other.stop)
+}
