@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what Playhead needs to run and test: PostgreSQL server binaries, ffmpeg, and
+# Installs what Playhead needs to run and test: PostgreSQL server binaries, ffmpeg, prlimit, and
 # Prometheus (prometheus and promtool, for the dashboard and alert check in grafana/).
 # As root it uses apt-get; otherwise it says exactly what to install and fails.
 set -euo pipefail
@@ -9,6 +9,8 @@ have_pg() { command -v initdb >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql
 have_pg || missing+=(postgresql)
 command -v ffmpeg >/dev/null 2>&1 || missing+=(ffmpeg)
 command -v ffprobe >/dev/null 2>&1 || missing+=(ffmpeg)
+# prlimit applies the encoder's memory limit (PLAYHEAD_ENCODE_MEMORY_LIMIT) before ffmpeg starts.
+command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
 # The player page: npm installs hls.js and playwright-core (package-lock.json); its browser test
 # drives Debian's Chromium at /usr/bin/chromium.
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
