@@ -387,17 +387,13 @@ func jsonWith(base map[string]any, field, raw string) []byte {
 func objectTraversals(f *hostileFixture) []string {
 	m := strconv.FormatInt(f.mine, 10)
 	b := strings.TrimPrefix(f.theirsPath, "hls/")
-	var out []string
-	for _, p := range []string{
+	return []string{
 		b, m + "/../" + b, m + "/%2e%2e/" + b, m + "/%2E%2E/" + b, m + "/.%2e/" + b, m + "/..%2f" + b,
 		m + "/..%2F" + strings.ReplaceAll(b, "/", "%2F"), m + "/./../" + b, m + "/x/../../" + b, m + "/%252e%252e/" + b,
 		m + `/..\` + strings.ReplaceAll(b, "/", `\`), m + "/..%5c" + b, m + "/%00/../../" + b, m + "%00/../" + b,
 		m + "//../" + b, m + "/%c0%ae%c0%ae/" + b, "0" + b, "../uploads", "%2e%2e/uploads", m + "/../../uploads",
 		"../../../../etc/passwd", "%2e%2e%2f%2e%2e%2f%2e%2e%2fetc%2fpasswd", m + "/" + strings.TrimSuffix(strings.TrimPrefix(f.minePrefix, "hls/"+m+"/"), "/") + "/",
-	} {
-		out = append(out, p)
 	}
-	return out
 }
 
 // multipartBodyCases are the malformed multipart bodies of the two upload routes.
