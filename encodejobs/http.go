@@ -58,8 +58,9 @@ type UploadHandler struct {
 	slots uploadSlots
 }
 
-// Register adds POST /v1/media to router behind the given middleware (authentication). It
-// must come before any middleware that reads bodies into memory.
+// Register adds POST /v1/media to router behind the given middleware (authentication), after
+// filling in the defaults of zero fields. It must come before any middleware that reads bodies
+// into memory.
 func (h *UploadHandler) Register(router fiber.Router, middleware ...fiber.Handler) {
 	h.IdleTimeout, h.Timeout = cmp.Or(h.IdleTimeout, 30*time.Second), cmp.Or(h.Timeout, time.Hour)
 	h.MaxPerMember, h.MaxTotal = cmp.Or(h.MaxPerMember, 2), cmp.Or(h.MaxTotal, 32)
@@ -140,7 +141,7 @@ func (h *UploadHandler) readForm(ctx context.Context, mr *multipart.Reader, form
 			break
 		}
 		if err != nil {
-			if errors.Is(err, errTooLarge) || errors.Is(err, errStalled) || errors.Is(err, errTooSlow) {
+			if bodyLimitHit(err) {
 				return err
 			}
 			return apperr.Errorf(apperr.Invalid, "malformed multipart body: %v", err)
@@ -157,7 +158,7 @@ func (h *UploadHandler) readForm(ctx context.Context, mr *multipart.Reader, form
 			src := &recordingReader{r: part}
 			n, err := h.Store.Put(ctx, form.sourceKey, src)
 			switch {
-			case errors.Is(src.err, errTooLarge), errors.Is(src.err, errStalled), errors.Is(src.err, errTooSlow):
+			case bodyLimitHit(src.err):
 				return src.err
 			case src.err != nil:
 				// The client's body broke off or is not valid multipart: its fault, not ours.
@@ -168,7 +169,7 @@ func (h *UploadHandler) readForm(ctx context.Context, mr *multipart.Reader, form
 			form.size = n
 		case "title", "visibility":
 			raw, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
-			if errors.Is(err, errStalled) || errors.Is(err, errTooSlow) {
+			if bodyLimitHit(err) {
 				return err
 			}
 			if err != nil {
@@ -314,6 +315,12 @@ var (
 	errStalled = errors.New("upload sent nothing for the idle timeout")
 	errTooSlow = errors.New("upload took longer than its time limit")
 )
+
+// bodyLimitHit reports whether err is one of the upload's own limits (size, silence, total
+// time), which upload turns into 413 or 408, rather than a malformed body.
+func bodyLimitHit(err error) bool {
+	return errors.Is(err, errTooLarge) || errors.Is(err, errStalled) || errors.Is(err, errTooSlow)
+}
 
 // idleReader reads the request body with a read deadline pushed forward before every read:
 // a client that sends nothing for idle is cut (errStalled), one that keeps sending however

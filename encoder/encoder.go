@@ -140,10 +140,8 @@ type Probe struct {
 	// FrameRate is the first video stream's average frame rate (0 when unknown).
 	FrameRate float64
 	HasAudio  bool
-	// Format is the demuxer ffprobe used ("mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", …).
-	Format string
-	// largest is the largest frame (width × height) of any video stream, and largestSides its
-	// sides: the limits apply to every stream, not just the one encoded.
+	// largest is the largest frame (width × height) of any video stream, and largestWidth
+	// and largestHeight its sides: the limits apply to every stream, not just the one encoded.
 	largest                     int64
 	largestWidth, largestHeight int
 }
@@ -168,14 +166,13 @@ func (e *Encoder) Probe(ctx context.Context, input string) (Probe, error) {
 			RFrameRate   string `json:"r_frame_rate"`
 		} `json:"streams"`
 		Format struct {
-			Name     string `json:"format_name"`
 			Duration string `json:"duration"`
 		} `json:"format"`
 	}
 	if err := json.Unmarshal(out, &doc); err != nil {
 		return Probe{}, fmt.Errorf("%w: unreadable ffprobe output: %v", ErrNotVideo, err)
 	}
-	p := Probe{Format: doc.Format.Name}
+	var p Probe
 	for _, s := range doc.Streams {
 		switch s.CodecType {
 		case "video":
