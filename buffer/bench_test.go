@@ -3,8 +3,6 @@ package buffer_test
 import (
 	"cmp"
 	"context"
-	"math/rand/v2"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,6 +50,7 @@ func BenchmarkOffer(b *testing.B) {
 	b.Run("impl=Buffer", func(b *testing.B) {
 		buf, err := buffer.New(buffer.Config[benchKey, benchVal]{
 			Capacity:      max(b.N, 1024),
+			MaxKeys:       max(b.N, 2*benchKeySpace),
 			FlushInterval: time.Hour,
 			Flush:         func(context.Context, []buffer.Entry[benchKey, benchVal]) error { return nil },
 			Compare:       compareBenchKeys,
@@ -61,7 +60,9 @@ func BenchmarkOffer(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		buf.Start()
+		if err := buf.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
 		var drops atomic.Int64
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -84,7 +85,7 @@ func BenchmarkOffer(b *testing.B) {
 		b.StopTimer()
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "offers/s")
 		b.ReportMetric(float64(drops.Load()), "drops")
-		if err := buf.Close(context.Background()); err != nil {
+		if err := buf.Stop(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 	})
@@ -111,98 +112,5 @@ func BenchmarkOffer(b *testing.B) {
 		b.StopTimer()
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "offers/s")
 		b.ReportMetric(0, "drops")
-	})
-}
-
-// coalesceEntries is the flusher's input for one batch: n entries over 70% as many keys
-// (about 30% of the entries repeat a key), with event times in random order so the newer check
-// matters.
-func coalesceEntries(n int) []buffer.Entry[benchKey, benchVal] {
-	rng := rand.New(rand.NewPCG(1, 2))
-	distinct := n * 7 / 10
-	keys := make([]benchKey, distinct)
-	for i := range keys {
-		keys[i] = benchKey{member: rng.Int64N(1_000_000), media: rng.Int64N(10_000)}
-	}
-	entries := make([]buffer.Entry[benchKey, benchVal], n)
-	for i := range entries {
-		k := keys[i%distinct] // every key once, then repeats
-		if i >= distinct {
-			k = keys[rng.IntN(distinct)]
-		}
-		entries[i] = buffer.Entry[benchKey, benchVal]{Key: k, Value: benchVal{pos: int32(i), at: benchBase.Add(time.Duration(i) * time.Millisecond)}}
-	}
-	rng.Shuffle(len(entries), func(i, j int) { entries[i], entries[j] = entries[j], entries[i] })
-	return entries
-}
-
-// coalesceSort is what the flusher does with a batch: hold each entry in a map with the newer
-// check (the map is kept and cleared between batches, as the flusher does), then Sorted.
-func coalesceSort(held map[benchKey]benchVal, entries []buffer.Entry[benchKey, benchVal]) []buffer.Entry[benchKey, benchVal] {
-	for _, e := range entries {
-		if old, ok := held[e.Key]; ok && !newerBenchVal(e.Value, old) {
-			continue
-		}
-		held[e.Key] = e.Value
-	}
-	batch := buffer.Sorted(held, compareBenchKeys)
-	clear(held)
-	return batch
-}
-
-// naiveSortDedupe is the baseline: keep every entry, sort by key and newest first, then keep
-// the first entry of each key.
-func naiveSortDedupe(all []buffer.Entry[benchKey, benchVal], entries []buffer.Entry[benchKey, benchVal]) []buffer.Entry[benchKey, benchVal] {
-	all = append(all[:0], entries...)
-	sort.Slice(all, func(i, j int) bool {
-		if c := compareBenchKeys(all[i].Key, all[j].Key); c != 0 {
-			return c < 0
-		}
-		return newerBenchVal(all[i].Value, all[j].Value)
-	})
-	out := all[:0]
-	for i, e := range all {
-		if i > 0 && e.Key == all[i-1].Key {
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
-// BenchmarkCoalesceSort measures turning 10 000 buffered entries (about 30% duplicate keys)
-// into one coalesced, sorted batch.
-func BenchmarkCoalesceSort(b *testing.B) {
-	const n = 10_000
-	entries := coalesceEntries(n)
-
-	// Both ways must produce the same batch; checked once, outside the timings.
-	want := coalesceSort(make(map[benchKey]benchVal), entries)
-	got := naiveSortDedupe(nil, entries)
-	if len(got) != len(want) {
-		b.Fatalf("naive dedupe kept %d entries, coalesce %d", len(got), len(want))
-	}
-	for i := range want {
-		if got[i].Key != want[i].Key || !got[i].Value.at.Equal(want[i].Value.at) {
-			b.Fatalf("entry %d: naive %+v, coalesce %+v", i, got[i], want[i])
-		}
-	}
-	b.Logf("%d entries, %d distinct keys (%.0f%% duplicates)", n, len(want), 100*float64(n-len(want))/n)
-
-	b.Run("impl=MapSorted", func(b *testing.B) {
-		held := make(map[benchKey]benchVal, 1_000)
-		b.ReportAllocs()
-		for b.Loop() {
-			coalesceSort(held, entries)
-		}
-		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "entries/s")
-	})
-	b.Run("impl=NaiveSortDedupe", func(b *testing.B) {
-		all := make([]buffer.Entry[benchKey, benchVal], 0, n)
-		b.ReportAllocs()
-		for b.Loop() {
-			naiveSortDedupe(all, entries)
-		}
-		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "entries/s")
 	})
 }

@@ -1,24 +1,48 @@
 // Package buffer is a bounded write-behind buffer: producers Offer entries without ever
-// blocking, and one flusher goroutine coalesces them by key, sorts the keys and hands batches
-// to a flush function.
+// blocking, and one flusher goroutine sorts the keys and hands batches to a flush function.
 //
-// Entries are dropped, never waited for, when the channel is full: the seed's playback API
-// prefers losing one position report (re-sent 5 s later) to holding request threads.
+// What it accepts it keeps until it is written: a flush that fails because the database is
+// away is retried with backoff while newer offers keep replacing older values in place, a
+// batch rejected for one bad row is split so that row costs only itself, and what the final
+// flush at Stop cannot write before its deadline is spilled to a file that Start replays.
+// Memory is bounded by MaxKeys: beyond it, offers for new keys are dropped and counted, never
+// waited for (the seed's playback API prefers losing one position report to holding request
+// threads).
 package buffer
 
 import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// ErrClosed is returned by Offer once Close has begun.
+// ErrClosed is returned by Offer once Stop has begun, and by Start after Stop.
 var ErrClosed = errors.New("buffer: closed")
+
+// ErrRejected marks a flush error caused by the batch's data (a constraint violation, an
+// invalid value) rather than by the database being unreachable: the buffer splits such a
+// batch to find the rows at fault instead of retrying it whole. Wrap errors with Rejected.
+var ErrRejected = errors.New("buffer: batch rejected")
+
+// Rejected wraps err so that errors.Is(result, ErrRejected) holds; the flush function returns
+// it when the database refused the batch's data. Rejected(nil) is nil.
+func Rejected(err error) error {
+	if err == nil {
+		return nil
+	}
+	return rejectedError{err}
+}
+
+type rejectedError struct{ err error }
+
+func (e rejectedError) Error() string        { return e.err.Error() }
+func (e rejectedError) Unwrap() error        { return e.err }
+func (e rejectedError) Is(target error) bool { return target == ErrRejected }
 
 // Entry is one buffered write.
 type Entry[K comparable, V any] struct {
@@ -26,20 +50,30 @@ type Entry[K comparable, V any] struct {
 	Value V
 }
 
-// FlushFunc writes a batch. The batch is coalesced (one entry per key) and sorted by key, and
-// is only valid until the function returns.
+// FlushFunc writes a batch. The batch has one entry per key and is sorted by key; it is only
+// valid until the function returns. An error wrapped with Rejected says the data was refused;
+// any other error is taken as transient and the batch is retried.
 type FlushFunc[K comparable, V any] func(ctx context.Context, batch []Entry[K, V]) error
 
 // Config configures a Buffer. Zero values take the defaults named on each field.
 type Config[K comparable, V any] struct {
-	// Capacity bounds the entries waiting in the channel. Default 10 000.
+	// Capacity bounds the channel that announces new keys to the flusher. Default 10 000.
 	Capacity int
-	// FlushBatch flushes as soon as the flusher holds this many distinct keys. Default 1 000.
+	// MaxKeys bounds the distinct keys the buffer holds: announced, held by the flusher, held
+	// for retry. An Offer for a new key beyond it is dropped; a key already held is updated in
+	// place. Default 20 × Capacity.
+	MaxKeys int
+	// FlushBatch flushes as soon as the flusher holds this many distinct keys, and bounds the
+	// keys in one call of Flush. Default 1 000.
 	FlushBatch int
 	// FlushInterval flushes what is held at least this often. Default 5 s.
 	FlushInterval time.Duration
 	// FlushTimeout bounds one call of Flush. Default 10 s.
 	FlushTimeout time.Duration
+	// RetryBase and RetryCap shape the wait before retrying after a failed flush: full
+	// jitter, the n-th retry drawn from [0, min(RetryBase·2^(n-1), RetryCap)). Defaults 1 s
+	// (FlushInterval if shorter) and FlushInterval.
+	RetryBase, RetryCap time.Duration
 	// Flush writes a batch. Required.
 	Flush FlushFunc[K, V]
 	// Compare orders keys; batches are sorted with it so that concurrent flushes on many
@@ -47,6 +81,9 @@ type Config[K comparable, V any] struct {
 	Compare func(a, b K) int
 	// Newer reports whether a supersedes b for the same key. Required.
 	Newer func(a, b V) bool
+	// Spill keeps what Stop could not write before its deadline; Start replays it. Optional:
+	// without it, such entries are lost (counted, and Stop returns an error).
+	Spill *SpillDir[K, V]
 	// Metrics receives the buffer's figures. Optional.
 	Metrics *Metrics
 	// Logger receives flush failures and rate-limited drop warnings. Default slog.Default().
@@ -55,9 +92,12 @@ type Config[K comparable, V any] struct {
 
 func (c Config[K, V]) withDefaults() Config[K, V] {
 	c.Capacity = cmp.Or(c.Capacity, 10_000)
+	c.MaxKeys = cmp.Or(c.MaxKeys, 20*c.Capacity)
 	c.FlushBatch = cmp.Or(c.FlushBatch, 1_000)
 	c.FlushInterval = cmp.Or(c.FlushInterval, 5*time.Second)
 	c.FlushTimeout = cmp.Or(c.FlushTimeout, 10*time.Second)
+	c.RetryBase = cmp.Or(c.RetryBase, min(time.Second, c.FlushInterval))
+	c.RetryCap = cmp.Or(c.RetryCap, c.FlushInterval)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -68,10 +108,14 @@ func (c Config[K, V]) validate() error {
 	switch {
 	case c.Capacity < 1:
 		return errors.New("buffer: Capacity must be positive")
+	case c.MaxKeys < c.Capacity:
+		return errors.New("buffer: MaxKeys must be at least Capacity")
 	case c.FlushBatch < 1:
 		return errors.New("buffer: FlushBatch must be positive")
 	case c.FlushInterval <= 0 || c.FlushTimeout <= 0:
 		return errors.New("buffer: FlushInterval and FlushTimeout must be positive")
+	case c.RetryBase <= 0 || c.RetryCap < c.RetryBase:
+		return errors.New("buffer: need 0 < RetryBase <= RetryCap")
 	case c.Flush == nil || c.Compare == nil || c.Newer == nil:
 		return errors.New("buffer: Flush, Compare and Newer are required")
 	}
@@ -79,34 +123,58 @@ func (c Config[K, V]) validate() error {
 }
 
 // Buffer is a bounded write-behind buffer. Create it with New, call Start once, Offer from any
-// goroutine, and Close once.
+// goroutine, and Stop once.
 type Buffer[K comparable, V any] struct {
 	cfg Config[K, V]
-	ch  chan Entry[K, V]
+	// ch announces new keys to the flusher; their values are in pending.
+	ch chan K
 
-	// mu guards closed. Offer holds it shared while it sends, so once Close has taken it
+	// mu guards closed. Offer holds it shared while it sends, so once Stop has taken it
 	// exclusively no sender can still be inside Offer: the channel can be drained to empty
 	// without ever being closed under a sender.
 	mu     sync.RWMutex
 	closed bool
 
-	// pending holds the newest offered value per key until it has been flushed (or its flush
-	// failed), so that reads on this node see their own writes. Written by Offer and the
-	// flusher, read by Pending.
+	// pending holds the newest unwritten value of every key the buffer holds. Written by Offer
+	// and the flusher, read by the flusher and Pending.
 	pending pendingIndex[K, V]
 
-	// droppedSinceLog is added to by Offer and swapped to zero by the flusher's log tick.
-	droppedSinceLog atomic.Int64
-	// held mirrors len(held) for the metrics: written by the flusher, read at scrape time.
-	held atomic.Int64
+	// keys is the flusher's held set: every key it has received and not yet settled, with the
+	// time (Unix ns) its value first failed to be written, 0 if it has not. Only the flusher
+	// goroutine (or Start's replay, before it runs) touches it.
+	keys map[K]int64
 
-	stop    chan struct{} // closed by Close: the flusher drains and exits
+	// Figures: written by Offer and the flusher, read by Stats and the metrics at any time.
+	droppedSinceLog atomic.Int64 // swapped to zero by the flusher's log tick
+	heldKeys        atomic.Int64 // len(keys)
+	retryHeld       atomic.Int64 // keys whose value failed to be written at least once
+	retryOldest     atomic.Int64 // Unix ns of the oldest such failure, 0 when none
+	retries         atomic.Int64
+	replayed        atomic.Int64
+	corruptSpills   atomic.Int64
+	lost            [lostReasons]atomic.Int64
+
+	startMu sync.Mutex // serialises Start: its replay must not run twice at once
+	stop    chan struct{}
 	done    chan struct{} // closed by the flusher when it has exited
 	started atomic.Bool
-	// finalCtx is set by Close before stop is closed and read by the flusher after: the
-	// deadline for the final drain.
+	// finalCtx is set by Stop before stop is closed and read by the flusher after: the
+	// deadline for the final flush. stopErr is set by the flusher before done is closed.
 	finalCtx context.Context
+	stopErr  error
 }
+
+// lostReason says why accepted entries were never written.
+type lostReason int
+
+const (
+	lostFull        lostReason = iota // the buffer held MaxKeys keys, or its channel was full
+	lostBadRow                        // the database rejected the row on its own
+	lostSpillFailed                   // not written before Stop's deadline, and not spilled
+	lostReasons
+)
+
+var lostReasonNames = [lostReasons]string{"full", "bad_row", "spill_failed"}
 
 // New returns a Buffer. It does nothing until Start.
 func New[K comparable, V any](cfg Config[K, V]) (*Buffer[K, V], error) {
@@ -116,60 +184,87 @@ func New[K comparable, V any](cfg Config[K, V]) (*Buffer[K, V], error) {
 	}
 	b := &Buffer[K, V]{
 		cfg:  cfg,
-		ch:   make(chan Entry[K, V], cfg.Capacity),
+		ch:   make(chan K, cfg.Capacity),
+		keys: make(map[K]int64, cfg.FlushBatch),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
 	}
 	b.pending.init()
 	if cfg.Metrics != nil {
 		cfg.Metrics.capacity.Set(float64(cfg.Capacity))
+		cfg.Metrics.maxKeys.Set(float64(cfg.MaxKeys))
 		cfg.Metrics.depth = func() float64 { return float64(len(b.ch)) }
-		cfg.Metrics.heldKeys = func() float64 { return float64(b.held.Load()) }
+		cfg.Metrics.stats = b.Stats
 	}
 	return b, nil
 }
 
-// Start launches the flusher goroutine.
-func (b *Buffer[K, V]) Start() {
-	if b.started.Swap(true) {
-		return
+// Start replays the spill files a previous run left (when Spill is configured), then launches
+// the flusher. A replay that cannot reach the database returns an error and keeps the files
+// for the next start; a corrupt file is moved aside and does not stop the others. Start
+// returns nil at once when the buffer is already started, and ErrClosed after Stop.
+func (b *Buffer[K, V]) Start(ctx context.Context) error {
+	b.startMu.Lock()
+	defer b.startMu.Unlock()
+	b.mu.RLock()
+	closed := b.closed
+	b.mu.RUnlock()
+	if closed {
+		return ErrClosed
 	}
-	go b.run()
+	if b.started.Load() {
+		return nil
+	}
+	if b.cfg.Spill != nil {
+		if err := b.replay(ctx); err != nil {
+			return err
+		}
+	}
+	if !b.started.Swap(true) {
+		go b.run()
+	}
+	return nil
 }
 
-// Offer queues value for key without blocking. It returns true when the entry was accepted,
-// false when the buffer was full and the entry was dropped, and ErrClosed after Close began.
+// Offer holds value for key without blocking. It returns true when the entry was accepted,
+// false when it was dropped (a new key while the buffer is at MaxKeys or its channel is
+// full), and ErrClosed after Stop began. A value for a key already held replaces the held one
+// if it is newer.
 func (b *Buffer[K, V]) Offer(key K, value V) (bool, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
 		return false, ErrClosed
 	}
-	select {
-	case b.ch <- Entry[K, V]{Key: key, Value: value}:
-		b.pending.store(key, value, b.cfg.Newer)
-		if m := b.cfg.Metrics; m != nil {
-			m.offered.Inc()
-		}
-		return true, nil
-	default:
+	switch b.pending.offer(key, value, b.cfg.Newer, int64(b.cfg.MaxKeys), b.ch) {
+	case offerFull:
 		b.droppedSinceLog.Add(1)
-		if m := b.cfg.Metrics; m != nil {
-			m.dropped.Inc()
-		}
+		b.lost[lostFull].Add(1)
 		return false, nil
+	case offerCoalesced:
+		if m := b.cfg.Metrics; m != nil {
+			m.coalesced.Inc()
+		}
 	}
+	if m := b.cfg.Metrics; m != nil {
+		m.offered.Inc()
+	}
+	return true, nil
 }
 
-// Pending returns the newest value offered for key on this buffer that has not been flushed.
+// Pending returns the newest value offered for key on this buffer that has not been written.
 func (b *Buffer[K, V]) Pending(key K) (V, bool) {
 	return b.pending.load(key)
 }
 
-// Close stops intake (Offer returns ErrClosed), drains the channel and flushes everything
-// held, in batches, within ctx's deadline. It returns ctx's error if the deadline passed
-// first. Close is idempotent; later calls wait for the first.
-func (b *Buffer[K, V]) Close(ctx context.Context) error {
+// Stop stops intake (Offer returns ErrClosed), drains the channel and writes everything held,
+// retrying failed flushes within ctx's deadline; what is still unwritten shortly before the
+// deadline is spilled (see SpillDir). Without a deadline, the final flush is tried once before
+// spilling. Stop returns nil when every accepted entry was written or spilled, an error naming
+// what was lost otherwise, and ctx's error if the deadline passed before the flusher finished
+// (a flush function that ignores its context). It is idempotent (later calls wait for the
+// first) and safe when Start was never called.
+func (b *Buffer[K, V]) Stop(ctx context.Context) error {
 	b.mu.Lock()
 	first := !b.closed
 	b.closed = true
@@ -183,116 +278,60 @@ func (b *Buffer[K, V]) Close(ctx context.Context) error {
 	}
 	select {
 	case <-b.done:
-		return nil
+		return b.stopErr
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// run is the flusher: the only goroutine that receives from ch or touches held.
-func (b *Buffer[K, V]) run() {
-	defer close(b.done)
-	held := make(map[K]V, b.cfg.FlushBatch)
-	flushTick := time.NewTicker(b.cfg.FlushInterval)
-	defer flushTick.Stop()
-	logTick := time.NewTicker(time.Second)
-	defer logTick.Stop()
-
-	for {
-		select {
-		case e := <-b.ch:
-			b.hold(held, e)
-			if len(held) >= b.cfg.FlushBatch {
-				b.flush(context.Background(), held)
-			}
-		case <-flushTick.C:
-			b.flush(context.Background(), held)
-		case <-logTick.C:
-			b.logDrops()
-		case <-b.stop:
-			b.drain(held)
-			b.logDrops()
-			return
-		}
-	}
+// Stats are the buffer's figures at one moment.
+type Stats struct {
+	// HeldKeys is the distinct keys the flusher holds (received, not yet written).
+	HeldKeys int64 `json:"held_keys"`
+	// HeldForRetry is the keys whose value failed to be written at least once and is held for
+	// the next retry.
+	HeldForRetry int64 `json:"held_for_retry"`
+	// OldestHeldForRetry is how long ago the oldest of them first failed.
+	OldestHeldForRetry time.Duration `json:"-"`
+	// OldestHeldForRetrySeconds is OldestHeldForRetry in seconds, for JSON.
+	OldestHeldForRetrySeconds float64 `json:"oldest_held_for_retry_seconds"`
+	// Retries counts flush rounds retried after a failure.
+	Retries int64 `json:"retries"`
+	// Replayed counts rows written from spill files at Start.
+	Replayed int64 `json:"replayed_rows"`
+	// CorruptSpills counts spill files found corrupt at Start and moved aside.
+	CorruptSpills int64 `json:"corrupt_spill_files"`
+	// Lost counts accepted entries never written, by reason: full, bad_row, spill_failed.
+	Lost map[string]int64 `json:"lost"`
 }
 
-// drain empties the channel after Close: no sender can be inside Offer any more, so an empty
-// channel stays empty.
-func (b *Buffer[K, V]) drain(held map[K]V) {
-	for {
-		select {
-		case e := <-b.ch:
-			b.hold(held, e)
-			if len(held) >= b.cfg.FlushBatch {
-				b.flush(b.finalCtx, held)
-			}
-		default:
-			b.flush(b.finalCtx, held)
-			return
-		}
+// Stats returns the buffer's current figures.
+func (b *Buffer[K, V]) Stats() Stats {
+	s := Stats{
+		HeldKeys:      b.heldKeys.Load(),
+		HeldForRetry:  b.retryHeld.Load(),
+		Retries:       b.retries.Load(),
+		Replayed:      b.replayed.Load(),
+		CorruptSpills: b.corruptSpills.Load(),
+		Lost:          make(map[string]int64, lostReasons),
 	}
-}
-
-func (b *Buffer[K, V]) hold(held map[K]V, e Entry[K, V]) {
-	if old, ok := held[e.Key]; ok {
-		if b.cfg.Metrics != nil {
-			b.cfg.Metrics.coalesced.Inc()
-		}
-		if !b.cfg.Newer(e.Value, old) {
-			return
-		}
+	if oldest := b.retryOldest.Load(); oldest != 0 {
+		s.OldestHeldForRetry = max(0, time.Since(time.Unix(0, oldest)))
+		s.OldestHeldForRetrySeconds = s.OldestHeldForRetry.Seconds()
 	}
-	held[e.Key] = e.Value
-	b.held.Store(int64(len(held)))
-}
-
-// flush hands everything held to the flush function and empties held. A failed flush is
-// counted and logged and its entries are dropped: players re-send their position every 5 s,
-// and retrying would block intake behind a sick database.
-func (b *Buffer[K, V]) flush(parent context.Context, held map[K]V) {
-	if len(held) == 0 {
-		return
+	for r := range lostReasons {
+		s.Lost[lostReasonNames[r]] = b.lost[r].Load()
 	}
-	batch := Sorted(held, b.cfg.Compare)
-	clear(held)
-	b.held.Store(0)
-
-	ctx, cancel := context.WithTimeout(parent, b.cfg.FlushTimeout)
-	start := time.Now()
-	err := b.cfg.Flush(ctx, batch)
-	cancel()
-	elapsed := time.Since(start)
-
-	if m := b.cfg.Metrics; m != nil {
-		m.flushDuration.Observe(elapsed.Seconds())
-		m.flushRows.Observe(float64(len(batch)))
-		if err != nil {
-			m.flushFailures.Inc()
-		} else {
-			m.flushedRows.Add(float64(len(batch)))
-		}
-	}
-	if err != nil {
-		b.cfg.Logger.Error("buffer flush failed; entries dropped", "rows", len(batch), "err", err)
-	}
-	for _, e := range batch {
-		b.pending.forget(e.Key, e.Value, b.cfg.Newer)
-	}
+	return s
 }
 
 func (b *Buffer[K, V]) logDrops() {
 	if n := b.droppedSinceLog.Swap(0); n > 0 {
-		b.cfg.Logger.Warn("buffer full; entries dropped", "dropped", n, "capacity", b.cfg.Capacity)
+		b.cfg.Logger.Warn("buffer full; entries dropped", "dropped", n, "max_keys", b.cfg.MaxKeys, "capacity", b.cfg.Capacity)
 	}
 }
 
-// Sorted returns the entries of held as a slice sorted by key.
-func Sorted[K comparable, V any](held map[K]V, compare func(a, b K) int) []Entry[K, V] {
-	batch := make([]Entry[K, V], 0, len(held))
-	for k, v := range held {
-		batch = append(batch, Entry[K, V]{Key: k, Value: v})
-	}
-	slices.SortFunc(batch, func(x, y Entry[K, V]) int { return compare(x.Key, y.Key) })
-	return batch
+// errLost is Stop's error when entries could not be written nor spilled.
+func errLost(n int, cause error) error {
+	return fmt.Errorf("buffer: %d entries neither written nor spilled before the deadline: %w", n, cause)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,8 +58,10 @@ func setup(t *testing.T, cfg buffer.Config[int, val]) (*buffer.Buffer[int, val],
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Start()
-	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
 	return b, cfg.Metrics, reg
 }
 
@@ -72,22 +73,35 @@ func mustOffer(t *testing.T, b *buffer.Buffer[int, val], k int, v val) {
 	}
 }
 
-func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// counterValue reads a counter or gauge from reg; labels are name=value pairs.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() == name {
-			m := f.GetMetric()[0]
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue metrics
+				}
+			}
 			if c := m.GetCounter(); c != nil {
 				return c.GetValue()
 			}
 			return m.GetGauge().GetValue()
 		}
 	}
-	t.Fatalf("metric %s not found", name)
+	t.Fatalf("metric %s%v not found", name, labels)
 	return 0
 }
 
@@ -100,7 +114,7 @@ func TestBuffer_CoalescesAndSorts(t *testing.T) {
 	mustOffer(t, b, 3, val{n: 3, at: 9})
 	mustOffer(t, b, 2, val{n: 20, at: 3})
 	mustOffer(t, b, 3, val{n: 2, at: 5})
-	if err := b.Close(context.Background()); err != nil {
+	if err := b.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if len(rec.batches) != 1 {
@@ -178,35 +192,13 @@ func TestBuffer_DropsWhenFull(t *testing.T) {
 			t.Fatalf("Offer into a full buffer = %v, %v; want dropped", ok, err)
 		}
 	}
-	if d := counterValue(t, reg, "playhead_test_buffer_dropped_total"); d != 100 {
+	if d := counterValue(t, reg, "playhead_test_buffer_lost_total", "reason", "full"); d != 100 {
 		t.Fatalf("dropped = %v, want 100", d)
 	}
 	if depth := counterValue(t, reg, "playhead_test_buffer_depth"); depth != 4 {
 		t.Fatalf("depth = %v, want 4", depth)
 	}
 	close(release)
-}
-
-func TestBuffer_FailedFlushIsCountedAndDropped(t *testing.T) {
-	var calls atomic.Int32
-	b, _, reg := setup(t, buffer.Config[int, val]{FlushBatch: 1, FlushInterval: time.Hour,
-		Flush: func(context.Context, []buffer.Entry[int, val]) error {
-			calls.Add(1)
-			return errors.New("database down")
-		}})
-	mustOffer(t, b, 1, val{at: 1})
-	if err := b.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if calls.Load() != 1 {
-		t.Fatalf("flush called %d times, want 1 (no retry)", calls.Load())
-	}
-	if f := counterValue(t, reg, "playhead_test_buffer_flush_failures_total"); f != 1 {
-		t.Fatalf("flush failures = %v, want 1", f)
-	}
-	if _, ok := b.Pending(1); ok {
-		t.Fatal("a dropped entry is still pending")
-	}
 }
 
 func TestBuffer_PendingUntilFlushed(t *testing.T) {
@@ -222,7 +214,7 @@ func TestBuffer_PendingUntilFlushed(t *testing.T) {
 		t.Fatal("Pending(8) found a key never offered")
 	}
 	close(release)
-	if err := b.Close(context.Background()); err != nil {
+	if err := b.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := b.Pending(7); ok {
@@ -255,7 +247,7 @@ func TestBuffer_CloseFlushesEveryAcceptedEntry(t *testing.T) {
 		})
 	}
 	time.Sleep(2 * time.Millisecond)
-	if err := b.Close(context.Background()); err != nil {
+	if err := b.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
@@ -289,7 +281,7 @@ func TestBuffer_CloseHonoursDeadline(t *testing.T) {
 	mustOffer(t, b, 1, val{at: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := b.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if err := b.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Close = %v, want DeadlineExceeded", err)
 	}
 }

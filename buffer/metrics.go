@@ -6,12 +6,13 @@ import (
 
 // Metrics are a buffer's Prometheus figures, named playhead_<name>_buffer_*.
 type Metrics struct {
-	offered, dropped, coalesced prometheus.Counter
-	flushFailures, flushedRows  prometheus.Counter
-	flushDuration, flushRows    prometheus.Histogram
-	capacity                    prometheus.Gauge
-	// depth and heldKeys are set by New to read the buffer at scrape time.
-	depth, heldKeys func() float64
+	offered, coalesced         prometheus.Counter
+	flushFailures, flushedRows prometheus.Counter
+	flushDuration, flushRows   prometheus.Histogram
+	capacity, maxKeys          prometheus.Gauge
+	// depth and stats are set by New to read the buffer at scrape time.
+	depth func() float64
+	stats func() Stats
 }
 
 // NewMetrics creates a buffer's metrics and registers them with reg. name is the buffer's
@@ -23,9 +24,8 @@ func NewMetrics(reg prometheus.Registerer, name string) *Metrics {
 	}
 	m := &Metrics{
 		offered:       prometheus.NewCounter(prometheus.CounterOpts(opts("offered_total", "Entries accepted into the buffer."))),
-		dropped:       prometheus.NewCounter(prometheus.CounterOpts(opts("dropped_total", "Entries dropped because the buffer was full."))),
-		coalesced:     prometheus.NewCounter(prometheus.CounterOpts(opts("coalesced_total", "Entries merged into a newer entry for the same key before a flush."))),
-		flushFailures: prometheus.NewCounter(prometheus.CounterOpts(opts("flush_failures_total", "Flushes that failed; their entries were dropped."))),
+		coalesced:     prometheus.NewCounter(prometheus.CounterOpts(opts("coalesced_total", "Entries that replaced (or lost to) a held entry for the same key before a flush."))),
+		flushFailures: prometheus.NewCounter(prometheus.CounterOpts(opts("flush_failures_total", "Calls of the flush function that failed; their entries are kept and retried (or, when the database rejected the data, split)."))),
 		flushedRows:   prometheus.NewCounter(prometheus.CounterOpts(opts("flushed_rows_total", "Rows handed to successful flushes."))),
 		flushDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "playhead", Subsystem: sub, Name: "flush_duration_seconds",
@@ -38,20 +38,50 @@ func NewMetrics(reg prometheus.Registerer, name string) *Metrics {
 			Buckets: []float64{1, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000},
 		}),
 		capacity: prometheus.NewGauge(prometheus.GaugeOpts(opts("capacity", "Entries the buffer's channel can hold."))),
+		maxKeys:  prometheus.NewGauge(prometheus.GaugeOpts(opts("max_keys", "Distinct keys the buffer may hold before it drops new ones."))),
 	}
-	depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("depth", "Entries waiting in the buffer's channel.")), func() float64 {
-		if m.depth == nil {
-			return 0
+	stat := func(read func(Stats) float64) func() float64 {
+		return func() float64 {
+			if m.stats == nil {
+				return 0
+			}
+			return read(m.stats())
 		}
-		return m.depth()
-	})
-	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("held_keys", "Distinct keys the flusher holds for its next flush (received from the channel, coalesced, not yet written).")), func() float64 {
-		if m.heldKeys == nil {
-			return 0
-		}
-		return m.heldKeys()
-	})
-	reg.MustRegister(m.offered, m.dropped, m.coalesced, m.flushFailures, m.flushedRows,
-		m.flushDuration, m.flushRows, m.capacity, depth, held)
+	}
+	gauge := func(n, help string, read func(Stats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts(n, help)), stat(read))
+	}
+	counter := func(n, help string, labels prometheus.Labels, read func(Stats) float64) prometheus.Collector {
+		o := prometheus.CounterOpts(opts(n, help))
+		o.ConstLabels = labels
+		return prometheus.NewCounterFunc(o, stat(read))
+	}
+	collectors := []prometheus.Collector{m.offered, m.coalesced, m.flushFailures, m.flushedRows,
+		m.flushDuration, m.flushRows, m.capacity, m.maxKeys,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("depth", "New keys waiting in the buffer's channel for the flusher.")), func() float64 {
+			if m.depth == nil {
+				return 0
+			}
+			return m.depth()
+		}),
+		gauge("held_keys", "Distinct keys the flusher holds: received, not yet written (held for retry included).",
+			func(s Stats) float64 { return float64(s.HeldKeys) }),
+		gauge("retry_held_keys", "Keys whose newest value failed to be written at least once and is held for retry.",
+			func(s Stats) float64 { return float64(s.HeldForRetry) }),
+		gauge("retry_oldest_age_seconds", "How long ago the oldest value held for retry first failed to be written; 0 when none is.",
+			func(s Stats) float64 { return s.OldestHeldForRetrySeconds }),
+		counter("retries_total", "Flush rounds retried after a failed one.", nil,
+			func(s Stats) float64 { return float64(s.Retries) }),
+		counter("replayed_rows_total", "Rows written from spill files at start.", nil,
+			func(s Stats) float64 { return float64(s.Replayed) }),
+		counter("corrupt_spill_files_total", "Spill files found corrupt or truncated at start and moved aside (*.corrupt).", nil,
+			func(s Stats) float64 { return float64(s.CorruptSpills) }),
+	}
+	for _, reason := range lostReasonNames {
+		collectors = append(collectors, counter("lost_total",
+			"Accepted entries never written, by reason: full (dropped at the bound), bad_row (rejected by the database on its own), spill_failed (not written before the stop deadline and not spilled).",
+			prometheus.Labels{"reason": reason}, func(s Stats) float64 { return float64(s.Lost[reason]) }))
+	}
+	reg.MustRegister(collectors...)
 	return m
 }

@@ -21,12 +21,25 @@ type Health struct {
 	ping     func(ctx context.Context) error
 	logger   *slog.Logger
 	sampler  *Sampler
+	// reports are added before serving and read by every /readyz on the metrics port.
+	reports []report
+}
+
+type report struct {
+	name  string
+	value func() any
 }
 
 // NewHealth returns a Health that checks the database with ping. Why a check failed goes to
 // logger (sampled) and to the metrics port's /readyz, never to the public one.
 func NewHealth(ping func(ctx context.Context) error, logger *slog.Logger) *Health {
 	return &Health{ping: ping, logger: logger, sampler: NewSampler(errorLogInterval)}
+}
+
+// Report adds name: value() to the metrics port's /readyz answer, for operators who look there
+// first (the public port's /readyz says only ready or not). Call it before serving.
+func (h *Health) Report(name string, value func() any) {
+	h.reports = append(h.reports, report{name, value})
 }
 
 // SetDraining makes readiness fail from now on: the process is stopping.
@@ -83,15 +96,20 @@ func (h *Health) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
+		answer := map[string]any{"status": "ready"}
+		status := http.StatusOK
 		if err := h.Ready(r.Context()); err != nil {
 			h.logNotReady(err)
-			w.WriteHeader(http.StatusServiceUnavailable)
 			// The metrics port is for operators (loopback by default): say why.
-			_ = json.NewEncoder(w).Encode(map[string]string{"error": "not ready: " + err.Error()})
-			return
+			answer = map[string]any{"error": "not ready: " + err.Error()}
+			status = http.StatusServiceUnavailable
 		}
-		_, _ = w.Write([]byte(`{"status":"ready"}` + "\n"))
+		for _, rep := range h.reports {
+			answer[rep.name] = rep.value()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(answer)
 	})
 	return mux
 }

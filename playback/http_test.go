@@ -156,8 +156,13 @@ func TestPlayback_DropStillAnswers204(t *testing.T) {
 	families, _ := b.reg.Gather()
 	var dropped float64
 	for _, f := range families {
-		if f.GetName() == "playhead_playback_buffer_dropped_total" {
-			dropped = f.GetMetric()[0].GetCounter().GetValue()
+		if f.GetName() != "playhead_playback_buffer_lost_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if l := m.GetLabel(); len(l) == 1 && l[0].GetValue() == "full" {
+				dropped = m.GetCounter().GetValue()
+			}
 		}
 	}
 	// At most capacity (2) + the one batch the stuck flusher holds can be accepted.

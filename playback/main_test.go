@@ -67,8 +67,10 @@ func setup(t *testing.T, opts options) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.buf.Start()
-	t.Cleanup(func() { _ = b.buf.Close(context.Background()) })
+	if err := b.buf.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.buf.Stop(context.Background()) })
 
 	verifier, err := auth.NewVerifier(secret, 0)
 	if err != nil {
@@ -147,7 +149,7 @@ func (b *bundle) createMedia(t *testing.T, req map[string]any) int64 {
 // database.
 func (b *bundle) flushNow(t *testing.T) {
 	t.Helper()
-	if err := b.buf.Close(context.Background()); err != nil {
+	if err := b.buf.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/playhead/playhead/buffer"
@@ -48,9 +50,22 @@ func (s *Store) Flush(ctx context.Context, batch []buffer.Entry[Key, Position]) 
 		positions[i], times[i] = e.Value.PositionMS, e.Value.EventTime
 	}
 	if _, err := s.pool.Exec(ctx, flushSQL, members, medias, positions, times, time.Now()); err != nil {
-		return fmt.Errorf("flush %d playback rows: %w", len(batch), err)
+		return flushError(len(batch), err)
 	}
 	return nil
+}
+
+// flushError tells the buffer whether a failed flush was the batch's fault. PostgreSQL's
+// SQLSTATE classes 22 (data exception) and 23 (integrity constraint violation: a media row
+// deleted while its position was buffered) are: the buffer splits the batch to find the rows
+// at fault. Every other error (connection refused or reset, timeout, shutdown, out of
+// connections) is not, and the buffer keeps the batch and retries it.
+func flushError(rows int, err error) error {
+	err = fmt.Errorf("flush %d playback rows: %w", rows, err)
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {
+		return buffer.Rejected(err)
+	}
+	return err
 }
 
 // upsertOneSQL is the one-row form of flushSQL: the synchronous baseline writes with it, one

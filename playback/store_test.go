@@ -1,9 +1,9 @@
 package playback_test
 
 import (
-	"cmp"
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +28,9 @@ func TestStore_FlushOutOfOrderKeepsNewest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		buf.Start()
+		if err := buf.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		return buf
 	}
 	nodeA, nodeB := newNode(), newNode()
@@ -38,10 +40,10 @@ func TestStore_FlushOutOfOrderKeepsNewest(t *testing.T) {
 	if _, err := nodeB.Offer(key, newer); err != nil {
 		t.Fatal(err)
 	}
-	if err := nodeB.Close(context.Background()); err != nil { // newer first
+	if err := nodeB.Stop(context.Background()); err != nil { // newer first
 		t.Fatal(err)
 	}
-	if err := nodeA.Close(context.Background()); err != nil { // then the stale one
+	if err := nodeA.Stop(context.Background()); err != nil { // then the stale one
 		t.Fatal(err)
 	}
 	got, found, err := b.store.Get(context.Background(), key)
@@ -75,7 +77,7 @@ func TestStore_ConcurrentFlushesDoNotDeadlock(t *testing.T) {
 					k := playback.Key{Member: int64(rng.IntN(300) + 1), Media: medias[rng.IntN(len(medias))]}
 					held[k] = playback.Position{PositionMS: int32(r*1000 + f), EventTime: base.Add(time.Duration(r*flushers+f) * time.Microsecond)}
 				}
-				if err := b.store.Flush(context.Background(), buffer.Sorted(held, playback.CompareKeys)); err != nil {
+				if err := b.store.Flush(context.Background(), sortedBatch(held)); err != nil {
 					errs <- err
 				}
 			}
@@ -102,14 +104,20 @@ func TestCompareKeys(t *testing.T) {
 			}
 		}
 	}
-	held := map[playback.Key]int{}
-	for _, k := range keys {
-		held[k] = 0
+	sorted := slices.SortedFunc(slices.Values(keys), playback.CompareKeys)
+	if !slices.Equal(sorted, want) {
+		t.Fatalf("sorted = %v, want %v", sorted, want)
 	}
-	sorted := buffer.Sorted(held, playback.CompareKeys)
-	for i, e := range sorted {
-		if cmp.Compare(e.Key.Member, want[i].Member) != 0 || e.Key.Media != want[i].Media {
-			t.Fatalf("sorted = %v, want %v", sorted, want)
-		}
+}
+
+// sortedBatch is a held set as the buffer hands it to Flush: one entry per key, sorted.
+func sortedBatch(held map[playback.Key]playback.Position) []buffer.Entry[playback.Key, playback.Position] {
+	batch := make([]buffer.Entry[playback.Key, playback.Position], 0, len(held))
+	for k, v := range held {
+		batch = append(batch, buffer.Entry[playback.Key, playback.Position]{Key: k, Value: v})
 	}
+	slices.SortFunc(batch, func(x, y buffer.Entry[playback.Key, playback.Position]) int {
+		return playback.CompareKeys(x.Key, y.Key)
+	})
+	return batch
 }

@@ -33,6 +33,10 @@ type Config struct {
 	// BufferCapacity bounds the playback buffer, in entries (PLAYHEAD_BUFFER_CAPACITY).
 	// Default 10 000.
 	BufferCapacity int
+	// BufferMaxKeys bounds the distinct (member, media) keys the playback buffer holds, held
+	// for retry during a database outage included; beyond it new keys are dropped
+	// (PLAYHEAD_BUFFER_MAX_KEYS). Default 20 × BufferCapacity.
+	BufferMaxKeys int
 	// FlushBatch flushes once this many distinct keys are held (PLAYHEAD_FLUSH_BATCH). Default 1 000.
 	FlushBatch int
 	// FlushInterval flushes at least this often (PLAYHEAD_FLUSH_INTERVAL). Default 5 s.
@@ -69,6 +73,9 @@ type Config struct {
 	NodeID string
 	// StorageDir is the local object store (PLAYHEAD_STORAGE_DIR). Default ./data/objects.
 	StorageDir string
+	// SpillDir receives the positions a graceful stop could not write before its deadline;
+	// they are replayed at the next start (PLAYHEAD_SPILL_DIR). Default ./data/spill.
+	SpillDir string
 	// MaxUploadBytes bounds one upload (PLAYHEAD_MAX_UPLOAD_BYTES). Default 2 GiB.
 	MaxUploadBytes int64
 	// UploadTimeout is how long one whole upload may take to arrive (PLAYHEAD_UPLOAD_TIMEOUT).
@@ -220,6 +227,7 @@ func loadConfig(args []string) (Config, error) {
 		MetricsAddr:      e.str("PLAYHEAD_METRICS_ADDR", "127.0.0.1:9464"),
 		JWTSecret:        e.str("PLAYHEAD_JWT_SECRET", ""),
 		BufferCapacity:   e.int("PLAYHEAD_BUFFER_CAPACITY", 10_000),
+		BufferMaxKeys:    e.int("PLAYHEAD_BUFFER_MAX_KEYS", 0),
 		FlushBatch:       e.int("PLAYHEAD_FLUSH_BATCH", 1_000),
 		FlushInterval:    e.duration("PLAYHEAD_FLUSH_INTERVAL", 5*time.Second),
 		WriteMode:        playback.Mode(e.str("PLAYHEAD_PLAYBACK_WRITE_MODE", string(playback.ModeWriteBehind))),
@@ -237,6 +245,7 @@ func loadConfig(args []string) (Config, error) {
 
 		NodeID:            e.str("PLAYHEAD_NODE_ID", defaultNodeID()),
 		StorageDir:        e.str("PLAYHEAD_STORAGE_DIR", "./data/objects"),
+		SpillDir:          e.str("PLAYHEAD_SPILL_DIR", "./data/spill"),
 		MaxUploadBytes:    int64(e.int("PLAYHEAD_MAX_UPLOAD_BYTES", 2<<30)),
 		UploadTimeout:     e.duration("PLAYHEAD_UPLOAD_TIMEOUT", time.Hour),
 		UploadIdleTimeout: e.duration("PLAYHEAD_UPLOAD_IDLE_TIMEOUT", 30*time.Second),
@@ -272,6 +281,9 @@ func loadConfig(args []string) (Config, error) {
 		IngestMaxBytes:        int64(e.int("PLAYHEAD_INGEST_MAX_BYTES", 5<<30)),
 		IngestAttempts:        e.int("PLAYHEAD_INGEST_ATTEMPTS", 5),
 	}
+	if c.BufferMaxKeys == 0 {
+		c.BufferMaxKeys = 20 * c.BufferCapacity
+	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.Role, "role", c.Role, "all, api or worker (overrides PLAYHEAD_ROLE)")
 	if err := fs.Parse(args); err != nil {
@@ -285,6 +297,7 @@ func (c Config) validate(e *env) error {
 	e.check(c.Role == roleAll || c.Role == roleAPI || c.Role == roleWorker, "PLAYHEAD_ROLE: %q is not all, api or worker", c.Role)
 	e.check(len(c.JWTSecret) >= auth.MinSecretBytes, "PLAYHEAD_JWT_SECRET: must be at least %d bytes (make run generates one)", auth.MinSecretBytes)
 	e.check(c.BufferCapacity > 0, "PLAYHEAD_BUFFER_CAPACITY: must be positive")
+	e.check(c.BufferMaxKeys >= c.BufferCapacity, "PLAYHEAD_BUFFER_MAX_KEYS: must be at least PLAYHEAD_BUFFER_CAPACITY (%d)", c.BufferCapacity)
 	e.check(c.FlushBatch > 0, "PLAYHEAD_FLUSH_BATCH: must be positive")
 	e.check(c.FlushInterval > 0, "PLAYHEAD_FLUSH_INTERVAL: must be positive")
 	e.check(c.WriteMode.Valid(), "PLAYHEAD_PLAYBACK_WRITE_MODE: %q is not writebehind or sync", c.WriteMode)
@@ -296,6 +309,7 @@ func (c Config) validate(e *env) error {
 	e.check(c.MaxBodyBytes >= playback.MaxBodyBytes, "PLAYHEAD_MAX_BODY_BYTES: must be at least %d", playback.MaxBodyBytes)
 	e.check(c.NodeID != "", "PLAYHEAD_NODE_ID: must not be empty")
 	e.check(c.StorageDir != "", "PLAYHEAD_STORAGE_DIR: must not be empty")
+	e.check(c.SpillDir != "", "PLAYHEAD_SPILL_DIR: must not be empty")
 	e.check(c.MaxUploadBytes > 0, "PLAYHEAD_MAX_UPLOAD_BYTES: must be positive")
 	e.check(c.UploadTimeout > 0 && c.UploadIdleTimeout > 0, "PLAYHEAD_UPLOAD_TIMEOUT/_IDLE_TIMEOUT: must be positive")
 	e.check(c.UploadsPerMember >= 1 && c.UploadsTotal >= c.UploadsPerMember,

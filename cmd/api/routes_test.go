@@ -23,6 +23,7 @@ func appRoutes(t *testing.T) []fiber.Route {
 	dbURL := pgtest.URL(t)
 	t.Setenv("DATABASE_URL", dbURL)
 	t.Setenv("PLAYHEAD_JWT_SECRET", binarytest.Secret)
+	t.Setenv("PLAYHEAD_SPILL_DIR", t.TempDir()) // not ./data/spill beside the sources
 	cfg, err := loadConfig(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +45,7 @@ func appRoutes(t *testing.T) []fiber.Route {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := n.playbackBuffer.Close(ctx); err != nil {
+		if err := n.playbackBuffer.Stop(ctx); err != nil {
 			t.Error(err)
 		}
 		n.closeAPI()

@@ -65,8 +65,10 @@ type node struct {
 
 // serve runs the node until ctx is cancelled (SIGTERM or SIGINT), then stops in the design's
 // order: readiness fails, the HTTP server finishes in-flight requests, the playback buffer
-// drains and flushes, workers give their claims back, the listener and pool close. Every
-// position answered 204 before the signal is in the database when serve returns nil.
+// drains and flushes (spilling to PLAYHEAD_SPILL_DIR what the database does not take before
+// the deadline), workers give their claims back, the listener and pool close. Every position
+// answered 204 before the signal is in the database, or in a spill file that the next start
+// replays, when serve returns nil.
 func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	n := &node{cfg: cfg, logger: logger, reg: prometheus.NewRegistry()}
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -176,8 +178,8 @@ func (n *node) stop(metricsSrv *http.Server) error {
 		}
 	}
 	if n.playbackBuffer != nil {
-		if err := n.playbackBuffer.Close(stopCtx); err != nil {
-			errs = append(errs, fmt.Errorf("playback buffer drain: %w", err))
+		if err := n.playbackBuffer.Stop(stopCtx); err != nil {
+			errs = append(errs, fmt.Errorf("playback buffer stop: %w", err))
 		}
 	}
 	for _, w := range n.workers {
@@ -251,20 +253,9 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store) error {
 	if cfg.WriteMode == playback.ModeSync {
 		playbackHandler.Access = cache.Direct(mediaStore.LookupAccess)
 	} else {
-		n.playbackBuffer, err = buffer.New(buffer.Config[playback.Key, playback.Position]{
-			Capacity:      cfg.BufferCapacity,
-			FlushBatch:    cfg.FlushBatch,
-			FlushInterval: cfg.FlushInterval,
-			Flush:         playback.NewStore(n.flushPool).Flush,
-			Compare:       playback.CompareKeys,
-			Newer:         playback.Newer,
-			Metrics:       buffer.NewMetrics(n.reg, "playback"),
-			Logger:        n.logger,
-		})
-		if err != nil {
+		if err := n.startPlaybackBuffer(ctx); err != nil {
 			return err
 		}
-		n.playbackBuffer.Start()
 		playbackHandler.Buffer = n.playbackBuffer
 	}
 
@@ -308,10 +299,41 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store) error {
 }
 
 // closeAPI releases what buildAPI opened besides the app: the media cache and the flusher's
-// pool. The playback buffer is closed by stop, which drains it first.
+// pool. The playback buffer is stopped by stop, which drains it first.
 func (n *node) closeAPI() {
 	n.mediaCache.Close()
 	n.flushPool.Close()
+}
+
+// startPlaybackBuffer builds the write-behind buffer and starts it. Start first replays the
+// positions a previous run spilled to PLAYHEAD_SPILL_DIR at its stop, so it runs before the
+// node serves; a database that fails during the replay fails the start and keeps the files.
+func (n *node) startPlaybackBuffer(ctx context.Context) error {
+	cfg := n.cfg
+	spill, err := buffer.NewSpillDir[playback.Key, playback.Position](cfg.SpillDir, "playback", playback.SpillCodec{})
+	if err != nil {
+		return fmt.Errorf("PLAYHEAD_SPILL_DIR: %w", err)
+	}
+	n.playbackBuffer, err = buffer.New(buffer.Config[playback.Key, playback.Position]{
+		Capacity:      cfg.BufferCapacity,
+		MaxKeys:       cfg.BufferMaxKeys,
+		FlushBatch:    cfg.FlushBatch,
+		FlushInterval: cfg.FlushInterval,
+		Flush:         playback.NewStore(n.flushPool).Flush,
+		Compare:       playback.CompareKeys,
+		Newer:         playback.Newer,
+		Spill:         spill,
+		Metrics:       buffer.NewMetrics(n.reg, "playback"),
+		Logger:        n.logger,
+	})
+	if err != nil {
+		return err
+	}
+	if err := n.playbackBuffer.Start(ctx); err != nil {
+		return fmt.Errorf("playback buffer: %w", err)
+	}
+	n.health.Report("playback_buffer", func() any { return n.playbackBuffer.Stats() })
+	return nil
 }
 
 func objectURL(key string) string { return objectsPath + strings.TrimPrefix(key, "/") }
