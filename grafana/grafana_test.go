@@ -49,9 +49,9 @@ const encodesEnv = "PLAYHEAD_GRAFANA_ENCODES"
 
 // requiredRows are the dashboard's row titles; requiredAlerts the alert rules' names.
 var (
-	requiredRows   = []string{"HTTP", "Playback buffer", "Flush", "Database pool", "Media cache", "Go runtime", "Media jobs", "Imports"}
+	requiredRows   = []string{"HTTP", "Playback buffer", "Flush", "Outage", "Database pool", "Media cache", "Go runtime", "Media jobs", "Imports"}
 	requiredAlerts = []string{
-		"PlayheadPlaybackDrops", "PlayheadFlushFailures", "PlayheadDBPoolSaturated",
+		"PlayheadPlaybackDrops", "PlayheadFlushFailures", "PlayheadPlaybackHeldForRetry", "PlayheadPlaybackLost", "PlayheadDBPoolSaturated",
 		"PlayheadOldestPendingJob", "PlayheadDeadJobsIncreasing", "PlayheadInstanceDown",
 	}
 )

@@ -126,28 +126,39 @@ func first(msgs []string) string {
 
 // TestChaos_SlowDatabase puts a proxy between Playhead and PostgreSQL that first adds 300 ms
 // to every answer, then holds all answers back. PUT latency stays far below the injected
-// delay because the request path never waits on the database; the buffer fills and, once
-// full, drops (counted); when the database answers again, flushing catches up.
+// delay because the request path never waits on the database. While the database is cut off,
+// the players' newest positions are held in place; new viewers who arrive then fill the
+// buffer up to PLAYHEAD_BUFFER_MAX_KEYS, beyond which their positions are dropped (counted).
+// When the database answers again, flushing catches up and every player's last report is
+// stored.
 func TestChaos_SlowDatabase(t *testing.T) {
 	dbURL := pgtest.URL(t)
 	conf := pgtest.Shared(t).Config
 	proxy := startProxy(t, net.JoinHostPort(conf.Host, conf.Port))
 	proxied := strings.Replace(dbURL, net.JoinHostPort(conf.Host, conf.Port), proxy.ln.Addr().String(), 1)
+	const maxKeys = 1000
 	s := binarytest.Start(t, map[string]string{"DATABASE_URL": proxied, "PLAYHEAD_PUT_RATE": "0",
-		"PLAYHEAD_FLUSH_INTERVAL": "100ms", "PLAYHEAD_FLUSH_BATCH": "200", "PLAYHEAD_BUFFER_CAPACITY": "2000"})
+		"PLAYHEAD_FLUSH_INTERVAL": "100ms", "PLAYHEAD_FLUSH_BATCH": "200", "PLAYHEAD_BUFFER_CAPACITY": "1000",
+		"PLAYHEAD_BUFFER_MAX_KEYS": fmt.Sprint(maxKeys)})
 	players := binarytest.NewPlayers(t, s, 200, 400_000, 4) // the media are cached from here on
 	load := binarytest.StartLoad(t, s, players, binarytest.LoadConfig{Workers: 16, Pace: 10 * time.Millisecond})
+	// New viewers of the same (cached) media, more of them than the buffer may hold.
+	newcomers := make([]*binarytest.Player, 2*maxKeys)
+	for i := range newcomers {
+		m := int64(450_000 + i)
+		newcomers[i] = &binarytest.Player{Member: m, Media: players[i%len(players)].Media, Token: binarytest.Token(t, m, false)}
+	}
 
 	const injected = 300 * time.Millisecond
-	dropped := func() float64 { return s.Metric(t, "playhead_playback_buffer_dropped_total") }
+	dropped := func() float64 { return s.Metric(t, `playhead_playback_buffer_lost_total{reason="full"}`) }
 	// phase records the latencies of the PUTs answered while wait runs.
 	phase := func(name string, wait func()) []time.Duration {
 		load.TakeLatencies()
 		wait()
 		lat := load.TakeLatencies()
-		t.Logf("%-8s %5d PUTs answered 204: p50 %v, p99 %v, max %v; buffer depth %v, dropped so far %v",
+		t.Logf("%-8s %5d PUTs answered 204: p50 %v, p99 %v, max %v; buffer depth %v, held keys %v, dropped so far %v",
 			name, len(lat), binarytest.Quantile(lat, 0.5), binarytest.Quantile(lat, 0.99), binarytest.Quantile(lat, 1),
-			s.Metric(t, "playhead_playback_buffer_depth"), dropped())
+			s.Metric(t, "playhead_playback_buffer_depth"), s.Metric(t, "playhead_playback_buffer_held_keys"), dropped())
 		return lat
 	}
 	// Every phase lasts until every player has reported in it at least once.
@@ -158,24 +169,33 @@ func TestChaos_SlowDatabase(t *testing.T) {
 	slow := phase("slow", everyPlayer)
 	droppedBefore := dropped()
 	proxy.paused.Store(true)
+	var flood *binarytest.Load
 	cut := phase("cut off", func() {
-		// Cut off lasts until the buffer is full and drops, and every player reported in it.
+		everyPlayer()
+		if d := dropped(); d != droppedBefore {
+			t.Fatalf("%v positions of %d players dropped while the database was cut off; their keys fit the buffer (max %d)",
+				d-droppedBefore, len(players), maxKeys)
+		}
+		// Then the newcomers arrive, until the buffer is full and drops.
+		flood = binarytest.StartLoad(t, s, newcomers, binarytest.LoadConfig{Workers: 8, Pace: 10 * time.Millisecond})
 		giveUp := time.Now().Add(time.Minute)
 		for dropped() == droppedBefore {
 			if time.Now().After(giveUp) {
-				t.Fatalf("no drop was counted a minute after the database was cut off (buffer depth %v)", s.Metric(t, "playhead_playback_buffer_depth"))
+				t.Fatalf("no drop was counted a minute after %d new viewers arrived during the cut-off (held keys %v)",
+					len(newcomers), s.Metric(t, "playhead_playback_buffer_held_keys"))
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 		everyPlayer()
 	})
 	droppedDuring := dropped() - droppedBefore
+	flood.Stop()
 	proxy.paused.Store(false)
 	proxy.delay.Store(0)
 	phase("back", func() {
-		// Reports dropped on the full buffer are lost by design, so the load stops only after
-		// every player has reported again with no drop since the last one: its last report is
-		// then in the buffer, and the graceful stop writes it.
+		// The players' reports dropped on the full buffer are lost by design, so the load stops
+		// only after every player has reported again with no drop since the last one: its last
+		// report is then in the buffer, and the graceful stop writes it.
 		giveUp := time.Now().Add(time.Minute)
 		for {
 			before := dropped()
@@ -184,7 +204,7 @@ func TestChaos_SlowDatabase(t *testing.T) {
 				return
 			}
 			if time.Now().After(giveUp) {
-				t.Fatalf("the buffer still drops a minute after the database came back (depth %v)", s.Metric(t, "playhead_playback_buffer_depth"))
+				t.Fatalf("the buffer still drops a minute after the database came back (held keys %v)", s.Metric(t, "playhead_playback_buffer_held_keys"))
 			}
 		}
 	})
@@ -193,6 +213,9 @@ func TestChaos_SlowDatabase(t *testing.T) {
 
 	if counts := load.Counts(); !counts.AllOK() {
 		t.Errorf("PUTs: %s; want every one answered 204 whatever the database does", counts)
+	}
+	if counts := flood.Counts(); !counts.AllOK() {
+		t.Errorf("newcomers' PUTs: %s; want every one answered 204, dropped or not", counts)
 	}
 	for name, lat := range map[string][]time.Duration{"slow": slow, "cut off": cut} {
 		// A PUT that waited for the database could not be faster than the delay the proxy adds
@@ -205,13 +228,15 @@ func TestChaos_SlowDatabase(t *testing.T) {
 	if droppedDuring == 0 {
 		t.Error("no drop was counted while the database was cut off and the buffer full")
 	}
-	lost, bad := binarytest.Audit(players, binarytest.StoredPositions(t, dbURL))
+	stored := binarytest.StoredPositions(t, dbURL)
+	lost, bad := binarytest.Audit(append(players[:len(players):len(players)], newcomers...), stored)
 	if len(bad) > 0 {
 		t.Errorf("%d stored rows were never sent: %v", len(bad), bad[:min(3, len(bad))])
 	}
-	// What the players reported once the database answered again must all be there.
+	// What the players reported once the database answered again must all be there. (The
+	// newcomers stopped during the cut-off: what of theirs was dropped is lost by design.)
 	for _, l := range lost {
-		if l.Player.LastAcked == l.Pos {
+		if l.Player.Member < 450_000 && l.Player.LastAcked == l.Pos {
 			t.Errorf("member %d: its last report (%d ms), after the database came back, is not stored", l.Player.Member, l.Pos)
 			break
 		}

@@ -57,7 +57,7 @@ type opReport struct {
 
 type serverFigures struct {
 	Scraped         bool    `json:"scraped"`
-	Dropped         float64 `json:"buffer_dropped"`
+	Lost            float64 `json:"buffer_lost"`
 	Offered         float64 `json:"buffer_offered"`
 	Flushes         float64 `json:"flushes"`
 	FlushedRows     float64 `json:"flushed_rows"`
@@ -66,6 +66,7 @@ type serverFigures struct {
 	AcquireWaitSec  float64 `json:"pool_acquire_wait_seconds"`
 	PeakAcquired    float64 `json:"peak_pool_acquired"`
 	PeakBufferDepth float64 `json:"peak_buffer_depth"`
+	PeakHeldKeys    float64 `json:"peak_held_keys"`
 	PeakRSSBytes    float64 `json:"peak_rss_bytes"`
 	CacheLoads      float64 `json:"cache_loads"`
 	FlushP99Seconds float64 `json:"flush_p99_seconds"`
@@ -185,8 +186,8 @@ func (r *report) print(w io.Writer) {
 	}
 	s := r.Server
 	if s.Scraped {
-		fmt.Fprintf(w, "server: buffer offered %.0f, dropped %.0f, peak depth %.0f; flushes %.0f (p99 %.1f ms), rows %.0f, failures %.0f\n",
-			s.Offered, s.Dropped, s.PeakBufferDepth, s.Flushes, s.FlushP99Seconds*1000, s.FlushedRows, s.FlushFailures)
+		fmt.Fprintf(w, "server: buffer offered %.0f, lost %.0f, peak depth %.0f, peak held keys %.0f; flushes %.0f (p99 %.1f ms), rows %.0f, failures %.0f\n",
+			s.Offered, s.Lost, s.PeakBufferDepth, s.PeakHeldKeys, s.Flushes, s.FlushP99Seconds*1000, s.FlushedRows, s.FlushFailures)
 		fmt.Fprintf(w, "server: pool peak acquired %.0f, empty acquires %.0f, acquire wait %.3f s; cache loads %.0f; peak RSS %.1f MiB\n",
 			s.PeakAcquired, s.EmptyAcquires, s.AcquireWaitSec, s.CacheLoads, s.PeakRSSBytes/(1<<20))
 	}
@@ -230,14 +231,15 @@ func newScraper(o options) *scraper {
 
 // counters are summed over every scraped node, before and after.
 var counters = []string{
-	"playhead_playback_buffer_dropped_total", "playhead_playback_buffer_offered_total",
+	"playhead_playback_buffer_lost_total", "playhead_playback_buffer_offered_total",
 	"playhead_playback_buffer_flushed_rows_total", "playhead_playback_buffer_flush_failures_total",
 	"playhead_db_pool_empty_acquires_total", "playhead_db_pool_acquire_wait_seconds_total",
 	"playhead_media_cache_loads_total",
 }
 
 // peakGauges are sampled every second during the run; the report keeps the highest sum.
-var peakGauges = []string{"playhead_db_pool_acquired_conns", "playhead_playback_buffer_depth", "process_resident_memory_bytes"}
+var peakGauges = []string{"playhead_db_pool_acquired_conns", "playhead_playback_buffer_depth", "playhead_playback_buffer_held_keys",
+	"process_resident_memory_bytes"}
 
 func (s *scraper) scrape(ctx context.Context) (map[string]*dto.MetricFamily, error) {
 	merged := map[string]*dto.MetricFamily{}
@@ -372,7 +374,7 @@ func (s *scraper) after(ctx context.Context, r *report) error {
 		}
 		r.Server = serverFigures{
 			Scraped:         true,
-			Dropped:         delta("playhead_playback_buffer_dropped_total"),
+			Lost:            delta("playhead_playback_buffer_lost_total"),
 			Offered:         delta("playhead_playback_buffer_offered_total"),
 			FlushedRows:     delta("playhead_playback_buffer_flushed_rows_total"),
 			FlushFailures:   delta("playhead_playback_buffer_flush_failures_total"),
@@ -381,6 +383,7 @@ func (s *scraper) after(ctx context.Context, r *report) error {
 			CacheLoads:      delta("playhead_media_cache_loads_total"),
 			PeakAcquired:    s.peaks["playhead_db_pool_acquired_conns"],
 			PeakBufferDepth: s.peaks["playhead_playback_buffer_depth"],
+			PeakHeldKeys:    s.peaks["playhead_playback_buffer_held_keys"],
 			PeakRSSBytes:    s.peaks["process_resident_memory_bytes"],
 		}
 		s.mu.Unlock()
@@ -463,5 +466,5 @@ func (r *report) markdownRow() string {
 	}
 	return fmt.Sprintf("| %d | %.0f | %.0f | %.2f / %.2f / %.2f | %.2f | %d | %d | %.0f | %s | %.0f | %.0f |",
 		r.Players, offered, r.Total.RatePerSec, ms(put.P50), ms(put.P95), ms(put.P99), ms(r.Total.P99),
-		errs, r.Total.ClientDrops+r.Warmup.ClientDrops, r.Server.Dropped, db, r.Server.PeakAcquired, r.Server.PeakRSSBytes/(1<<20))
+		errs, r.Total.ClientDrops+r.Warmup.ClientDrops, r.Server.Lost, db, r.Server.PeakAcquired, r.Server.PeakRSSBytes/(1<<20))
 }
