@@ -10,12 +10,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -36,76 +33,6 @@ func chaosRounds(t *testing.T) int {
 		t.Fatalf("PLAYHEAD_CHAOS_ROUNDS=%q is not a positive integer", raw)
 	}
 	return n
-}
-
-// TestChaos_PostgresRestart restarts PostgreSQL (pg_ctl restart -m fast) under playback load:
-// PUTs keep answering 204, the flushes that hit the outage fail and are counted, readiness
-// reports the outage and recovers, and flushing resumes without restarting Playhead.
-func TestChaos_PostgresRestart(t *testing.T) {
-	pg := pgtest.Shared(t)
-	if pg.DataDir == "" {
-		t.Fatalf("this test restarts the test cluster, so it needs one started by pgtest: unset %s", pgtest.EnvURL)
-	}
-	s := binarytest.Start(t, map[string]string{"PLAYHEAD_FLUSH_INTERVAL": "200ms", "PLAYHEAD_PUT_RATE": "0"})
-	players := binarytest.NewPlayers(t, s, 200, 300_000, 4)
-	load := binarytest.StartLoad(t, s, players, binarytest.LoadConfig{Workers: 16, Pace: 20 * time.Millisecond})
-	load.WaitAccepted(t, 2_000)
-
-	var sawNotReady atomic.Bool
-	watching := make(chan struct{})
-	var watch sync.WaitGroup
-	watch.Go(func() {
-		for {
-			select {
-			case <-watching:
-				return
-			default:
-			}
-			if s.Ready() == http.StatusServiceUnavailable {
-				sawNotReady.Store(true)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-	before := s.Metric(t, "playhead_playback_buffer_flush_failures_total")
-	restartAt := time.Now()
-	if err := pg.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := time.Since(restartAt)
-	giveUp := time.Now().Add(60 * time.Second)
-	for s.Ready() != http.StatusOK {
-		if time.Now().After(giveUp) {
-			t.Fatal("/readyz did not answer 200 within 60 s of the database coming back")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	recovered := time.Since(restartAt)
-	close(watching)
-	watch.Wait()
-	// Keep the load running past recovery, until every player has reported again after it.
-	load.WaitRounds(t, 2)
-	failures := s.Metric(t, "playhead_playback_buffer_flush_failures_total") - before
-	load.Stop()
-	s.Stop(t)
-
-	lost, bad := binarytest.Audit(players, binarytest.StoredPositions(t, s.DBURL))
-	counts := load.Counts()
-	t.Logf("restart took %v, ready again %v after it began; %d flushes failed; %d reports sent, %d answered 204; %s",
-		restarted.Round(time.Millisecond), recovered.Round(time.Millisecond), int(failures), load.Sent.Load(), load.Accepted.Load(), counts)
-	if !counts.AllOK() {
-		t.Errorf("PUTs during the restart: %s; want every one answered 204", counts)
-	}
-	if !sawNotReady.Load() {
-		t.Error("/readyz never answered 503 while PostgreSQL was down")
-	}
-	if failures < 1 {
-		t.Error("no flush failure was counted across the restart")
-	}
-	if len(lost) > 0 || len(bad) > 0 {
-		t.Errorf("after recovery and a graceful stop, %d acknowledged positions are missing and %d rows are wrong (first lost: %s; first wrong: %s)",
-			len(lost), len(bad), firstLost(lost), first(bad))
-	}
 }
 
 // firstLost describes the first of lost, for a failure message.

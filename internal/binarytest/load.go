@@ -197,6 +197,13 @@ func (l *Load) report(p *Player) bool {
 	return true
 }
 
+// ReportOnce sends p's next position once, counted like the load's own reports, and says
+// whether it was answered 204. Use it for a player no worker drives any more (after Stop): a
+// player that sends one last position, then nothing.
+func (l *Load) ReportOnce(p *Player) (accepted bool) {
+	return l.report(p) && !p.AckedAt[p.Sent-1].IsZero()
+}
+
 // send sends req and counts its answer's status in byStatus; ok is false on a transport error.
 func (l *Load) send(req *http.Request, byStatus map[int]int) (status int, ok bool) {
 	resp, err := l.client.Do(req)

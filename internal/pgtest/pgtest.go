@@ -52,6 +52,7 @@ type Server struct {
 	// DataDir and BinDir are set when this package started the cluster itself.
 	DataDir, BinDir string
 	dir             string
+	opts            string // the server options of pg_ctl start, for Start after Stop
 }
 
 // Main runs the tests of a package, then checks that they leaked no goroutines (goleak,
@@ -190,6 +191,7 @@ func startCluster() (*Server, error) {
 	// machine makes the suite slow for nothing.
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "+
 		"-c full_page_writes=off -c max_connections=400", port, dir)
+	s.opts = opts
 	if out, err := s.run("pg_ctl", "-D", s.DataDir, "-o", opts, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "60", "start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
 		os.RemoveAll(dir)
@@ -244,6 +246,29 @@ func (s *Server) Restart() error {
 	out, err := s.run("pg_ctl", "-D", s.DataDir, "-m", "fast", "-l", filepath.Join(s.dir, "server.log"), "-w", "-t", "60", "restart")
 	if err != nil {
 		return fmt.Errorf("pg_ctl restart: %w: %s", err, out)
+	}
+	return nil
+}
+
+// Stop stops a cluster this package started (pg_ctl stop -m fast) until Start, for fault
+// tests that need the database away for longer than a restart.
+func (s *Server) Stop() error {
+	if s.DataDir == "" {
+		return errors.New("pgtest: the server was not started by this package")
+	}
+	if out, err := s.run("pg_ctl", "-D", s.DataDir, "-m", "fast", "-w", "-t", "60", "stop"); err != nil {
+		return fmt.Errorf("pg_ctl stop: %w: %s", err, out)
+	}
+	return nil
+}
+
+// Start starts a cluster stopped with Stop, with its original options.
+func (s *Server) Start() error {
+	if s.DataDir == "" {
+		return errors.New("pgtest: the server was not started by this package")
+	}
+	if out, err := s.run("pg_ctl", "-D", s.DataDir, "-o", s.opts, "-l", filepath.Join(s.dir, "server.log"), "-w", "-t", "60", "start"); err != nil {
+		return fmt.Errorf("pg_ctl start: %w: %s", err, out)
 	}
 	return nil
 }
