@@ -140,14 +140,14 @@ type Buffer[K comparable, V any] struct {
 	pending pendingIndex[K, V]
 
 	// keys is the flusher's held set: every key it has received and not yet settled, with the
-	// time (Unix ns) its value first failed to be written, 0 if it has not. Only the flusher
+	// time (Unix ns) of the first failed flush round it was due in, 0 if none. Only the flusher
 	// goroutine (or Start's replay, before it runs) touches it.
 	keys map[K]int64
 
 	// Figures: written by Offer and the flusher, read by Stats and the metrics at any time.
 	droppedSinceLog atomic.Int64 // swapped to zero by the flusher's log tick
 	heldKeys        atomic.Int64 // len(keys)
-	retryHeld       atomic.Int64 // keys whose value failed to be written at least once
+	retryHeld       atomic.Int64 // keys held since a failed flush round
 	retryOldest     atomic.Int64 // Unix ns of the oldest such failure, 0 when none
 	retries         atomic.Int64
 	replayed        atomic.Int64
@@ -288,10 +288,10 @@ func (b *Buffer[K, V]) Stop(ctx context.Context) error {
 type Stats struct {
 	// HeldKeys is the distinct keys the flusher holds (received, not yet written).
 	HeldKeys int64 `json:"held_keys"`
-	// HeldForRetry is the keys whose value failed to be written at least once and is held for
-	// the next retry.
+	// HeldForRetry is the keys that were due in a flush round that failed (written or not,
+	// the round stopped at its first failure) and are held for the next retry.
 	HeldForRetry int64 `json:"held_for_retry"`
-	// OldestHeldForRetry is how long ago the oldest of them first failed.
+	// OldestHeldForRetry is how long ago the first failed round of the oldest of them was.
 	OldestHeldForRetry time.Duration `json:"-"`
 	// OldestHeldForRetrySeconds is OldestHeldForRetry in seconds, for JSON.
 	OldestHeldForRetrySeconds float64 `json:"oldest_held_for_retry_seconds"`
