@@ -154,6 +154,11 @@ type Buffer[K comparable, V any] struct {
 	corruptSpills   atomic.Int64
 	lost            [lostReasons]atomic.Int64
 
+	// runCtx bounds the flusher's own flushes. Stop cancels it when its write window ends, so a
+	// flush hung on an unanswering database cannot keep the stop from spilling.
+	runCtx    context.Context
+	cancelRun context.CancelFunc
+
 	startMu sync.Mutex // serialises Start: its replay must not run twice at once
 	stop    chan struct{}
 	done    chan struct{} // closed by the flusher when it has exited
@@ -189,6 +194,7 @@ func New[K comparable, V any](cfg Config[K, V]) (*Buffer[K, V], error) {
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
 	}
+	b.runCtx, b.cancelRun = context.WithCancel(context.Background())
 	b.pending.init()
 	if cfg.Metrics != nil {
 		cfg.Metrics.capacity.Set(float64(cfg.Capacity))
@@ -271,6 +277,9 @@ func (b *Buffer[K, V]) Stop(ctx context.Context) error {
 	b.mu.Unlock()
 	if first {
 		b.finalCtx = ctx
+		if writeBy, ok := b.writeBy(ctx); ok {
+			time.AfterFunc(time.Until(writeBy), b.cancelRun)
+		}
 		if !b.started.Swap(true) {
 			go b.run()
 		}

@@ -20,6 +20,7 @@ import (
 // keeps updating held ones in place, so producers never wait for the database.
 func (b *Buffer[K, V]) run() {
 	defer close(b.done)
+	defer b.cancelRun()
 	flushTick := time.NewTicker(b.cfg.FlushInterval)
 	defer flushTick.Stop()
 	logTick := time.NewTicker(time.Second)
@@ -31,7 +32,7 @@ func (b *Buffer[K, V]) run() {
 	var failingSince time.Time
 
 	flush := func() {
-		err := b.flushHeld(context.Background())
+		err := b.flushHeld(b.runCtx)
 		if err == nil {
 			if attempt > 0 {
 				b.cfg.Logger.Info("buffer flush recovered; held entries written",
@@ -197,11 +198,15 @@ func (b *Buffer[K, V]) flushOnce(parent context.Context, batch []Entry[K, V]) er
 	return err
 }
 
-// spillReserve is the part of Stop's remaining time kept for writing the spill file: a fifth,
-// at most 2 s. Writing and syncing a few megabytes takes milliseconds on a healthy disk; the
-// rest is for a slow one.
-func spillReserve(remaining time.Duration) time.Duration {
-	return min(remaining/5, 2*time.Second)
+// writeBy is when the stop must give up writing to the database and spill instead: ctx's
+// deadline less a fifth of the time left, at most 2 s. Writing and syncing a few megabytes
+// takes milliseconds on a healthy disk; the rest of the reserve is for a slow one.
+func (b *Buffer[K, V]) writeBy(ctx context.Context) (time.Time, bool) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return time.Time{}, false
+	}
+	return deadline.Add(-min(time.Until(deadline)/5, 2*time.Second)), true
 }
 
 // final runs once Stop has closed intake: it drains the channel, writes everything held,
@@ -218,9 +223,9 @@ drain:
 	}
 	ctx := b.finalCtx
 	writeCtx, cancel := ctx, context.CancelFunc(func() {})
-	deadline, hasDeadline := ctx.Deadline()
+	writeBy, hasDeadline := b.writeBy(ctx)
 	if hasDeadline {
-		writeCtx, cancel = context.WithDeadline(ctx, deadline.Add(-spillReserve(time.Until(deadline))))
+		writeCtx, cancel = context.WithDeadline(ctx, writeBy)
 	}
 	defer cancel()
 	var err error

@@ -222,3 +222,39 @@ func TestBuffer_StartKeepsSpillWhileDatabaseIsDown(t *testing.T) {
 		t.Fatalf("the spill file is gone after a failed replay: %v", err)
 	}
 }
+
+// A database that takes the connection but never answers: the flush in progress at Stop hangs
+// until its context ends. Stop cuts it off when its write window closes and still spills
+// everything in time.
+func TestBuffer_StopSpillsPastAHungFlush(t *testing.T) {
+	dir := t.TempDir()
+	entered := make(chan struct{}, 1)
+	hung := func(ctx context.Context, _ []buffer.Entry[int, val]) error {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	b, _ := newSpilling(t, dir, hung)
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 10 {
+		mustOffer(t, b, k, val{n: k, at: 1})
+	}
+	<-entered // the flusher is inside a flush that will not return by itself for 10 s
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := b.Stop(ctx); err != nil {
+		t.Fatalf("Stop with a hung flush = %v, want nil: it should have spilled in time", err)
+	}
+	files := spillFiles(t, dir)
+	if len(files) != 1 {
+		t.Fatalf("spill files: %v, want 1", files)
+	}
+	if got, err := buffer.ReadSpillFile[int, val](files[0], valCodec{}); err != nil || len(got) != 10 {
+		t.Fatalf("spill file: %d entries, %v; want all 10", len(got), err)
+	}
+}
