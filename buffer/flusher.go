@@ -78,6 +78,18 @@ func (b *Buffer[K, V]) run() {
 	}
 }
 
+// receivePending receives every key waiting in the channel, without blocking.
+func (b *Buffer[K, V]) receivePending() {
+	for {
+		select {
+		case k := <-b.ch:
+			b.receive(k)
+		default:
+			return
+		}
+	}
+}
+
 func (b *Buffer[K, V]) receive(k K) {
 	if _, ok := b.keys[k]; !ok {
 		b.keys[k] = 0
@@ -112,6 +124,9 @@ func (b *Buffer[K, V]) flushHeld(ctx context.Context) error {
 		}
 	}
 	for start := 0; start < len(order); start += b.cfg.FlushBatch {
+		// Catching up after an outage takes many statements; keep taking new keys meanwhile,
+		// or the channel fills behind this loop and Offer drops them.
+		b.receivePending()
 		batch = batch[:0]
 		for _, k := range order[start:min(start+b.cfg.FlushBatch, len(order))] {
 			if v, ok := b.pending.load(k); ok { // always: only this goroutine settles keys
@@ -212,15 +227,7 @@ func (b *Buffer[K, V]) writeBy(ctx context.Context) (time.Time, bool) {
 // final runs once Stop has closed intake: it drains the channel, writes everything held,
 // retrying with backoff until shortly before the deadline, and spills what is left.
 func (b *Buffer[K, V]) final() {
-drain:
-	for {
-		select {
-		case k := <-b.ch:
-			b.receive(k)
-		default:
-			break drain // no sender can be inside Offer any more: empty stays empty
-		}
-	}
+	b.receivePending() // no sender can be inside Offer any more: empty stays empty
 	ctx := b.finalCtx
 	writeCtx, cancel := ctx, context.CancelFunc(func() {})
 	writeBy, hasDeadline := b.writeBy(ctx)

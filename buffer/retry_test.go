@@ -303,3 +303,49 @@ func TestBuffer_Lifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Catching up after an outage takes one statement per FlushBatch keys. New keys offered
+// meanwhile are taken between statements, so a small channel does not fill behind the
+// catch-up and drop them.
+func TestBuffer_CatchUpKeepsTakingNewKeys(t *testing.T) {
+	f := &flaky{}
+	f.down.Store(true)
+	gate, open := make(chan struct{}), make(chan struct{})
+	flush := func(ctx context.Context, batch []buffer.Entry[int, val]) error {
+		if !f.down.Load() {
+			select { // one statement at a time, when the test says so
+			case <-gate:
+			case <-open:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return f.flush(ctx, batch)
+	}
+	// A statement never times out here: only taking keys between statements can empty the
+	// channel while the next one waits for the gate.
+	b, _, reg := setup(t, fastRetry(buffer.Config[int, val]{Capacity: 5, MaxKeys: 1000, FlushBatch: 10, FlushTimeout: time.Hour, Flush: flush}))
+	var opened sync.Once
+	openGate := func() { opened.Do(func() { close(open) }) }
+	t.Cleanup(openGate) // runs before setup's Stop, which would otherwise wait for the gate
+	for k := range 100 {
+		mustOffer(t, b, k, val{at: 1})
+		waitFor(t, "the flusher took the key", func() bool { return b.Stats().HeldKeys == int64(k+1) })
+	}
+	waitFor(t, "100 keys held for retry", func() bool { return b.Stats().HeldForRetry == 100 })
+	f.down.Store(false) // the next retry writes 10 statements of 10 keys, one per gate
+	next := 1000
+	for range 5 {
+		for range 5 { // as many new keys as the channel holds
+			mustOffer(t, b, next, val{at: 1})
+			next++
+		}
+		gate <- struct{}{} // one statement done; the flusher takes the new keys before the next
+		waitFor(t, "the channel emptied between statements", func() bool { return counterValue(t, reg, "playhead_test_buffer_depth") == 0 })
+	}
+	openGate()
+	waitFor(t, "everything written", func() bool { return len(f.last()) == 125 })
+	if lost := counterValue(t, reg, "playhead_test_buffer_lost_total", "reason", "full"); lost != 0 {
+		t.Fatalf("%v new keys dropped during the catch-up, want 0", lost)
+	}
+}
