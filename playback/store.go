@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/buffer"
 )
 
@@ -55,14 +54,15 @@ func (s *Store) Flush(ctx context.Context, batch []buffer.Entry[Key, Position]) 
 	return nil
 }
 
-// flushError tells the buffer whether a failed flush was the batch's fault. PostgreSQL's
-// SQLSTATE classes 22 (data exception) and 23 (integrity constraint violation: a media row
-// deleted while its position was buffered) are: the buffer splits the batch to find the rows
-// at fault. Every other error (connection refused or reset, timeout, shutdown, out of
-// connections) is not, and the buffer keeps the batch and retries it.
+// flushError tells the buffer whether a failed flush was the batch's fault: a database error
+// whose SQLSTATE says the data was refused (apperr's one classification: class 22, data
+// exception; class 23, integrity constraint, such as a media row deleted while its position
+// was buffered; 54000) is, and the buffer splits the batch to find the rows at fault. Every
+// other error (connection refused or reset, timeout, shutdown, out of connections) is not, and
+// the buffer keeps the batch and retries it.
 func flushError(rows int, err error) error {
 	err = fmt.Errorf("flush %d playback rows: %w", rows, err)
-	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {
+	if apperr.FromDatabase(err) {
 		return buffer.Rejected(err)
 	}
 	return err
