@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,15 +91,25 @@ func Start(t testing.TB, env map[string]string) *Server {
 	}
 }
 
-// FreeAddr returns a loopback address with a port that was free a moment ago.
+// handedOut holds every address FreeAddr returned in this test process: the kernel may give
+// a port it just gave back again, and two listeners of one server on the same port fail.
+var handedOut sync.Map
+
+// FreeAddr returns a loopback address with a port that was free a moment ago and that no
+// earlier FreeAddr call of this process returned.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, seen := handedOut.LoadOrStore(addr, true); !seen {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // Token returns a token for member, with the admin role when admin, signed with Secret and
