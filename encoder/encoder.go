@@ -56,7 +56,8 @@ type Limits struct {
 	MaxPixels int64
 	// MaxFrameRate bounds frames per second. Default 120.
 	MaxFrameRate float64
-	// MaxDuration bounds the running time. Default 4 h.
+	// MaxDuration bounds the running time: the declared duration after probing, and the
+	// encode's output (see outputLimit). Default 4 h.
 	MaxDuration time.Duration
 	// MemoryBytes bounds each ffmpeg and ffprobe process's address space (RLIMIT_AS, set by
 	// util-linux's prlimit before ffmpeg starts). 0: no limit.
@@ -335,6 +336,7 @@ func (e *Encoder) hlsArgs(input, outDir string, p Probe, ladder []Rendition) []s
 	}
 	seg := e.cfg.SegmentSeconds
 	args = append(args,
+		"-t", strconv.FormatFloat(e.outputLimit(p).Seconds(), 'f', 3, 64),
 		"-c:v", "libx264", "-preset", e.cfg.Preset,
 		// Keyframes on segment boundaries, so every rendition's segments line up.
 		"-force_key_frames", fmt.Sprintf("expr:gte(t,n_forced*%d)", seg), "-sc_threshold", "0",
@@ -344,6 +346,18 @@ func (e *Encoder) hlsArgs(input, outDir string, p Probe, ladder []Rendition) []s
 		"-var_stream_map", strings.Join(streamMap, " "),
 		filepath.Join(outDir, "v%v", "index.m3u8"))
 	return args
+}
+
+// outputLimit is the longest output an encode may write: the probed duration with a margin,
+// and never more than MaxDuration. The probe reads the container's declared duration, which a
+// hostile file sets as it likes: a 4 KiB Matroska file declaring 1 s whose frames' timestamps
+// jump 30 hours ahead passed the duration limit, and ffmpeg's constant-frame-rate output
+// filled the gap with duplicates, 27 000 segments and 635 MB in 30 s. The margin (a tenth, at
+// least 10 s) keeps an honest file whose streams run a little past its container's duration
+// whole.
+func (e *Encoder) outputLimit(p Probe) time.Duration {
+	declared := time.Duration(p.DurationMS) * time.Millisecond
+	return min(e.cfg.Limits.MaxDuration, declared+max(declared/10, 10*time.Second))
 }
 
 // run executes one tool call under its own timeout, killed with ctx. The error carries the
