@@ -35,6 +35,10 @@ type FetchConfig struct {
 	// IdleTimeout cuts a response body that sends nothing for this long; a slow but steady
 	// body is never cut. Default 5 min, as the seed's socket read timeout.
 	IdleTimeout time.Duration
+	// Timeout bounds one whole attempt, the fallback URL included: the idle timeout cannot
+	// cut a body that sends a byte every few minutes, which would hold a download slot for
+	// good. A timed-out attempt is retried later like a connection error. Default 1 h.
+	Timeout time.Duration
 	// MaxBytes bounds one download. Default 5 GiB.
 	MaxBytes int64
 	// Metrics receives download figures. Optional.
@@ -60,6 +64,7 @@ func NewFetcher(cfg FetchConfig) *Fetcher {
 	cfg.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, 10*time.Second)
 	cfg.ResponseTimeout = cmp.Or(cfg.ResponseTimeout, 30*time.Second)
 	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, 5*time.Minute)
+	cfg.Timeout = cmp.Or(cfg.Timeout, time.Hour)
 	cfg.MaxBytes = cmp.Or(cfg.MaxBytes, 5<<30)
 	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout}
 	if !cfg.AllowPrivate {
@@ -219,6 +224,9 @@ func IsPermanent(err error) bool {
 	return ok || errors.Is(err, ErrForbiddenAddress)
 }
 
+// errAttemptTimeout ends an attempt that took longer than FetchConfig.Timeout.
+var errAttemptTimeout = errors.New("the download took longer than its time limit")
+
 // errHTMLPage means the server answered a web page instead of the file: Google Drive's
 // "cannot scan this file for viruses" confirm page.
 var errHTMLPage = errors.New("got an HTML page instead of the file")
@@ -231,7 +239,9 @@ var errHTMLPage = errors.New("got an HTML page instead of the file")
 // cannot help.
 func (f *Fetcher) Fetch(ctx context.Context, primary, fallback string, dst *os.File) (int64, error) {
 	start := time.Now()
-	n, err := f.fetch(ctx, primary, fallback, dst)
+	attempt, cancel := context.WithTimeoutCause(ctx, f.cfg.Timeout, errAttemptTimeout)
+	defer cancel()
+	n, err := f.fetch(attempt, primary, fallback, dst)
 	f.cfg.Metrics.download(err, n, time.Since(start))
 	return n, err
 }
@@ -246,7 +256,11 @@ func (f *Fetcher) fetch(ctx context.Context, primary, fallback string, dst *os.F
 		return n, nil
 	case errors.Is(err, errHTMLPage):
 		return 0, permanent(err)
-	case IsPermanent(err) || ctx.Err() != nil:
+	case IsPermanent(err):
+		return 0, err
+	case errors.Is(context.Cause(ctx), errAttemptTimeout):
+		err = fmt.Errorf("%w (%s): %w", errAttemptTimeout, f.cfg.Timeout, err)
+	case ctx.Err() != nil: // the job was cancelled
 		return 0, err
 	}
 	f.cfg.Metrics.retry()

@@ -208,6 +208,37 @@ func TestFetcher_IdleTimeout(t *testing.T) {
 	})
 }
 
+// A body that never stalls and never ends — a byte every so often, just inside the idle
+// timeout — held a download slot for as long as its server liked: the idle timeout never
+// fires and nothing else bounded an attempt. The attempt is cut at its time limit, as a
+// retryable failure (the queue retries it later, without the slot).
+func TestFetcher_AttemptTimeLimit(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "video/mp4")
+		for range 600 { // 60 s of chunks: "forever" next to the 1 s limit, but a test must end
+			if _, err := io.WriteString(w, "chunk"); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}))
+	defer srv.Close()
+	n, err := local(ingest.FetchConfig{IdleTimeout: 400 * time.Millisecond, Timeout: time.Second}).
+		Fetch(context.Background(), srv.URL, "", tempFile(t))
+	if err == nil {
+		t.Fatalf("a download that trickled for a minute was not cut at its 1 s limit (%d bytes)", n)
+	}
+	if ingest.IsPermanent(err) || !strings.Contains(err.Error(), "longer than its time limit") {
+		t.Fatalf("Fetch = %v; want a retryable failure naming the time limit", err)
+	}
+}
+
 // By default the fetcher refuses every non-public address, before sending it a packet.
 func TestFetcher_RefusesPrivateAddresses(t *testing.T) {
 	t.Parallel()

@@ -131,6 +131,8 @@ type Config struct {
 	// (PLAYHEAD_INGEST_CONNECT_TIMEOUT, PLAYHEAD_INGEST_RESPONSE_TIMEOUT,
 	// PLAYHEAD_INGEST_IDLE_TIMEOUT). Defaults 10 s, 30 s, 5 min.
 	IngestConnectTimeout, IngestResponseTimeout, IngestIdleTimeout time.Duration
+	// IngestTimeout bounds one whole download attempt (PLAYHEAD_INGEST_TIMEOUT). Default 1 h.
+	IngestTimeout time.Duration
 	// IngestMaxBytes bounds one download (PLAYHEAD_INGEST_MAX_BYTES). Default 5 GiB.
 	IngestMaxBytes int64
 	// IngestAttempts is an import download job's attempt limit (PLAYHEAD_INGEST_ATTEMPTS).
@@ -278,6 +280,7 @@ func loadConfig(args []string) (Config, error) {
 		IngestConnectTimeout:  e.duration("PLAYHEAD_INGEST_CONNECT_TIMEOUT", 10*time.Second),
 		IngestResponseTimeout: e.duration("PLAYHEAD_INGEST_RESPONSE_TIMEOUT", 30*time.Second),
 		IngestIdleTimeout:     e.duration("PLAYHEAD_INGEST_IDLE_TIMEOUT", 5*time.Minute),
+		IngestTimeout:         e.duration("PLAYHEAD_INGEST_TIMEOUT", time.Hour),
 		IngestMaxBytes:        int64(e.int("PLAYHEAD_INGEST_MAX_BYTES", 5<<30)),
 		IngestAttempts:        e.int("PLAYHEAD_INGEST_ATTEMPTS", 5),
 	}
@@ -334,8 +337,8 @@ func (c Config) validate(e *env) error {
 	e.check(c.IngestConcurrency >= 1, "PLAYHEAD_INGEST_CONCURRENCY: must be at least 1")
 	e.check(strings.Contains(c.IngestDownloadURL, "{id}"), "PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE: must contain {id}")
 	e.check(c.IngestFallbackURL == "" || strings.Contains(c.IngestFallbackURL, "{id}"), "PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE: must contain {id} (or be empty)")
-	e.check(c.IngestConnectTimeout > 0 && c.IngestResponseTimeout > 0 && c.IngestIdleTimeout > 0,
-		"PLAYHEAD_INGEST_CONNECT_TIMEOUT/_RESPONSE_TIMEOUT/_IDLE_TIMEOUT: must be positive")
+	e.check(c.IngestConnectTimeout > 0 && c.IngestResponseTimeout > 0 && c.IngestIdleTimeout > 0 && c.IngestTimeout > 0,
+		"PLAYHEAD_INGEST_CONNECT_TIMEOUT/_RESPONSE_TIMEOUT/_IDLE_TIMEOUT/_TIMEOUT: must be positive")
 	e.check(c.IngestMaxBytes > 0, "PLAYHEAD_INGEST_MAX_BYTES: must be positive")
 	e.check(c.IngestAttempts >= 1, "PLAYHEAD_INGEST_ATTEMPTS: must be at least 1")
 	_, err := parseLogLevel(c.LogLevel)

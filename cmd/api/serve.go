@@ -352,6 +352,7 @@ func (n *node) buildWorker(store storage.Store) error {
 		ConnectTimeout:  cfg.IngestConnectTimeout,
 		ResponseTimeout: cfg.IngestResponseTimeout,
 		IdleTimeout:     cfg.IngestIdleTimeout,
+		Timeout:         cfg.IngestTimeout,
 		MaxBytes:        cfg.IngestMaxBytes,
 		Metrics:         ingest.NewMetrics(n.reg),
 	})
