@@ -56,7 +56,11 @@ func setupObjects(t *testing.T) *objectsFixture {
 		put(fmt.Sprintf("hls/%d/tok/master.m3u8", f.theirs), "#EXTM3U theirs"),
 		put(fmt.Sprintf("hls/%d/tok/v0/seg_000.ts", f.theirs), "G theirs segment"),
 		put(fmt.Sprintf("hls/%d/tok/thumb.jpg", f.theirs), "JPEG theirs"),
-		put("uploads/abc/source", "the uploaded source"))
+		put("uploads/abc/source", "the uploaded source"),
+		// Under the member's own media, but not a file an encode writes: only .m3u8, .ts and
+		// .jpg are objects.
+		put(fmt.Sprintf("hls/%d/tok/notes.txt", f.mine), "not an encoded file"),
+		put(fmt.Sprintf("hls/%d/tok/master.m3u8.bak", f.mine), "an old playlist"))
 	hostFile := filepath.Join(dir, "host-secret.ts")
 	if err := os.WriteFile(hostFile, []byte("a file of the host, outside the store"), 0o600); err != nil {
 		t.Fatal(err)
@@ -117,6 +121,9 @@ func TestObjects_PathFormsNeverReachAnotherMedia(t *testing.T) {
 		"/objects/hls/" + mine + "/tok/v0",
 		"/objects/hls/" + mine,
 		"/objects/hls/" + mine + "/tok/master.m3u8/.",
+		"/objects/hls/" + mine + "/tok/notes.txt", // the member's own prefix, not an encoded file
+		"/objects/hls/" + mine + "/tok/master.m3u8.bak",
+		"/objects/hls/" + mine + "/tok/master.m3u8;.bak",
 	}
 	for _, target := range forms {
 		status, _, body := rawGet(t, f.addr, target, bearer(f.token))
