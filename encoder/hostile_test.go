@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,6 +64,39 @@ func TestEncoder_RefusesFilesThatOpenOtherFiles(t *testing.T) {
 				t.Fatalf("segments written from a playlist: %v", segs)
 			}
 		})
+	}
+}
+
+// TestEncoder_ReadsOnlyLocalFiles: -protocol_whitelist file is in force for every ffprobe
+// and ffmpeg call, whatever opens the URL — today the format whitelist already refuses the
+// demuxers that open other inputs, and this keeps a second lock on the door if one of the
+// allowed demuxers learns to follow a reference. A valid video at an http:// or concat: input
+// is not read, and the server that holds it sees no request.
+func TestEncoder_ReadsOnlyLocalFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	clip := testvideo.MP4(t, dir, testvideo.Spec{Seconds: 1, Width: 160, Height: 120})
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.ServeFile(w, r, clip)
+	}))
+	defer srv.Close()
+	e := newEncoder(t)
+	if _, err := e.Probe(context.Background(), clip); err != nil {
+		t.Fatalf("the clip itself must probe: %v", err)
+	}
+	for _, input := range []string{srv.URL + "/clip.mp4", "concat:" + clip + "|" + clip} {
+		if p, err := e.Probe(context.Background(), input); !errors.Is(err, encoder.ErrNotVideo) {
+			t.Errorf("Probe(%s) = %+v, %v; want ErrNotVideo", input, p, err)
+		}
+		out := filepath.Join(t.TempDir(), "out")
+		if _, err := e.Encode(context.Background(), input, out); !errors.Is(err, encoder.ErrNotVideo) {
+			t.Errorf("Encode(%s) = %v; want ErrNotVideo", input, err)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Fatalf("the encoder sent %d HTTP requests", n)
 	}
 }
 
