@@ -1,12 +1,14 @@
 package httpserver_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -71,7 +73,9 @@ func TestReadyz_PublicAnswerNamesNothing(t *testing.T) {
 func TestErrorHandler_LogIsSampledAndTruncated(t *testing.T) {
 	var log binarytest.Output
 	app := httpserver.New(httpserver.Config{Logger: slog.New(slog.NewJSONHandler(&log, nil))})
-	app.Get("/broken/*", func(*fiber.Ctx) error { return errors.New("the disk is on fire") })
+	// The error's text can carry the client's input too (a value quoted back), so it is cut
+	// like the path.
+	app.Get("/broken/*", func(c *fiber.Ctx) error { return errors.New("the disk is on fire under " + c.Path()) })
 	long := "/broken/" + strings.Repeat("A", 3<<10)
 	const requests = 1000
 	start := time.Now()
@@ -88,7 +92,7 @@ func TestErrorHandler_LogIsSampledAndTruncated(t *testing.T) {
 	}
 	for _, l := range lines {
 		if len(l) > 1024 {
-			t.Errorf("a log line of %d bytes: the path is not truncated: %.200s…", len(l), l)
+			t.Errorf("a log line of %d bytes: the path or the error is not truncated: %.200s…", len(l), l)
 		}
 		var rec struct {
 			Route, Path string
@@ -132,6 +136,31 @@ func TestNoSniff(t *testing.T) {
 		if _, h, _ := send(t, app, http.MethodGet, target); h.Get("X-Content-Type-Options") != "nosniff" {
 			t.Errorf("GET %s: X-Content-Type-Options %q, want nosniff", target, h.Get("X-Content-Type-Options"))
 		}
+	}
+
+	// A request fasthttp cannot parse never reaches the middleware: its answer comes from the
+	// error handler alone, over a real connection.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = app.Listener(ln) }()
+	t.Cleanup(func() { _ = app.Shutdown() })
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /ok HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("unparsable request: %d, X-Content-Type-Options %q; want 400 with nosniff", resp.StatusCode, resp.Header.Get("X-Content-Type-Options"))
 	}
 }
 
