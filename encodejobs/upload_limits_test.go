@@ -91,7 +91,7 @@ func TestUpload_ConcurrencyLimitsAndIdleTimeout(t *testing.T) {
 	t.Parallel()
 	const idle = 2 * time.Second
 	s := startUploadServer(t, 1<<30, func(h *encodejobs.UploadHandler) {
-		h.MaxPerMember, h.MaxTotal, h.IdleTimeout = 2, 3, idle
+		h.MaxPerMember, h.MaxTotal, h.IdleTimeout = 2, 4, idle
 	})
 	tick := idle / 10 // far more often than the idle timeout: never idle
 	a1 := startSlowUpload(t, s.url, 21, tick)
@@ -113,15 +113,19 @@ func TestUpload_ConcurrencyLimitsAndIdleTimeout(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
+	// The node has room for a fourth upload, but not member 21.
 	if resp := post(21); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("a third upload of a member holding two: %d Retry-After %q, want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
+	// Member 22 takes the node's fourth slot: now nobody may start one.
+	b2 := startSlowUpload(t, s.url, 22, tick)
+	waitFor(t, "four uploads in progress", func() bool { return inProgress(t, s.storage) == 4 })
 	if resp := post(23); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("an upload while the node holds its total: %d Retry-After %q, want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 
 	// a1 goes silent: cut with 408 after the idle timeout; its slot frees, so member 21 may
-	// upload again. a2 and b1 keep trickling and are not cut.
+	// upload again. a2, b1 and b2 keep trickling and are not cut.
 	close(a1.stop)
 	select {
 	case resp, ok := <-a1.answer:
@@ -131,11 +135,11 @@ func TestUpload_ConcurrencyLimitsAndIdleTimeout(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the silent upload was not cut by the idle timeout")
 	}
-	waitFor(t, "the silent upload's slot to free", func() bool { return inProgress(t, s.storage) == 2 })
+	waitFor(t, "the silent upload's slot to free", func() bool { return inProgress(t, s.storage) == 3 })
 	if resp := post(21); resp.StatusCode != http.StatusAccepted {
 		t.Errorf("an upload after the member's silent one was cut: %d, want 202", resp.StatusCode)
 	}
-	for name, u := range map[string]*slowUpload{"a2": a2, "b1": b1} {
+	for name, u := range map[string]*slowUpload{"a2": a2, "b1": b1, "b2": b2} {
 		select {
 		case resp := <-u.answer:
 			t.Errorf("the steady upload %s was answered %v while still sending", name, resp)
@@ -144,6 +148,7 @@ func TestUpload_ConcurrencyLimitsAndIdleTimeout(t *testing.T) {
 	}
 	close(a2.stop)
 	close(b1.stop)
+	close(b2.stop)
 	if n := s.count(t, `SELECT count(*) FROM media`); n != 1 {
 		t.Errorf("%d media rows, want 1 (the one upload that finished)", n)
 	}
