@@ -1,19 +1,14 @@
 package encoder_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -192,14 +187,7 @@ func TestEncoder_MemoryLimitReachesFFmpeg(t *testing.T) {
 // plus its margin (10 s at least), however far the timestamps run.
 func TestEncoder_OutputNeverOutrunsTheDeclaredDuration(t *testing.T) {
 	t.Parallel()
-	gap := filepath.Join(t.TempDir(), "gap.mkv")
-	// 49 frames at 25 fps, then one frame ten minutes later; no B-frames, so the decoder keeps
-	// the timestamps as written.
-	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=64x64:rate=25", "-frames:v", "50",
-		"-vf", "setpts='if(lt(N,49),N,N+25*600)'", "-fps_mode", "passthrough",
-		"-c:v", "libx264", "-preset", "ultrafast", "-bf", "0", "-pix_fmt", "yuv420p", gap)
-	declareMatroskaDuration(t, gap, 1000)
-
+	gap := testvideo.TimestampGap(t, t.TempDir(), 10*time.Minute, time.Second)
 	e := newEncoder(t)
 	p, err := e.Probe(context.Background(), gap)
 	if err != nil || p.DurationMS != 1000 {
@@ -212,54 +200,10 @@ func TestEncoder_OutputNeverOutrunsTheDeclaredDuration(t *testing.T) {
 	}
 	var total float64
 	for i := range res.Renditions {
-		total += playlistSeconds(t, filepath.Join(out, fmt.Sprintf("v%d", i), "index.m3u8"))
+		total += testvideo.PlaylistSeconds(t, filepath.Join(out, fmt.Sprintf("v%d", i), "index.m3u8"))
 	}
 	// 1 s declared plus the 10 s margin, per rendition, and a segment of rounding.
 	if limit := float64(len(res.Renditions)) * (1 + 10 + 1); total > limit {
 		t.Fatalf("a file declaring 1 s encoded to %.0f s of HLS (limit %.0f s)", total, limit)
 	}
-}
-
-// declareMatroskaDuration rewrites the Duration element (ID 0x4489, an 8-byte float in
-// milliseconds) of the Matroska file at path, as a hostile muxer would write it.
-func declareMatroskaDuration(t *testing.T, path string, ms float64) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	element := []byte{0x44, 0x89, 0x88}
-	i := bytes.Index(b, element)
-	if i < 0 || bytes.Count(b, element) != 1 {
-		t.Fatalf("%s: want exactly one 8-byte Duration element", path)
-	}
-	binary.BigEndian.PutUint64(b[i+len(element):], math.Float64bits(ms))
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// playlistSeconds sums the #EXTINF durations of an HLS media playlist.
-func playlistSeconds(t *testing.T, path string) float64 {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var total float64
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "#EXTINF:"); ok {
-			d, err := strconv.ParseFloat(strings.TrimSuffix(v, ","), 64)
-			if err != nil {
-				t.Fatalf("%s: %q: %v", path, sc.Text(), err)
-			}
-			total += d
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return total
 }

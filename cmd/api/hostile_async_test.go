@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/playhead/playhead/internal/binarytest"
+	"github.com/playhead/playhead/internal/testvideo"
 	"github.com/playhead/playhead/media"
 )
 
@@ -73,6 +74,21 @@ func (f *hostileFixture) hostileFiles(t *testing.T) int {
 		}
 	}
 	n := len(files)
+	// A file that declares 1 s but whose last frame lies ten minutes later: it may become
+	// READY, with no more HLS than the declared second and the encode's 10 s margin.
+	gap := f.s.Upload(t, f.a, binarytest.Upload{Path: testvideo.TimestampGap(t, dir, 10*time.Minute, time.Second),
+		Title: "timestamp gap", Visibility: "PUBLIC"})
+	waitMedia(t, f.s, f.a, gap, media.StatusReady)
+	playlists, _ := filepath.Glob(filepath.Join(f.storageDir, "hls", fmt.Sprint(gap), "*", "v*", "index.m3u8"))
+	for _, p := range playlists {
+		if secs := testvideo.PlaylistSeconds(t, p); secs > 12 {
+			t.Errorf("[file] a file declaring 1 s became %.0f s of HLS (%s)", secs, p)
+		}
+	}
+	if len(playlists) == 0 {
+		t.Errorf("[file] the timestamp-gap file: no variant playlist under hls/%d", gap)
+	}
+	n++
 	// Empty files and import-sheet bombs are refused at once.
 	empty := write("empty.mp4", "")
 	emptyFile, err := os.Open(empty)
@@ -202,6 +218,9 @@ func (f *hostileFixture) privateLinks(t *testing.T) int {
 		"http://[fd00::1]:" + port + "/v.mp4", "http://0.0.0.0:" + port + "/v.mp4", "http://10.0.0.1/v.mp4",
 		"http://169.254.169.254/latest/meta-data/", "http://100.64.0.1/v.mp4", "http://192.168.0.1/v.mp4",
 		"http://2130706433:" + port + "/v.mp4", "http://0x7f.1:" + port + "/v.mp4",
+		"http://[::ffff:7f00:1]:" + port + "/v.mp4", "http://[0:0:0:0:0:0:0:1]:" + port + "/v.mp4",
+		"http://[::]:" + port + "/v.mp4", "http://localhost.:" + port + "/v.mp4", "http://[fe80::1%25lo]:" + port + "/v.mp4",
+		"http://[64:ff9b::127.0.0.1]:" + port + "/v.mp4", "http://user:pw@127.0.0.1:" + port + "/v.mp4",
 	}
 	var sheet strings.Builder
 	sheet.WriteString("collection,chapter,order,video_url\n")

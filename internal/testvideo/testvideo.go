@@ -3,10 +3,17 @@
 package testvideo
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // Spec describes a generated video.
@@ -38,4 +45,57 @@ func MP4(t testing.TB, dir string, spec Spec) string {
 		t.Fatalf("generate test video: %v: %s", err, b)
 	}
 	return out
+}
+
+// TimestampGap writes a 64×64 Matroska file into dir that declares itself declared long
+// while its last frame's timestamp lies gap after the others, as a hostile muxer would write
+// it: 49 frames at 25 fps, then one frame gap later, and the Segment's Duration element
+// rewritten. The probe believes the declaration; a constant-frame-rate encode would fill the
+// gap with duplicates.
+func TimestampGap(t testing.TB, dir string, gap, declared time.Duration) string {
+	t.Helper()
+	out := filepath.Join(dir, "timestamp-gap.mkv")
+	jump := int64(gap.Seconds() * 25)
+	args := []string{"-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=64x64:rate=25", "-frames:v", "50",
+		"-vf", fmt.Sprintf("setpts='if(lt(N,49),N,N+%d)'", jump), "-fps_mode", "passthrough",
+		// No B-frames, so the decoder keeps the timestamps as written.
+		"-c:v", "libx264", "-preset", "ultrafast", "-bf", "0", "-pix_fmt", "yuv420p", out}
+	if b, err := exec.Command("ffmpeg", args...).CombinedOutput(); err != nil {
+		t.Fatalf("generate the timestamp-gap video: %v: %s", err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Duration: ID 0x4489, an 8-byte float in milliseconds (the default timecode scale).
+	element := []byte{0x44, 0x89, 0x88}
+	i := bytes.Index(b, element)
+	if i < 0 || bytes.Count(b, element) != 1 {
+		t.Fatalf("%s: want exactly one 8-byte Duration element", out)
+	}
+	binary.BigEndian.PutUint64(b[i+len(element):], math.Float64bits(float64(declared.Milliseconds())))
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// PlaylistSeconds sums the #EXTINF durations of the HLS media playlist at path.
+func PlaylistSeconds(t testing.TB, path string) float64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total float64
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "#EXTINF:"); ok {
+			d, err := strconv.ParseFloat(strings.TrimSuffix(v, ","), 64)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", path, line, err)
+			}
+			total += d
+		}
+	}
+	return total
 }
