@@ -114,12 +114,17 @@ func TestEncoder_Limits(t *testing.T) {
 	wide := gen("wide.mp4", "color=c=black:s=4800x480:r=5", 1)
 	fast := gen("fast.mp4", "testsrc2=size=160x120:rate=240", 1)
 	long := gen("long.mp4", "testsrc2=size=160x120:rate=5", 3)
+	// A small first video stream and a huge second one: the limits apply to every stream.
+	twoStreams := filepath.Join(dir, "two-streams.mkv")
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=5", "-f", "lavfi", "-i", "color=c=black:s=8000x8000:r=1",
+		"-map", "0:v", "-map", "1:v", "-t", "1", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", twoStreams)
 	for _, tc := range []struct {
 		name, input string
 		limits      encoder.Limits
 		want        string
 	}{
 		{"HugeFrames", huge, encoder.Limits{}, "8000×8000"},
+		{"HugeSecondStream", twoStreams, encoder.Limits{}, "8000×8000"},
 		{"TooWide", wide, encoder.Limits{}, "4800×480"},
 		{"TooManyPixels", wide, encoder.Limits{MaxWidth: 8000, MaxPixels: 1 << 20}, "2304000 pixels"},
 		{"TooFast", fast, encoder.Limits{}, "240 frames per second"},
