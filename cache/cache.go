@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,10 +47,15 @@ type entry struct {
 	found  bool
 }
 
-// Cache is the media access cache. It is safe for concurrent use.
+// Cache is the media access cache. It is safe for concurrent use. It caches only between
+// Start and Stop; before and after, every lookup reads the database (ristretto's goroutines
+// live exactly as long as the service).
 type Cache struct {
-	cfg   Config
-	rc    *ristretto.Cache[int64, entry]
+	cfg Config
+	// rc is set by Start and cleared by Stop, read by every lookup; nil means "not caching".
+	rc    atomic.Pointer[ristretto.Cache[int64, entry]]
+	mu    sync.Mutex // serialises Start and Stop
+	done  bool       // set by Stop: a stopped cache does not start again
 	group singleflight.Group
 	// generation counts evictions. A load that saw it change while querying does not cache
 	// its result: the row may have changed after the query read it.
@@ -59,7 +65,7 @@ type Cache struct {
 	evictions                          prometheus.Counter
 }
 
-// New returns a Cache. Close it when done.
+// New returns a Cache. It caches once started.
 func New(cfg Config) (*Cache, error) {
 	cfg.MaxItems = cmp.Or(cfg.MaxItems, 100_000)
 	cfg.TTL = cmp.Or(cfg.TTL, 60*time.Second)
@@ -80,10 +86,20 @@ func New(cfg Config) (*Cache, error) {
 		cfg.Registerer.MustRegister(c.hits, c.misses, c.loads, c.invalidations, c.evictions)
 	}
 
+	return c, nil
+}
+
+// Start creates the in-memory cache (and ristretto's goroutines).
+func (c *Cache) Start(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done || c.rc.Load() != nil {
+		return nil
+	}
 	rc, err := ristretto.NewCache(&ristretto.Config[int64, entry]{
 		// Ristretto wants about ten counters per item for its admission filter.
-		NumCounters: cfg.MaxItems * 10,
-		MaxCost:     cfg.MaxItems,
+		NumCounters: c.cfg.MaxItems * 10,
+		MaxCost:     c.cfg.MaxItems,
 		BufferItems: 64,
 		// Every item costs 1: without this, ~56 bytes of internal cost per item would make a
 		// cache sized in items hold far fewer than MaxItems.
@@ -91,16 +107,33 @@ func New(cfg Config) (*Cache, error) {
 		OnEvict:            func(*ristretto.Item[entry]) { c.evictions.Inc() },
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cache: %w", err)
+		return fmt.Errorf("cache: %w", err)
 	}
-	c.rc = rc
-	return c, nil
+	c.rc.Store(rc)
+	return nil
+}
+
+// Stop drops the in-memory cache and ends ristretto's goroutines; later lookups read the
+// database. Idempotent; safe when never started.
+func (c *Cache) Stop(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.done = true
+	// A load in flight may still hold the old cache: ristretto ignores sets after Close.
+	if rc := c.rc.Swap(nil); rc != nil {
+		rc.Close()
+	}
+	return nil
 }
 
 // Access returns media id's access fields, from memory when possible. found is false when
 // there is no such media.
 func (c *Cache) Access(ctx context.Context, id int64) (media.Access, bool, error) {
-	if e, ok := c.rc.Get(id); ok {
+	rc := c.rc.Load()
+	if rc == nil {
+		return c.cfg.Load(ctx, id)
+	}
+	if e, ok := rc.Get(id); ok {
 		c.hits.Inc()
 		return e.access, e.found, nil
 	}
@@ -108,7 +141,7 @@ func (c *Cache) Access(ctx context.Context, id int64) (media.Access, bool, error
 	v, err, _ := c.group.Do(strconv.FormatInt(id, 10), func() (any, error) {
 		// A caller that found the id missing may arrive just after another finished loading
 		// it: look again before going to the database.
-		if e, ok := c.rc.Get(id); ok {
+		if e, ok := rc.Get(id); ok {
 			return e, nil
 		}
 		c.loads.Inc()
@@ -125,10 +158,10 @@ func (c *Cache) Access(ctx context.Context, id int64) (media.Access, bool, error
 		if c.generation.Load() != gen {
 			return e, nil
 		}
-		c.rc.SetWithTTL(id, e, 1, ttl)
+		rc.SetWithTTL(id, e, 1, ttl)
 		// Sets are applied asynchronously; wait so the next lookup sees this one and a flood
 		// of requests for one id cannot outrun it into the database.
-		c.rc.Wait()
+		rc.Wait()
 		return e, nil
 	})
 	if err != nil {
@@ -168,7 +201,9 @@ func playable(access media.Access, found bool, err error, member, id int64) (med
 // Evict forgets id: the next lookup reads the database.
 func (c *Cache) Evict(id int64) {
 	c.generation.Add(1)
-	c.rc.Del(id)
+	if rc := c.rc.Load(); rc != nil {
+		rc.Del(id)
+	}
 	c.invalidations.Inc()
 }
 
@@ -182,8 +217,7 @@ func (c *Cache) EvictPayload(payload string) {
 // Clear forgets everything: notifications may have been missed while the listener was down.
 func (c *Cache) Clear() {
 	c.generation.Add(1)
-	c.rc.Clear()
+	if rc := c.rc.Load(); rc != nil {
+		rc.Clear()
+	}
 }
-
-// Close releases the cache's goroutines.
-func (c *Cache) Close() { c.rc.Close() }

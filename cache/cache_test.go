@@ -35,7 +35,10 @@ func newCache(t *testing.T, cfg cache.Config) *cache.Cache {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
 	return c
 }
 
@@ -91,14 +94,14 @@ func TestCache_ChangeOnOneNodeEvictsOnAnother(t *testing.T) {
 	nodeB := newCache(t, cache.Config{TTL: time.Hour, Load: store.LookupAccess})
 	connected := make(chan struct{}, 1)
 	listener := notify.NewListener(dbURL, slog.Default())
-	listener.Handle(notify.ChannelMediaChanged, nodeB.EvictPayload, func() {
+	listener.Handle(media.ChannelChanged, nodeB.EvictPayload, func() {
 		nodeB.Clear()
 		connected <- struct{}{}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = listener.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	if err := listener.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = listener.Stop(context.Background()) })
 	select {
 	case <-connected:
 	case <-time.After(10 * time.Second):

@@ -1,3 +1,5 @@
+// Package encodejobs is the encode job kind on the queue core (jobqueue): it turns an uploaded
+// source into HLS with ffmpeg (encoder/) and makes the media READY in the fenced completion.
 package encodejobs
 
 import (
@@ -12,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/playhead/playhead/encoder"
+	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
-	"github.com/playhead/playhead/notify"
 	"github.com/playhead/playhead/storage"
 )
 
@@ -31,9 +33,12 @@ type Encode struct {
 	ScratchDir string
 }
 
-// Kind returns the encode job kind for a Worker.
-func (e *Encode) Kind() Kind {
-	return Kind{Name: KindEncode, Run: e.run, Fail: FailMedia}
+// Kind returns the encode job kind for the queue: media.JobKind's hooks (lock the media's
+// owner and media rows, fail the media when DEAD, revive it on an admin retry) and Run.
+func (e *Encode) Kind() jobqueue.Kind {
+	k := media.JobKind(KindEncode)
+	k.Run = e.run
+	return k
 }
 
 // OutputPrefix is where one claim's outputs go. The claim token makes it unique, so a worker
@@ -42,49 +47,47 @@ func OutputPrefix(mediaID int64, claimToken string) string {
 	return fmt.Sprintf("hls/%d/%s/", mediaID, claimToken)
 }
 
-func (e *Encode) run(ctx context.Context, j Job) (Result, error) {
+func (e *Encode) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
 	var sourceKey *string
-	if err := e.Pool.QueryRow(ctx, `SELECT source_key FROM media WHERE id = $1`, j.MediaID).Scan(&sourceKey); err != nil {
-		return Result{}, fmt.Errorf("read media %d: %w", j.MediaID, err)
+	if err := e.Pool.QueryRow(ctx, `SELECT source_key FROM media WHERE id = $1`, j.Subject).Scan(&sourceKey); err != nil {
+		return jobqueue.Result{}, fmt.Errorf("read media %d: %w", j.Subject, err)
 	}
 	if sourceKey == nil {
-		return Result{}, Permanent(WithReason(errors.New("media has no uploaded source"), "the upload is missing"))
+		return jobqueue.Result{}, jobqueue.Permanent(jobqueue.WithReason(errors.New("media has no uploaded source"), "the upload is missing"))
 	}
 	scratch, err := os.MkdirTemp(e.ScratchDir, "playhead-encode-*")
 	if err != nil {
-		return Result{}, err
+		return jobqueue.Result{}, err
 	}
 	defer os.RemoveAll(scratch)
 
 	src := filepath.Join(scratch, "source")
 	if err := e.fetch(ctx, *sourceKey, src); err != nil {
-		return Result{}, err
+		return jobqueue.Result{}, err
 	}
 	outDir := filepath.Join(scratch, "out")
 	out, err := e.Encoder.Encode(ctx, src, outDir)
 	if err != nil {
-		return Result{}, encodeFailure(err)
+		return jobqueue.Result{}, encodeFailure(err)
 	}
 
-	prefix := OutputPrefix(j.MediaID, j.ClaimToken)
+	prefix := OutputPrefix(j.Subject, j.ClaimToken)
 	discard := func(ctx context.Context) { _ = e.Store.DeletePrefix(ctx, prefix) }
 	if err := storage.PutDir(ctx, e.Store, prefix, outDir); err != nil {
 		discard(context.WithoutCancel(ctx))
-		return Result{}, fmt.Errorf("store outputs: %w", err)
+		return jobqueue.Result{}, fmt.Errorf("store outputs: %w", err)
 	}
-	return Result{
-		Commit: func(ctx context.Context, tx pgx.Tx, owner int64) error {
-			if err := media.MarkReady(ctx, tx, j.MediaID, prefix+out.Master, prefix+out.Thumbnail, out.Probe.DurationMS); err != nil {
-				return err
-			}
-			return notify.Outbox(ctx, tx, owner, j.MediaID, notify.OutboxMediaReady, map[string]any{"job_id": j.ID})
+	return jobqueue.Result{
+		Commit: func(ctx context.Context, tx pgx.Tx) error {
+			return media.MarkReady(ctx, tx, j.Subject, prefix+out.Master, prefix+out.Thumbnail, out.Probe.DurationMS,
+				map[string]any{"job_id": j.ID})
 		},
 		Discard: discard,
 		// A worker killed mid-encode (kill -9) could not delete its own prefix; the winner
 		// removes every other claim's outputs once its own are recorded. A zombie that is
 		// still running cleans up after itself when its heartbeat finds the claim lost.
 		Committed: func(ctx context.Context) error {
-			return e.removeLosers(ctx, j.MediaID, j.ClaimToken)
+			return e.removeLosers(ctx, j.Subject, j.ClaimToken)
 		},
 	}, nil
 }
@@ -96,12 +99,12 @@ const notVideoReason = "not a playable video: the file is not an MP4, MOV, MKV, 
 // permanent), or an encode that failed (retried).
 func encodeFailure(err error) error {
 	if le, ok := errors.AsType[*encoder.LimitError](err); ok {
-		return Permanent(WithReason(err, "too large: "+le.Detail))
+		return jobqueue.Permanent(jobqueue.WithReason(err, "too large: "+le.Detail))
 	}
 	if errors.Is(err, encoder.ErrNotVideo) {
-		return Permanent(WithReason(err, notVideoReason))
+		return jobqueue.Permanent(jobqueue.WithReason(err, notVideoReason))
 	}
-	return WithReason(err, "the video could not be encoded; an administrator can see why and retry it")
+	return jobqueue.WithReason(err, "the video could not be encoded; an administrator can see why and retry it")
 }
 
 func (e *Encode) removeLosers(ctx context.Context, mediaID int64, winner string) error {
@@ -137,15 +140,4 @@ func (e *Encode) fetch(ctx context.Context, key, dst string) error {
 		return fmt.Errorf("fetch source: %w", err)
 	}
 	return nil
-}
-
-// FailMedia is the DeadFunc of media jobs: the media is FAILED with the user-facing reason of
-// cause (ReasonOf), and its owner gets one notification, in the transaction that marks the
-// job DEAD. cause's full text is the job's last_error, for administrators.
-func FailMedia(ctx context.Context, tx pgx.Tx, j Job, owner int64, cause error) error {
-	reason := ReasonOf(cause)
-	if err := media.MarkFailed(ctx, tx, j.MediaID, reason); err != nil {
-		return err
-	}
-	return notify.Outbox(ctx, tx, owner, j.MediaID, notify.OutboxMediaFailed, map[string]any{"job_id": j.ID, "reason": reason})
 }

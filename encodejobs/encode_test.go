@@ -7,13 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/internal/testvideo"
+	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/storage"
 )
@@ -22,7 +22,7 @@ import (
 // what a worker killed mid-encode left under its claim's prefix.
 func TestEncode_CompletesAndRemovesDeadClaimsOutputs(t *testing.T) {
 	t.Parallel()
-	b := setup(t, time.Minute)
+	b := setup(t)
 	dir := t.TempDir()
 	store, err := storage.NewLocal(filepath.Join(dir, "objects"))
 	if err != nil {
@@ -41,7 +41,7 @@ func TestEncode_CompletesAndRemovesDeadClaimsOutputs(t *testing.T) {
 		if _, err := tx.Exec(ctx, `UPDATE media SET source_key = 'uploads/x/source' WHERE id = $1`, m.ID); err != nil {
 			return err
 		}
-		_, err := encodejobs.Enqueue(ctx, tx, encodejobs.KindEncode, m.ID, 3)
+		_, err := jobqueue.Enqueue(ctx, tx, encodejobs.KindEncode, m.ID, 3)
 		return err
 	})
 	if err != nil {
@@ -58,14 +58,14 @@ func TestEncode_CompletesAndRemovesDeadClaimsOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	kind := (&encodejobs.Encode{Pool: b.pool, Store: store, Encoder: enc, ScratchDir: dir}).Kind()
-	startWorker(t, b.queue, encodejobs.WorkerConfig{Node: "n", PollInterval: 20 * time.Millisecond}, kind)
+	startRunner(t, b, kind)
 	waitFor(t, "READY", func() bool {
 		got, err := b.media.Get(ctx, m.ID)
 		return err == nil && got.Status == media.StatusReady
 	})
 	got, _ := b.media.Get(ctx, m.ID)
 	var token string
-	if err := b.pool.QueryRow(ctx, `SELECT claim_token::text FROM jobs WHERE media_id = $1`, m.ID).Scan(&token); err != nil {
+	if err := b.pool.QueryRow(ctx, `SELECT claim_token::text FROM jobs WHERE subject_id = $1`, m.ID).Scan(&token); err != nil {
 		t.Fatal(err)
 	}
 	if want := encodejobs.OutputPrefix(m.ID, token) + "master.m3u8"; got.HLSKey != want || got.DurationMS < 1900 {
@@ -88,7 +88,7 @@ func TestEncode_CompletesAndRemovesDeadClaimsOutputs(t *testing.T) {
 // meant for its owner; the whole error stays in the job row for administrators.
 func TestEncode_FailureReasonIsForTheUploader(t *testing.T) {
 	t.Parallel()
-	b := setup(t, time.Minute)
+	b := setup(t)
 	dir := t.TempDir()
 	store, err := storage.NewLocal(filepath.Join(dir, "objects"))
 	if err != nil {
@@ -128,7 +128,7 @@ func TestEncode_FailureReasonIsForTheUploader(t *testing.T) {
 			if _, err := tx.Exec(ctx, `UPDATE media SET source_key = $2 WHERE id = $1`, m.ID, key); err != nil {
 				return err
 			}
-			_, err := encodejobs.Enqueue(ctx, tx, encodejobs.KindEncode, m.ID, 3)
+			_, err := jobqueue.Enqueue(ctx, tx, encodejobs.KindEncode, m.ID, 3)
 			return err
 		})
 		if err != nil {
@@ -145,7 +145,7 @@ func TestEncode_FailureReasonIsForTheUploader(t *testing.T) {
 		t.Fatal(err)
 	}
 	kind := (&encodejobs.Encode{Pool: b.pool, Store: store, Encoder: enc, ScratchDir: scratch}).Kind()
-	startWorker(t, b.queue, encodejobs.WorkerConfig{Node: "n", PollInterval: 20 * time.Millisecond}, kind)
+	startRunner(t, b, kind)
 	waitFor(t, "every upload FAILED", func() bool {
 		return b.count(t, `SELECT count(*) FROM media WHERE status = 'FAILED'`) == len(sources)
 	})
@@ -164,7 +164,7 @@ func TestEncode_FailureReasonIsForTheUploader(t *testing.T) {
 		}
 		var lastError string
 		var attempts int
-		if err := b.pool.QueryRow(ctx, `SELECT last_error, attempt_count FROM jobs WHERE media_id = $1`, id).Scan(&lastError, &attempts); err != nil {
+		if err := b.pool.QueryRow(ctx, `SELECT last_error, attempt_count FROM jobs WHERE subject_id = $1`, id).Scan(&lastError, &attempts); err != nil {
 			t.Fatal(err)
 		}
 		if attempts != 1 || len(lastError) <= len(m.FailureReason) || (name != "huge" && !strings.Contains(lastError, "ffprobe")) {

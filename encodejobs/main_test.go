@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
 )
 
@@ -22,36 +21,13 @@ var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: 
 
 type bundle struct {
 	pool  *pgxpool.Pool
-	url   string
-	queue *encodejobs.Queue
 	media *media.Store
 }
 
-func setup(t *testing.T, lease time.Duration) *bundle {
+func setup(t *testing.T) *bundle {
 	t.Helper()
-	pool, url := pgtest.Pool(t)
-	return &bundle{pool: pool, url: url, queue: encodejobs.NewQueue(pool, lease), media: media.NewStore(pool)}
-}
-
-// enqueue creates n PROCESSING media of member 1, each with a job of kind.
-func (b *bundle) enqueue(t *testing.T, kind string, n int) []int64 {
-	t.Helper()
-	var mediaIDs []int64
-	for range n {
-		m, err := b.media.Create(context.Background(), media.Media{OwnerID: 1, Title: "upload", Status: media.StatusProcessing, Visibility: media.VisibilityPrivate})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = pgx.BeginFunc(context.Background(), b.pool, func(tx pgx.Tx) error {
-			_, err := encodejobs.Enqueue(context.Background(), tx, kind, m.ID, 3)
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		mediaIDs = append(mediaIDs, m.ID)
-	}
-	return mediaIDs
+	pool, _ := pgtest.Pool(t)
+	return &bundle{pool: pool, media: media.NewStore(pool)}
 }
 
 func (b *bundle) count(t *testing.T, sql string, args ...any) int {
@@ -75,16 +51,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func startWorker(t *testing.T, q *encodejobs.Queue, cfg encodejobs.WorkerConfig, kinds ...encodejobs.Kind) *encodejobs.Worker {
+// startRunner runs kind on a queue of its own over b's pool until the test ends.
+func startRunner(t *testing.T, b *bundle, kind jobqueue.Kind) {
 	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = quiet
-	}
-	w, err := encodejobs.NewWorker(q, cfg, kinds...)
+	q, err := jobqueue.NewQueue(b.pool, time.Minute, kind)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Start()
-	t.Cleanup(func() { _ = w.Stop(context.Background()) })
-	return w
+	r, err := jobqueue.NewRunner(q, jobqueue.RunnerConfig{Kind: kind.Name, Node: "n", PollInterval: 20 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(context.Background()) })
 }

@@ -10,66 +10,72 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/playhead/playhead/encodejobs"
+	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/storage"
 )
 
-// Ingest runs ingest jobs on the media pipeline's queue (same claim, lease, fencing, retries
-// and DEAD as encoding): download the row's video to a temporary file, store it as the media's
-// source, and in the fenced completion mark the media UPLOADED and enqueue its encode job.
+// Ingest runs ingest jobs on the queue core (same claim, lease, fencing, retries and DEAD as
+// encoding): download the row's video to a temporary file, store it as the media's source, and
+// in the fenced completion mark the media UPLOADED and enqueue the job that encodes it.
 type Ingest struct {
 	Store   *Store
 	Objects storage.Store
 	Fetcher *Fetcher
 	Links   Links
-	// EncodeAttempts is the attempt limit of the encode job enqueued after the download.
+	// EncodeKind is the kind of the job enqueued after the download (encodejobs.KindEncode,
+	// wired by cmd/api: the two kinds do not import each other). Required.
+	EncodeKind string
+	// EncodeAttempts is that job's attempt limit.
 	EncodeAttempts int
 	// ScratchDir holds the temporary downloads; the system's temp dir when empty.
 	ScratchDir string
 }
 
-// Kind returns the ingest job kind for a Worker.
-func (in *Ingest) Kind() encodejobs.Kind {
-	return encodejobs.Kind{Name: KindIngest, Run: in.run, Fail: encodejobs.FailMedia}
+// Kind returns the ingest job kind for the queue: media.JobKind's hooks (lock the media's
+// owner and media rows, fail the media when DEAD, revive it on an admin retry) and Run.
+func (in *Ingest) Kind() jobqueue.Kind {
+	k := media.JobKind(KindIngest)
+	k.Run = in.run
+	return k
 }
 
-func (in *Ingest) run(ctx context.Context, j encodejobs.Job) (encodejobs.Result, error) {
-	raw, err := in.Store.source(ctx, j.MediaID)
+func (in *Ingest) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
+	raw, err := in.Store.source(ctx, j.Subject)
 	if err != nil {
-		return encodejobs.Result{}, err
+		return jobqueue.Result{}, err
 	}
 	primary, fallback := in.Links.Resolve(raw)
 	tmp, err := os.CreateTemp(in.ScratchDir, "playhead-ingest-*")
 	if err != nil {
-		return encodejobs.Result{}, err
+		return jobqueue.Result{}, err
 	}
 	// The temporary file goes on every path: success, failure, cancellation.
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 
 	if _, err := in.Fetcher.Fetch(ctx, primary, fallback, tmp); err != nil {
-		return encodejobs.Result{}, fetchFailure(err)
+		return jobqueue.Result{}, fetchFailure(err)
 	}
 	if _, err := tmp.Seek(0, 0); err != nil {
-		return encodejobs.Result{}, err
+		return jobqueue.Result{}, err
 	}
 	// Each attempt stores under its own key, so a late attempt cannot overwrite a winner's.
-	key := fmt.Sprintf("uploads/ingest-%d-%s/source", j.MediaID, randomHex())
+	key := fmt.Sprintf("uploads/ingest-%d-%s/source", j.Subject, randomHex())
 	discard := func(ctx context.Context) { _ = in.Objects.DeletePrefix(ctx, key[:len(key)-len("source")]) }
 	if _, err := in.Objects.Put(ctx, key, tmp); err != nil {
 		discard(context.WithoutCancel(ctx))
-		return encodejobs.Result{}, fmt.Errorf("store download: %w", err)
+		return jobqueue.Result{}, fmt.Errorf("store download: %w", err)
 	}
-	return encodejobs.Result{
-		Commit: func(ctx context.Context, tx pgx.Tx, _ int64) error {
-			if _, err := tx.Exec(ctx, `UPDATE media SET source_key = $2 WHERE id = $1`, j.MediaID, key); err != nil {
+	return jobqueue.Result{
+		Commit: func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `UPDATE media SET source_key = $2 WHERE id = $1`, j.Subject, key); err != nil {
 				return err
 			}
-			if err := media.SetStatus(ctx, tx, j.MediaID, media.StatusUploaded); err != nil {
+			if err := media.SetStatus(ctx, tx, j.Subject, media.StatusUploaded); err != nil {
 				return err
 			}
-			_, err := encodejobs.Enqueue(ctx, tx, encodejobs.KindEncode, j.MediaID, in.EncodeAttempts)
+			_, err := jobqueue.Enqueue(ctx, tx, in.EncodeKind, j.Subject, in.EncodeAttempts)
 			return err
 		},
 		Discard: discard,
@@ -85,11 +91,11 @@ func fetchFailure(err error) error {
 		if len(reason) > maxReasonBytes {
 			reason = strings.ToValidUTF8(reason[:maxReasonBytes], "") + "…"
 		}
-		return encodejobs.Permanent(encodejobs.WithReason(err, reason))
+		return jobqueue.Permanent(jobqueue.WithReason(err, reason))
 	}
 	// The next attempt is the queue's, after its backoff (or the server's Retry-After): this
 	// one gives its download slot back now rather than sleeping in it.
-	return encodejobs.RetryAfter(encodejobs.WithReason(err, "the download failed: the server could not be reached or kept failing"), RetryAfter(err))
+	return jobqueue.RetryAfter(jobqueue.WithReason(err, "the download failed: the server could not be reached or kept failing"), RetryAfter(err))
 }
 
 // maxReasonBytes bounds a failure reason made from an error's text.

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/storage"
 )
 
@@ -77,16 +77,21 @@ func TestIngest_UnreachableLinksDoNotHoldTheSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	importer := &ingest.Ingest{Store: store, Objects: objects, EncodeAttempts: 3, ScratchDir: t.TempDir(),
+	importer := &ingest.Ingest{Store: store, Objects: objects, EncodeKind: "encode", EncodeAttempts: 3, ScratchDir: t.TempDir(),
 		Fetcher: ingest.NewFetcher(ingest.FetchConfig{AllowPrivate: true, ResponseTimeout: 300 * time.Millisecond})}
-	queue := encodejobs.NewQueue(pool, time.Minute)
-	w, err := encodejobs.NewWorker(queue, encodejobs.WorkerConfig{Node: "n", Concurrency: 2, PollInterval: 20 * time.Millisecond,
-		// Long backoff: a job handed back stays out of the way for the rest of the test.
-		RetryBase: 24 * time.Hour, RetryCap: 24 * time.Hour, Logger: slog.New(slog.DiscardHandler)}, importer.Kind())
+	queue, err := jobqueue.NewQueue(pool, time.Minute, importer.Kind())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Start()
+	w, err := jobqueue.NewRunner(queue, jobqueue.RunnerConfig{Kind: ingest.KindIngest, Node: "n", Concurrency: 2, PollInterval: 20 * time.Millisecond,
+		// Long backoff: a job handed back stays out of the way for the rest of the test.
+		RetryBase: 24 * time.Hour, RetryCap: 24 * time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 
 	count := func(sql string) int {
@@ -110,9 +115,9 @@ func TestIngest_UnreachableLinksDoNotHoldTheSlots(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	attempts := count(`SELECT coalesce(sum(attempt_count), 0) FROM jobs j JOIN import_rows r ON r.media_id = j.media_id
+	attempts := count(`SELECT coalesce(sum(attempt_count), 0) FROM jobs j JOIN import_rows r ON r.media_id = j.subject_id
 		WHERE j.kind = 'ingest' AND r.video_url LIKE '` + dead + `%'`)
-	handedBack := count(`SELECT count(*) FROM jobs j JOIN import_rows r ON r.media_id = j.media_id
+	handedBack := count(`SELECT count(*) FROM jobs j JOIN import_rows r ON r.media_id = j.subject_id
 		WHERE j.kind = 'ingest' AND j.status = 'PENDING' AND r.video_url LIKE '` + dead + `%'`)
 	t.Logf("dead links: %d job attempts, %d connections to the dead server, %d jobs handed back to the queue", attempts, conns.Load(), handedBack)
 	if int(conns.Load()) != attempts {

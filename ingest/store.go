@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/playhead/playhead/apperr"
-	"github.com/playhead/playhead/encodejobs"
+	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
 )
 
@@ -85,7 +85,7 @@ func (s *Store) acceptRow(ctx context.Context, tx pgx.Tx, admin, importID int64,
 		VALUES ($1, $2, $3, $4, $5, $6, $7)`, importID, r.Number, r.Collection, r.Chapter, r.Order, r.VideoURL, mediaID); err != nil {
 		return err
 	}
-	_, err := encodejobs.Enqueue(ctx, tx, KindIngest, mediaID, s.maxAttempts)
+	_, err := jobqueue.Enqueue(ctx, tx, KindIngest, mediaID, s.maxAttempts)
 	return err
 }
 
@@ -139,7 +139,7 @@ func (s *Store) Get(ctx context.Context, id int64) (Import, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT r.row_number, r.collection, r.chapter, r.position, r.video_url, r.reject_reason, r.media_id,
 		       m.status, coalesce(m.failure_reason, ''),
-		       (SELECT j.status FROM jobs j WHERE j.media_id = r.media_id AND j.kind = $2 ORDER BY j.id DESC LIMIT 1)
+		       (SELECT j.status FROM jobs j WHERE j.subject_id = r.media_id AND j.kind = $2 ORDER BY j.id DESC LIMIT 1)
 		FROM import_rows r LEFT JOIN media m ON m.id = r.media_id
 		WHERE r.import_id = $1 ORDER BY r.row_number`, id, KindIngest)
 	if err != nil {
@@ -178,7 +178,7 @@ func rowState(reject, mediaStatus, ingestStatus *string, failure string) (RowSta
 	case media.StatusUploaded:
 		return StateUploaded, ""
 	}
-	if ingestStatus != nil && encodejobs.Status(*ingestStatus) == encodejobs.StatusProcessing {
+	if ingestStatus != nil && jobqueue.Status(*ingestStatus) == jobqueue.StatusProcessing {
 		return StateIngesting, ""
 	}
 	return StatePending, ""

@@ -49,17 +49,16 @@ func setupMediaAPI(t *testing.T) *mediaAPI {
 	pool := must(pgxpool.NewWithConfig(context.Background(), cfg))(t)
 	t.Cleanup(pool.Close)
 	store := media.NewStore(pool)
-	c := must(cache.New(cache.Config{Load: store.LookupAccess, NegativeTTL: time.Hour}))(t)
-	t.Cleanup(c.Close)
+	c := startCache(t, cache.Config{Load: store.LookupAccess, NegativeTTL: time.Hour})
 	// Each node's listener evicts changed ids, as in the binary.
 	listener := notify.NewListener(cfg.ConnString(), slog.New(slog.DiscardHandler))
 	connected := make(chan struct{})
 	var once sync.Once
-	listener.Handle(notify.ChannelMediaChanged, c.EvictPayload, func() { c.Clear(); once.Do(func() { close(connected) }) })
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { defer close(stopped); _ = listener.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-stopped })
+	listener.Handle(media.ChannelChanged, c.EvictPayload, func() { c.Clear(); once.Do(func() { close(connected) }) })
+	if err := listener.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = listener.Stop(context.Background()) })
 	select {
 	case <-connected:
 	case <-time.After(30 * time.Second):

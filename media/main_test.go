@@ -2,6 +2,7 @@ package media_test
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/playhead/playhead/cache"
 	"github.com/playhead/playhead/internal/pgtest"
 )
 
@@ -90,4 +92,18 @@ func rawSend(t *testing.T, addr, method, target, token, body string) (int, strin
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(out)
+}
+
+// startCache starts a media cache until the test ends.
+func startCache(t *testing.T, cfg cache.Config) *cache.Cache {
+	t.Helper()
+	c, err := cache.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	return c
 }

@@ -71,8 +71,7 @@ func setupObjects(t *testing.T) *objectsFixture {
 		t.Fatal(err)
 	}
 
-	c := must(cache.New(cache.Config{Load: store.LookupAccess}))(t)
-	t.Cleanup(c.Close)
+	c := startCache(t, cache.Config{Load: store.LookupAccess})
 	verifier := must(auth.NewVerifier([]byte(secret), 0))(t)
 	app := httpserver.New(httpserver.Config{BodyLimit: 1 << 16})
 	(&media.ObjectsHandler{Store: objects, Access: c}).Register(app, verifier.MediaMiddleware())

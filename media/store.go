@@ -100,7 +100,7 @@ func (s *Store) Update(ctx context.Context, id int64, p Patch) (Media, error) {
 // NotifyChanged tells every node that media id changed. Call it in the transaction that
 // changes the row, so the notification is sent exactly when the change commits.
 func NotifyChanged(ctx context.Context, tx notify.Execer, id int64) error {
-	return notify.Send(ctx, tx, notify.ChannelMediaChanged, fmt.Sprint(id))
+	return notify.Send(ctx, tx, ChannelChanged, fmt.Sprint(id))
 }
 
 // Get returns media id.
@@ -128,39 +128,4 @@ func (s *Store) LookupAccess(ctx context.Context, id int64) (Access, bool, error
 		return Access{}, false, fmt.Errorf("look up media %d: %w", id, err)
 	}
 	return a, true, nil
-}
-
-// The writes below run inside the media pipeline's fenced job transactions, which have already
-// locked the owner and media rows. Each notifies every node's cache on commit.
-
-// MarkReady makes media id playable with its encoded outputs.
-func MarkReady(ctx context.Context, tx pgx.Tx, id int64, hlsKey, thumbnailKey string, durationMS int64) error {
-	_, err := tx.Exec(ctx, `
-		UPDATE media SET status = 'READY', hls_key = $2, thumbnail_key = $3, duration_ms = nullif($4::bigint, 0),
-		       failure_reason = NULL, updated_at = statement_timestamp()
-		WHERE id = $1`, id, hlsKey, thumbnailKey, durationMS)
-	if err != nil {
-		return fmt.Errorf("mark media %d ready: %w", id, err)
-	}
-	return NotifyChanged(ctx, tx, id)
-}
-
-// MarkFailed records that media id will never become playable, and why.
-func MarkFailed(ctx context.Context, tx pgx.Tx, id int64, reason string) error {
-	_, err := tx.Exec(ctx, `UPDATE media SET status = 'FAILED', failure_reason = $2, updated_at = statement_timestamp() WHERE id = $1`,
-		id, reason)
-	if err != nil {
-		return fmt.Errorf("mark media %d failed: %w", id, err)
-	}
-	return NotifyChanged(ctx, tx, id)
-}
-
-// SetStatus moves media id to status (PROCESSING when a job is retried, UPLOADED when an
-// import has fetched its file).
-func SetStatus(ctx context.Context, tx pgx.Tx, id int64, status Status) error {
-	_, err := tx.Exec(ctx, `UPDATE media SET status = $2, failure_reason = NULL, updated_at = statement_timestamp() WHERE id = $1`, id, status)
-	if err != nil {
-		return fmt.Errorf("set media %d status: %w", id, err)
-	}
-	return NotifyChanged(ctx, tx, id)
 }

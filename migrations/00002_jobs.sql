@@ -1,9 +1,10 @@
 -- +goose Up
 ALTER TABLE media ADD COLUMN failure_reason text;
 
--- jobs is the durable queue of the media pipeline (encode, and later ingest). A claim is a
--- fresh claim_token plus a lease; every terminal UPDATE checks both, so a worker whose lease
--- expired cannot complete a job another worker has claimed since.
+-- jobs is the durable queue of every job kind (encode, ingest; jobqueue/ runs it). A claim is
+-- a fresh claim_token plus a lease; every terminal UPDATE checks both, so a worker whose lease
+-- expired cannot complete a job another worker has claimed since. (00004 renames media_id to
+-- subject_id and indexes the claim by kind.)
 CREATE TABLE jobs (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     kind          text NOT NULL,
@@ -31,7 +32,8 @@ CREATE TABLE jobs (
     fillfactor = 70
 );
 
--- The two claimable shapes: due PENDING jobs in order, and PROCESSING jobs whose lease ran out.
+-- The two claimable shapes: due PENDING jobs in order, and PROCESSING jobs whose lease ran out
+-- (replaced in 00004 by the same indexes led by kind).
 CREATE INDEX jobs_pending_idx ON jobs (available_at, id) WHERE status = 'PENDING';
 CREATE INDEX jobs_processing_idx ON jobs (lease_until) WHERE status = 'PROCESSING';
 -- Retention deletes finished jobs by age.

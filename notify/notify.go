@@ -1,6 +1,7 @@
-// Package notify carries PostgreSQL LISTEN/NOTIFY between nodes: the channel names, a helper
-// to send inside a transaction, and one listening connection per process that dispatches to
-// handlers and reconnects by itself.
+// Package notify carries PostgreSQL LISTEN/NOTIFY between nodes: a helper to send inside a
+// transaction, and one listening connection per process that dispatches to handlers and
+// reconnects by itself. The channels belong to the packages that send on them
+// (media.ChannelChanged, jobqueue.Channel).
 package notify
 
 import (
@@ -12,15 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgxlisten"
+
+	"github.com/playhead/playhead/lifecycle"
 )
-
-// ChannelMediaChanged carries a media id whenever a media row changes; every node's media
-// cache evicts that id.
-const ChannelMediaChanged = "media_changed"
-
-// ChannelJobs carries a job kind whenever a job becomes claimable; idle workers wake at once
-// instead of waiting for their next poll.
-const ChannelJobs = "jobs_available"
 
 // Execer is what Send needs: a transaction, a connection or a pool.
 type Execer interface {
@@ -37,9 +32,10 @@ func Send(ctx context.Context, db Execer, channel, payload string) error {
 }
 
 // Listener holds one dedicated connection that LISTENs on every channel with a handler.
-// Register handlers with Handle before Run.
+// Register handlers with Handle before Start.
 type Listener struct {
 	inner pgxlisten.Listener
+	loop  lifecycle.Loop
 }
 
 // NewListener returns a Listener that connects with connString.
@@ -55,18 +51,21 @@ func NewListener(connString string, logger *slog.Logger) *Listener {
 	return l
 }
 
-// Handle calls onPayload for each notification on channel, and onConnect every time the
-// listening connection is (re)established, before any notification: notifications sent while
-// the connection was down are lost, so onConnect must resynchronise (a cache clears itself).
-// onConnect may be nil.
+// Handle, called before Start, makes the listener call onPayload for each notification on
+// channel, and onConnect every time the listening connection is (re)established, before any
+// notification: notifications sent while the connection was down are lost, so onConnect must
+// resynchronise (a cache clears itself). onConnect may be nil.
 func (l *Listener) Handle(channel string, onPayload func(payload string), onConnect func()) {
 	l.inner.Handle(channel, handler{onPayload: onPayload, onConnect: onConnect})
 }
 
-// Run listens until ctx is done, reconnecting after failures.
-func (l *Listener) Run(ctx context.Context) error {
-	return l.inner.Listen(ctx)
+// Start connects in the background and listens until Stop, reconnecting after failures.
+func (l *Listener) Start(ctx context.Context) error {
+	return l.loop.Start(ctx, func(ctx context.Context) { _ = l.inner.Listen(ctx) }) // returns only when stopped
 }
+
+// Stop closes the listening connection and waits for it.
+func (l *Listener) Stop(ctx context.Context) error { return l.loop.Stop(ctx) }
 
 type handler struct {
 	onPayload func(string)
@@ -81,27 +80,6 @@ func (h handler) HandleNotification(_ context.Context, n *pgconn.Notification, _
 func (h handler) HandleBacklog(context.Context, string, *pgx.Conn) error {
 	if h.onConnect != nil {
 		h.onConnect()
-	}
-	return nil
-}
-
-// The outbox kinds: what a member is told about their media.
-const (
-	OutboxMediaReady  = "media_ready"
-	OutboxMediaFailed = "media_failed"
-)
-
-// Outbox records a notification for member about media in the caller's transaction, so it is
-// sent exactly when the change it announces commits. A relay (outside this service) delivers
-// the rows.
-func Outbox(ctx context.Context, db Execer, member, media int64, kind string, payload map[string]any) error {
-	if payload == nil {
-		payload = map[string]any{}
-	}
-	_, err := db.Exec(ctx, `INSERT INTO notification_outbox (member_id, media_id, kind, payload) VALUES ($1, $2, $3, $4)`,
-		member, media, kind, payload)
-	if err != nil {
-		return fmt.Errorf("outbox %s: %w", kind, err)
 	}
 	return nil
 }

@@ -55,7 +55,10 @@ func setup(t *testing.T, opts options) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.cache.Close)
+	if err := b.cache.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.cache.Stop(context.Background()) })
 	flush := opts.flush
 	if flush == nil {
 		flush = b.store.Flush

@@ -88,7 +88,7 @@ func TestChaos_MediaJobs(t *testing.T) {
 			t.Fatalf("round %d (%s): output prefixes %v, want only the winner's (%s)", round, fault, dirs, hlsKey)
 		}
 		var jobs int
-		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM jobs WHERE media_id = $1`, id).Scan(&jobs); err != nil || jobs != 1 {
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM jobs WHERE subject_id = $1`, id).Scan(&jobs); err != nil || jobs != 1 {
 			t.Fatalf("round %d: %d jobs for one upload (%v)", round, jobs, err)
 		}
 		t.Logf("round %d: %s → COMPLETED after %d attempt(s)", round, fault, done.AttemptCount)

@@ -90,7 +90,7 @@ func TestImport_SheetBecomesPlayable(t *testing.T) {
 	}
 	pool := s.Pool(t)
 	var attempts int
-	if err := pool.QueryRow(t.Context(), `SELECT attempt_count FROM jobs WHERE media_id = $1 AND kind = 'ingest'`, *states[4].MediaID).Scan(&attempts); err != nil || attempts != 1 {
+	if err := pool.QueryRow(t.Context(), `SELECT attempt_count FROM jobs WHERE subject_id = $1 AND kind = 'ingest'`, *states[4].MediaID).Scan(&attempts); err != nil || attempts != 1 {
 		t.Errorf("the 404 row's ingest job took %d attempts (%v), want 1: a 404 is not retried", attempts, err)
 	}
 

@@ -20,12 +20,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/testvideo"
+	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
-	"github.com/playhead/playhead/notify"
 )
 
 // TestPipeline_UploadBecomesPlayable uploads a small video through a role=all process and
@@ -74,7 +73,7 @@ func TestPipeline_UploadBecomesPlayable(t *testing.T) {
 		t.Fatalf("media %d ended %s (failure_reason %q), want READY; job: %v", id, v.Status, v.FailureReason, mediaJob(t, pool, id))
 	}
 	job := mediaJob(t, pool, id)
-	if job.Status != string(encodejobs.StatusCompleted) || job.AttemptCount != 1 || job.CompletedAt == nil {
+	if job.Status != string(jobqueue.StatusCompleted) || job.AttemptCount != 1 || job.CompletedAt == nil {
 		t.Errorf("after READY: %v, want COMPLETED at attempt 1", job)
 	}
 	var encodeTook time.Duration
@@ -210,7 +209,7 @@ func TestPipeline_NonVideoUploadFails(t *testing.T) {
 		t.Errorf("FAILED media shows hls_url %q thumbnail_url %q, want none", v.HLSURL, v.ThumbnailURL)
 	}
 	job := mediaJob(t, pool, id) // exactly one job
-	if job.Status != string(encodejobs.StatusDead) || job.AttemptCount != 1 || job.CompletedAt == nil {
+	if job.Status != string(jobqueue.StatusDead) || job.AttemptCount != 1 || job.CompletedAt == nil {
 		t.Errorf("%v; want DEAD after exactly 1 attempt (a permanent error is not retried)", job)
 	}
 	if !strings.Contains(str(job.LastError), encoder.ErrNotVideo.Error()) {
@@ -219,21 +218,21 @@ func TestPipeline_NonVideoUploadFails(t *testing.T) {
 
 	// The admin API shows the same single DEAD job.
 	var list struct {
-		Jobs []encodejobs.Row `json:"jobs"`
+		Jobs []jobqueue.Row `json:"jobs"`
 	}
 	out := s.MustDo(t, http.StatusOK, http.MethodGet, s.HTTPURL+"/v1/admin/jobs?status=DEAD", admin, nil)
 	if err := json.Unmarshal(out, &list); err != nil {
 		t.Fatalf("GET /v1/admin/jobs?status=DEAD: %s: %v", out, err)
 	}
-	if len(list.Jobs) != 1 || list.Jobs[0].ID != job.ID || list.Jobs[0].MediaID != id || list.Jobs[0].AttemptCount != 1 {
+	if len(list.Jobs) != 1 || list.Jobs[0].ID != job.ID || list.Jobs[0].Subject != id || list.Jobs[0].AttemptCount != 1 {
 		t.Errorf("GET /v1/admin/jobs?status=DEAD = %s, want exactly job %d of media %d at attempt 1", out, job.ID, id)
 	}
 	out = s.MustDo(t, http.StatusOK, http.MethodGet, s.HTTPURL+"/v1/admin/jobs", admin, nil)
 	if err := json.Unmarshal(out, &list); err != nil || len(list.Jobs) != 1 {
 		t.Errorf("GET /v1/admin/jobs = %s (%v), want exactly one job in the whole queue", out, err)
 	}
-	if n := outboxCount(t, pool, id, ""); n != 1 || outboxCount(t, pool, id, notify.OutboxMediaFailed) != 1 {
-		t.Errorf("notification_outbox has %d rows for media %d, want exactly 1 of kind %s", n, id, notify.OutboxMediaFailed)
+	if n := outboxCount(t, pool, id, ""); n != 1 || outboxCount(t, pool, id, media.OutboxFailed) != 1 {
+		t.Errorf("notification_outbox has %d rows for media %d, want exactly 1 of kind %s", n, id, media.OutboxFailed)
 	}
 	var member int64
 	if err := pool.QueryRow(context.Background(), `SELECT member_id FROM notification_outbox WHERE media_id = $1`, id).Scan(&member); err != nil || member != ownerID {
@@ -249,8 +248,8 @@ func TestPipeline_NonVideoUploadFails(t *testing.T) {
 	// with a second notification.
 	s.MustDo(t, http.StatusAccepted, http.MethodPost, s.URL("/v1/admin/jobs/%d/retry", job.ID), admin, nil)
 	again := waitJob(t, pool, id, "DEAD again after the admin retry", func(j jobRow) bool {
-		return j.Status == string(encodejobs.StatusDead) && outboxCount(t, pool, id, notify.OutboxMediaFailed) == 2
-	}, func(j jobRow) bool { return j.Status == string(encodejobs.StatusCompleted) }, s)
+		return j.Status == string(jobqueue.StatusDead) && outboxCount(t, pool, id, media.OutboxFailed) == 2
+	}, func(j jobRow) bool { return j.Status == string(jobqueue.StatusCompleted) }, s)
 	if again.AttemptCount != 1 || again.ID != job.ID {
 		t.Errorf("after the admin retry: %v, want job %d DEAD at attempt 1", again, job.ID)
 	}

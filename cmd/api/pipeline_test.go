@@ -21,9 +21,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/testvideo"
+	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
 )
 
@@ -141,7 +141,7 @@ func mediaJob(t *testing.T, pool *pgxpool.Pool, id int64) jobRow {
 	rows, err := pool.Query(ctx, `
 		SELECT id, status, attempt_count, max_attempts, claim_token::text, claimed_by, lease_until, enqueued_at,
 		       completed_at, last_error, available_at <= statement_timestamp()
-		FROM jobs WHERE media_id = $1 ORDER BY id`, id)
+		FROM jobs WHERE subject_id = $1 ORDER BY id`, id)
 	if err != nil {
 		t.Fatalf("read jobs of media %d: %v", id, err)
 	}
@@ -195,12 +195,12 @@ func waitJob(t *testing.T, pool *pgxpool.Pool, id int64, what string, cond, stop
 }
 
 func isDone(j jobRow) bool {
-	return j.Status == string(encodejobs.StatusCompleted) || j.Status == string(encodejobs.StatusDead)
+	return j.Status == string(jobqueue.StatusCompleted) || j.Status == string(jobqueue.StatusDead)
 }
 
 func claimedBy(node string) func(jobRow) bool {
 	return func(j jobRow) bool {
-		return j.Status == string(encodejobs.StatusProcessing) && j.ClaimedBy != nil && *j.ClaimedBy == node
+		return j.Status == string(jobqueue.StatusProcessing) && j.ClaimedBy != nil && *j.ClaimedBy == node
 	}
 }
 

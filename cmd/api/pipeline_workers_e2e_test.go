@@ -18,8 +18,8 @@ import (
 	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/testvideo"
+	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
-	"github.com/playhead/playhead/notify"
 )
 
 // TestPipeline_Kill9MidEncodeIsReclaimed kills the only worker with SIGKILL in the middle of
@@ -65,15 +65,15 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 		t.Errorf("reclaimed: %v, want attempt 2 under a new claim token (A's was %s)", second, str(first.ClaimToken))
 	}
 
-	q := encodejobs.NewQueue(pool, time.Minute)
-	stale := encodejobs.Job{ID: first.ID, Kind: encodejobs.KindEncode, MediaID: id, ClaimToken: str(first.ClaimToken), Attempt: 1, MaxAttempts: 3}
-	zombie := func(ranDomain *bool) encodejobs.DomainFunc {
-		return func(ctx context.Context, tx pgx.Tx, owner int64) error {
+	q, err := jobqueue.NewQueue(pool, time.Minute, media.JobKind(encodejobs.KindEncode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := jobqueue.Job{ID: first.ID, Kind: encodejobs.KindEncode, Subject: id, ClaimToken: str(first.ClaimToken), Attempt: 1, MaxAttempts: 3}
+	zombie := func(ranDomain *bool) func(context.Context, pgx.Tx) error {
+		return func(ctx context.Context, tx pgx.Tx) error {
 			*ranDomain = true
-			if err := media.MarkReady(ctx, tx, id, "hls/zombie/master.m3u8", "hls/zombie/thumb.jpg", 1); err != nil {
-				return err
-			}
-			return notify.Outbox(ctx, tx, owner, id, notify.OutboxMediaReady, map[string]any{"zombie": true})
+			return media.MarkReady(ctx, tx, id, "hls/zombie/master.m3u8", "hls/zombie/thumb.jpg", 1, map[string]any{"zombie": true})
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -81,7 +81,7 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 
 	// While B holds the claim, A's token cannot complete the job.
 	var ranWhileB bool
-	if err := q.Complete(ctx, stale, zombie(&ranWhileB)); !errors.Is(err, encodejobs.ErrClaimLost) {
+	if err := q.Complete(ctx, stale, zombie(&ranWhileB)); !errors.Is(err, jobqueue.ErrClaimLost) {
 		t.Errorf("Complete with A's stale token while B holds the claim = %v, want ErrClaimLost", err)
 	}
 	if status, hlsKey, _ := mediaRow(t, pool, id); status != string(media.StatusProcessing) || hlsKey != "" {
@@ -90,12 +90,12 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 	if n := outboxCount(t, pool, id, ""); n != 0 {
 		t.Errorf("after the fenced-out completion during B's claim the outbox has %d rows for the media, want 0", n)
 	}
-	if j := mediaJob(t, pool, id); isDone(j) || (j.Status == string(encodejobs.StatusProcessing) && str(j.ClaimToken) != str(second.ClaimToken)) {
+	if j := mediaJob(t, pool, id); isDone(j) || (j.Status == string(jobqueue.StatusProcessing) && str(j.ClaimToken) != str(second.ClaimToken)) {
 		t.Errorf("after the fenced-out completion during B's claim: %v, want B's claim %s untouched", j, str(second.ClaimToken))
 	}
 
-	done := waitJob(t, pool, id, "COMPLETED", func(j jobRow) bool { return j.Status == string(encodejobs.StatusCompleted) },
-		func(j jobRow) bool { return j.Status == string(encodejobs.StatusDead) }, api, b)
+	done := waitJob(t, pool, id, "COMPLETED", func(j jobRow) bool { return j.Status == string(jobqueue.StatusCompleted) },
+		func(j jobRow) bool { return j.Status == string(jobqueue.StatusDead) }, api, b)
 	if done.CompletedAt != nil {
 		t.Logf("worker B: reclaimed → COMPLETED in about %s (10 s 720p, veryfast, 4 renditions); upload → READY %s overall",
 			done.CompletedAt.Sub(reclaimedAt).Round(10*time.Millisecond), done.CompletedAt.Sub(done.EnqueuedAt).Round(10*time.Millisecond))
@@ -115,22 +115,22 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 		t.Errorf("storage hls/%d/ holds %v, want only B's claim prefix %s (A never stored outputs)", id, dirs, str(second.ClaimToken))
 	}
 	_, hlsBefore, _ := mediaRow(t, pool, id)
-	if n := outboxCount(t, pool, id, notify.OutboxMediaReady); n != 1 {
+	if n := outboxCount(t, pool, id, media.OutboxReady); n != 1 {
 		t.Errorf("outbox has %d media_ready rows for the media, want 1", n)
 	}
 
 	// After B completed, A's late completion is fenced out too and changes nothing.
 	var ranAfter bool
-	if err := q.Complete(ctx, stale, zombie(&ranAfter)); !errors.Is(err, encodejobs.ErrClaimLost) {
+	if err := q.Complete(ctx, stale, zombie(&ranAfter)); !errors.Is(err, jobqueue.ErrClaimLost) {
 		t.Errorf("Complete with A's stale token after B completed = %v, want ErrClaimLost", err)
 	}
 	if status, hlsKey, _ := mediaRow(t, pool, id); status != string(media.StatusReady) || hlsKey != hlsBefore {
 		t.Errorf("after the late completion the media is %s with hls_key %q, want READY with %q unchanged", status, hlsKey, hlsBefore)
 	}
-	if n, ready := outboxCount(t, pool, id, ""), outboxCount(t, pool, id, notify.OutboxMediaReady); n != 1 || ready != 1 {
+	if n, ready := outboxCount(t, pool, id, ""), outboxCount(t, pool, id, media.OutboxReady); n != 1 || ready != 1 {
 		t.Errorf("after the late completion the outbox has %d rows (%d media_ready) for the media, want exactly 1 media_ready", n, ready)
 	}
-	if j := mediaJob(t, pool, id); j.Status != string(encodejobs.StatusCompleted) || str(j.ClaimToken) != str(second.ClaimToken) || j.AttemptCount != 2 {
+	if j := mediaJob(t, pool, id); j.Status != string(jobqueue.StatusCompleted) || str(j.ClaimToken) != str(second.ClaimToken) || j.AttemptCount != 2 {
 		t.Errorf("after the late completion: %v, want B's completed job unchanged", j)
 	}
 	t.Logf("stale-token completions: their domain writes ran inside the fenced transaction (during B's claim: %v, after B completed: %v)",
@@ -160,7 +160,7 @@ func TestPipeline_SIGTERMReleasesForAnotherWorker(t *testing.T) {
 
 	// Before any other worker exists: the claim was given back, attempt returned, due now.
 	released := mediaJob(t, pool, id)
-	if released.Status != string(encodejobs.StatusPending) || released.AttemptCount != 0 ||
+	if released.Status != string(jobqueue.StatusPending) || released.AttemptCount != 0 ||
 		released.ClaimToken != nil || released.ClaimedBy != nil || released.LeaseUntil != nil || !released.Due {
 		t.Fatalf("right after worker A's graceful exit: %v (due now: %v); want PENDING, attempt_count 0, no claim, due at once",
 			released, released.Due)
@@ -183,8 +183,8 @@ func TestPipeline_SIGTERMReleasesForAnotherWorker(t *testing.T) {
 
 	started := time.Now()
 	b, _ := startWorker(t, api, storageDir, "term-b")
-	done := waitJob(t, pool, id, "COMPLETED", func(j jobRow) bool { return j.Status == string(encodejobs.StatusCompleted) },
-		func(j jobRow) bool { return j.Status == string(encodejobs.StatusDead) }, api, b)
+	done := waitJob(t, pool, id, "COMPLETED", func(j jobRow) bool { return j.Status == string(jobqueue.StatusCompleted) },
+		func(j jobRow) bool { return j.Status == string(jobqueue.StatusDead) }, api, b)
 	t.Logf("worker B: start → job COMPLETED in %s (10 s 720p, veryfast, 4 renditions)", time.Since(started).Round(10*time.Millisecond))
 	if done.AttemptCount != 1 || str(done.ClaimedBy) != "term-b" {
 		t.Errorf("completed: %v, want attempt 1 (the released attempt reused) by term-b", done)
@@ -200,7 +200,7 @@ func TestPipeline_SIGTERMReleasesForAnotherWorker(t *testing.T) {
 	if status, _ := fetch(t, api, owner, api.HTTPURL+v.HLSURL); status != http.StatusOK {
 		t.Errorf("GET %s by its owner: status %d, want 200", v.HLSURL, status)
 	}
-	if n := outboxCount(t, pool, id, notify.OutboxMediaReady); n != 1 {
+	if n := outboxCount(t, pool, id, media.OutboxReady); n != 1 {
 		t.Errorf("outbox has %d media_ready rows for the media, want 1", n)
 	}
 	b.MustDo(t, http.StatusOK, http.MethodGet, b.MetricsURL+"/readyz", "", nil)

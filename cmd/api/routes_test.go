@@ -35,20 +35,22 @@ func appRoutes(t *testing.T) []fiber.Route {
 	}
 	defer pool.Close()
 	logger := slog.New(slog.DiscardHandler)
-	n := &node{cfg: cfg, logger: logger, reg: prometheus.NewRegistry(), pool: pool,
-		listener: notify.NewListener(dbURL, logger), health: httpserver.NewHealth(pool.Ping, logger)}
+	n := &node{cfg: cfg, logger: logger, reg: prometheus.NewRegistry(), pool: pool, health: httpserver.NewHealth(pool.Ping, logger)}
 	store, err := storage.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.buildAPI(ctx, store); err != nil {
+	app, err := n.buildAPI(ctx, store, notify.NewListener(dbURL, logger))
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := n.playbackBuffer.Stop(ctx); err != nil {
-			t.Error(err)
+		for _, s := range n.services { // never started: their Stop is a no-op or a final flush
+			if err := s.Stop(ctx); err != nil {
+				t.Error(err)
+			}
 		}
-		n.closeAPI()
+		n.closeAll()
 	}()
-	return n.app.GetRoutes(true)
+	return app.GetRoutes(true)
 }

@@ -24,6 +24,8 @@ import (
 	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/ingest"
+	"github.com/playhead/playhead/jobqueue"
+	"github.com/playhead/playhead/lifecycle"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/notify"
 	"github.com/playhead/playhead/playback"
@@ -45,156 +47,219 @@ func runServe(ctx context.Context, args []string) error {
 	return serve(ctx, cfg, logger)
 }
 
-// node is everything one process runs, so serve can stop the parts in order.
-type node struct {
-	cfg      Config
-	logger   *slog.Logger
-	reg      *prometheus.Registry
-	pool     *pgxpool.Pool
-	listener *notify.Listener
-	health   *httpserver.Health
-
-	app            *fiber.App                                      // nil on a worker
-	flushPool      *pgxpool.Pool                                   // nil on a worker
-	playbackBuffer *buffer.Buffer[playback.Key, playback.Position] // nil on a worker or in sync mode
-	mediaCache     *cache.Cache                                    // nil on a worker
-	workers        []*encodejobs.Worker                            // encode and ingest; none on an api node
-	queue          *encodejobs.Queue
-	limiter        *ratelimit.Limiter // nil when PUTs are not rate limited
-}
-
-// serve runs the node until ctx is cancelled (SIGTERM or SIGINT), then stops in the design's
-// order: readiness fails, the HTTP server finishes in-flight requests, the playback buffer
-// drains and flushes (spilling to PLAYHEAD_SPILL_DIR what the database does not take before
-// the deadline), workers give their claims back, the listener and pool close. Every position
-// answered 204 before the signal is in the database, or in a spill file that the next start
-// replays, when serve returns nil.
+// serve runs the node until ctx is cancelled (SIGTERM or SIGINT) or a server fails, then
+// stops it (node.shutdown). Every position answered 204 before the signal is in the database,
+// or in a spill file that the next start replays, when serve returns nil.
 func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	n := &node{cfg: cfg, logger: logger, reg: prometheus.NewRegistry()}
-	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	maxConns := int32(cfg.DBMaxConns)
-	switch {
-	case maxConns > 0:
-	case cfg.Role == roleWorker:
-		// A worker needs a connection per running job (heartbeats, finishes) and some to claim.
-		maxConns = int32(cfg.EncodeConcurrency + cfg.IngestConcurrency + 2)
-	default:
-		// HikariCP's default, which the seed's measurements used; pgx's own default,
-		// max(4, CPUs), queues synchronous requests on a 2-core machine.
-		maxConns = defaultAPIPoolConns
-	}
-	var err error
-	n.pool, err = dbpool.Open(ctx, cfg.DatabaseURL, maxConns, n.reg)
+	n, err := build(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer n.pool.Close()
+	return n.run(ctx)
+}
+
+// node is everything one process runs: what build opened (listening ports, pools) and the
+// ordered list of services that run starts and shutdown stops.
+type node struct {
+	cfg    Config
+	logger *slog.Logger
+	reg    *prometheus.Registry
+	health *httpserver.Health
+
+	// services start in this order and stop in reverse, all through shutdown.
+	services []service
+	// servers are the HTTP services among them, watched for serve errors.
+	servers []*httpserver.Service
+	// closers run after every service has stopped (the pools), in order.
+	closers []func()
+
+	metricsLn net.Listener
+	httpLn    net.Listener // nil on a worker
+
+	pool           *pgxpool.Pool
+	queue          *jobqueue.Queue
+	playbackBuffer *buffer.Buffer[playback.Key, playback.Position] // nil on a worker or in sync mode
+}
+
+type service struct {
+	name string
+	lifecycle.Service
+}
+
+func (n *node) add(name string, s lifecycle.Service) {
+	n.services = append(n.services, service{name, s})
+}
+
+// build opens the listening ports first (so a busy port is an error before anything starts),
+// then the pools, the schema and every component, and lists the services in start order:
+//
+//	metrics server, job runners, rescuer, pruner, media cache, playback buffer,
+//	rate-limit sweeper, notification listener, public server
+//
+// so that shutdown stops them in the design's order: the public server finishes in-flight
+// requests, the buffer drains and flushes, the runners give their claims back, the metrics
+// server (with /readyz answering 503 all along) goes last. Nothing is started here; on an
+// error, build closes what it opened.
+func build(ctx context.Context, cfg Config, logger *slog.Logger) (n *node, err error) {
+	n = &node{cfg: cfg, logger: logger, reg: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			n.closeAll()
+		}
+	}()
+	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if cfg.Role != roleWorker {
+		if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return nil, fmt.Errorf("PLAYHEAD_HTTP_ADDR: %w", err)
+		}
+		n.closers = append(n.closers, func() { _ = n.httpLn.Close() })
+	}
+	if n.metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+		return nil, fmt.Errorf("PLAYHEAD_METRICS_ADDR: %w", err)
+	}
+	n.closers = append(n.closers, func() { _ = n.metricsLn.Close() })
+
+	if n.pool, err = dbpool.Open(ctx, cfg.DatabaseURL, poolConns(cfg), n.reg); err != nil {
+		return nil, err
+	}
+	n.closers = append(n.closers, n.pool.Close)
 	if err := waitForDatabase(ctx, n.pool, logger); err != nil {
-		return err
+		return nil, err
 	}
 	if cfg.Role == roleAll {
 		if err := migrate(ctx, n.pool, func(msg string) { logger.Info(msg) }); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	n.health = httpserver.NewHealth(n.pool.Ping, logger)
-	n.listener = notify.NewListener(cfg.DatabaseURL, logger)
-	n.queue = encodejobs.NewQueue(n.pool, cfg.JobLease)
+	metricsServer := httpserver.NewHTTPService("metrics", &http.Server{Handler: n.health.MetricsHandler(n.reg), ReadHeaderTimeout: 5 * time.Second}, n.metricsLn)
+	n.servers = append(n.servers, metricsServer)
+	n.add("metrics server", metricsServer)
+
 	store, err := storage.NewLocal(cfg.StorageDir)
 	if err != nil {
-		return fmt.Errorf("PLAYHEAD_STORAGE_DIR: %w", err)
+		return nil, fmt.Errorf("PLAYHEAD_STORAGE_DIR: %w", err)
 	}
-	if cfg.Role != roleWorker {
-		if err := n.buildAPI(ctx, store); err != nil {
-			return err
-		}
-		defer n.closeAPI() // after stop: the buffer's final flush uses the flush pool
+	listener := notify.NewListener(cfg.DatabaseURL, logger)
+	if cfg.Role == roleAPI {
+		// The admin retry needs every kind's hooks, not their runners.
+		n.queue, err = jobqueue.NewQueue(n.pool, cfg.JobLease, media.JobKind(encodejobs.KindEncode), media.JobKind(ingest.KindIngest))
+	} else {
+		err = n.buildWorker(store, listener)
 	}
-	if cfg.Role != roleAPI {
-		if err := n.buildWorker(store); err != nil {
-			return err
-		}
-	}
-
-	background, stopBackground := context.WithCancel(context.Background())
-	listenDone := make(chan struct{})
-	go func() {
-		defer close(listenDone)
-		_ = n.listener.Run(background) // returns only when background is cancelled
-	}()
-	defer func() { stopBackground(); <-listenDone }()
-	for _, w := range n.workers {
-		w.Start()
-	}
-	if n.limiter != nil {
-		go sweepEvery(background, time.Minute, n.limiter)
-	}
-	if len(n.workers) > 0 {
-		go n.queue.RunRetention(background, cfg.RetentionInterval, cfg.RetentionCompleted, cfg.RetentionDead, logger)
-	}
-
-	serveErr := make(chan error, 2)
-	var httpAddr string
-	if n.app != nil {
-		// Listen before serving, so a busy port is an error at start-up, not a log line later.
-		ln, err := net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("PLAYHEAD_HTTP_ADDR: %w", err)
-		}
-		httpAddr = ln.Addr().String()
-		go func() { serveErr <- n.app.Listener(ln) }()
-	}
-	metricsLn, err := net.Listen("tcp", cfg.MetricsAddr)
 	if err != nil {
-		return fmt.Errorf("PLAYHEAD_METRICS_ADDR: %w", err)
+		return nil, err
 	}
-	metricsSrv := &http.Server{Handler: n.health.MetricsHandler(n.reg), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := metricsSrv.Serve(metricsLn); !errors.Is(err, http.ErrServerClosed) {
-			serveErr <- err
+	var public *fiber.App
+	if cfg.Role != roleWorker {
+		if public, err = n.buildAPI(ctx, store, listener); err != nil {
+			return nil, err
 		}
-	}()
-	logger.Info("serving", "role", cfg.Role, "node", cfg.NodeID, "http", httpAddr, "metrics", metricsLn.Addr().String(),
-		"write_mode", cfg.WriteMode)
-
-	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		return fmt.Errorf("server stopped: %w", err)
 	}
-	return n.stop(metricsSrv)
+	// The listener starts after the cache and the runners it dispatches to, and stops before.
+	// A notification missed while it is down is made good on reconnect (the cache clears, the
+	// runners poll).
+	n.add("notification listener", listener)
+	if public != nil {
+		publicServer := httpserver.NewAppService("public", public, n.httpLn)
+		n.servers = append(n.servers, publicServer)
+		n.add("public server", publicServer)
+	}
+	return n, nil
 }
 
-func (n *node) stop(metricsSrv *http.Server) error {
+// run starts the services in order and waits for a signal or a server error; on every way
+// out — those two and a failed start-up — it stops the node through shutdown.
+func (n *node) run(ctx context.Context) error {
+	var group lifecycle.Group
+	for _, s := range n.services {
+		group.Add(s.name, s.Service)
+	}
+	cause := group.Start(ctx)
+	if cause == nil {
+		n.logger.Info("serving", "role", n.cfg.Role, "node", n.cfg.NodeID, "http", addr(n.httpLn),
+			"metrics", addr(n.metricsLn), "write_mode", n.cfg.WriteMode)
+		cause = n.wait(ctx)
+	}
+	if cause != nil {
+		n.logger.Error("stopping after a failure", "err", cause)
+	}
+	if err := n.shutdown(&group); err != nil {
+		return errors.Join(cause, err)
+	}
+	return cause
+}
+
+// wait returns nil when ctx is cancelled (a signal), or the first server error.
+func (n *node) wait(ctx context.Context) error {
+	errs := make(chan error, len(n.servers))
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, s := range n.servers {
+		go func() {
+			select {
+			case err := <-s.Err():
+				errs <- err
+			case <-stop:
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errs:
+		return err
+	}
+}
+
+// shutdown is the one way a node stops: readiness fails, every service stops in reverse start
+// order within PLAYHEAD_SHUTDOWN_TIMEOUT (also those never started: their Stop is a no-op),
+// then the pools close.
+func (n *node) shutdown(group *lifecycle.Group) error {
 	n.logger.Info("stopping", "budget", n.cfg.ShutdownTimeout.String())
-	n.health.SetDraining()
+	if n.health != nil {
+		n.health.SetDraining()
+	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
-	var errs []error
-	if n.app != nil {
-		if err := n.app.ShutdownWithContext(stopCtx); err != nil {
-			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
-		}
-	}
-	if n.playbackBuffer != nil {
-		if err := n.playbackBuffer.Stop(stopCtx); err != nil {
-			errs = append(errs, fmt.Errorf("playback buffer stop: %w", err))
-		}
-	}
-	for _, w := range n.workers {
-		if err := w.Stop(stopCtx); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := metricsSrv.Shutdown(stopCtx); err != nil {
-		errs = append(errs, fmt.Errorf("metrics shutdown: %w", err))
-	}
-	if err := errors.Join(errs...); err != nil {
+	err := group.Stop(stopCtx)
+	n.closeAll()
+	if err != nil {
 		return err
 	}
 	n.logger.Info("stopped cleanly")
 	return nil
+}
+
+// closeAll closes what build opened, last opened first.
+func (n *node) closeAll() {
+	for i := len(n.closers) - 1; i >= 0; i-- {
+		n.closers[i]()
+	}
+	n.closers = nil
+}
+
+func addr(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Addr().String()
+}
+
+// poolConns is the request pool's size.
+func poolConns(cfg Config) int32 {
+	switch {
+	case cfg.DBMaxConns > 0:
+		return int32(cfg.DBMaxConns)
+	case cfg.Role == roleWorker:
+		// A connection per running job (heartbeats, finishes), and two for the claims, the
+		// rescuer and the pruner, which are short.
+		return int32(cfg.EncodeConcurrency + cfg.IngestConcurrency + 2)
+	default:
+		// HikariCP's default, which the seed's measurements used; pgx's own default,
+		// max(4, CPUs), queues synchronous requests on a 2-core machine.
+		return defaultAPIPoolConns
+	}
 }
 
 // tokenCacheItems bounds the verified-token cache: one entry per active player (about 250
@@ -213,15 +278,16 @@ const objectsPath = "/objects/"
 // the second connection lets a flush start while the first one's connection is being reset.
 const flushPoolConns = 2
 
-// buildAPI builds the public app: playback, media, uploads and admin routes.
-func (n *node) buildAPI(ctx context.Context, store storage.Store) error {
+// buildAPI builds the public app (playback, media, uploads and admin routes) and lists the
+// media cache, the playback buffer and the rate-limit sweeper.
+func (n *node) buildAPI(ctx context.Context, store storage.Store, listener *notify.Listener) (*fiber.App, error) {
 	cfg := n.cfg
 	verifier, err := auth.NewVerifier([]byte(cfg.JWTSecret), tokenCacheItems)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mediaStore := media.NewStore(n.pool)
-	n.mediaCache, err = cache.New(cache.Config{
+	mediaCache, err := cache.New(cache.Config{
 		MaxItems:    int64(cfg.CacheMaxItems),
 		TTL:         cfg.CacheTTL,
 		NegativeTTL: cfg.CacheNegativeTTL,
@@ -229,12 +295,28 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store) error {
 		Registerer:  n.reg,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	n.listener.Handle(notify.ChannelMediaChanged, n.mediaCache.EvictPayload, n.mediaCache.Clear)
+	n.add("media cache", mediaCache)
+	listener.Handle(media.ChannelChanged, mediaCache.EvictPayload, mediaCache.Clear)
 
 	playbackStore := playback.NewStore(n.pool)
-	playbackHandler := &playback.Handler{Store: playbackStore, Access: n.mediaCache, Mode: cfg.WriteMode}
+	playbackHandler := &playback.Handler{Store: playbackStore, Access: mediaCache, Mode: cfg.WriteMode}
+	// The flusher gets its own connections: under a burst of synchronous requests (players
+	// opening videos) it must not queue for the request pool while the buffer fills up.
+	flushPool, err := dbpool.Open(ctx, cfg.DatabaseURL, flushPoolConns, nil)
+	if err != nil {
+		return nil, err
+	}
+	n.closers = append(n.closers, flushPool.Close) // after the buffer's stop: its final flush uses it
+	if cfg.WriteMode == playback.ModeSync {
+		playbackHandler.Access = cache.Direct(mediaStore.LookupAccess)
+	} else {
+		if err := n.buildPlaybackBuffer(flushPool); err != nil {
+			return nil, err
+		}
+		playbackHandler.Buffer = n.playbackBuffer
+	}
 	if cfg.PutRate > 0 {
 		playbackHandler.Limit = ratelimit.New(cfg.PutRate, cfg.PutBurst)
 		playbackHandler.RateLimited = prometheus.NewCounter(prometheus.CounterOpts{
@@ -242,21 +324,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store) error {
 			Help: "Position reports refused with 429 because a member sent more than PLAYHEAD_PUT_RATE/BURST.",
 		})
 		n.reg.MustRegister(playbackHandler.RateLimited)
-		n.limiter = playbackHandler.Limit
-	}
-	// The flusher gets its own connections: under a burst of synchronous requests (players
-	// opening videos) it must not queue for the request pool while the buffer fills up.
-	n.flushPool, err = dbpool.Open(ctx, cfg.DatabaseURL, flushPoolConns, nil)
-	if err != nil {
-		return err
-	}
-	if cfg.WriteMode == playback.ModeSync {
-		playbackHandler.Access = cache.Direct(mediaStore.LookupAccess)
-	} else {
-		if err := n.startPlaybackBuffer(ctx); err != nil {
-			return err
-		}
-		playbackHandler.Buffer = n.playbackBuffer
+		n.add("rate-limit sweeper", ratelimit.NewSweeper(playbackHandler.Limit, time.Minute))
 	}
 
 	app := httpserver.New(httpserver.Config{
@@ -270,45 +338,39 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store) error {
 	n.health.Register(app)
 	// Encoded files need a member who may play the media, like the API: the token comes from
 	// the Authorization header or, for the browser's own media requests, the player's cookie.
-	(&media.ObjectsHandler{Store: store, Access: n.mediaCache}).Register(app, verifier.MediaMiddleware())
+	(&media.ObjectsHandler{Store: store, Access: mediaCache}).Register(app, verifier.MediaMiddleware())
 	// The player pages (/, /watch/:id, /static/…) load without a token; their scripts send it.
 	pages, err := web.New()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	pages.Register(app)
 	// The upload streams its body and enforces its own limit, so it is registered before the
 	// group whose LimitBody would read the body into memory.
-	upload := &encodejobs.UploadHandler{Pool: n.pool, Store: store, MaxBytes: cfg.MaxUploadBytes,
+	upload := &media.UploadHandler{Pool: n.pool, Store: store, MaxBytes: cfg.MaxUploadBytes,
 		IdleTimeout: cfg.UploadIdleTimeout, Timeout: cfg.UploadTimeout,
-		MaxPerMember: cfg.UploadsPerMember, MaxTotal: cfg.UploadsTotal, MaxAttempts: cfg.JobMaxAttempts}
+		MaxPerMember: cfg.UploadsPerMember, MaxTotal: cfg.UploadsTotal,
+		JobKind: encodejobs.KindEncode, MaxAttempts: cfg.JobMaxAttempts}
 	upload.Register(app, verifier.Middleware())
 	ingestStore := ingest.NewStore(n.pool, cfg.IngestAttempts)
 	imports := &ingest.AdminHandler{Store: ingestStore}
 	imports.RegisterUpload(app, verifier.Middleware(), auth.RequireAdmin)
 	api := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
 	playbackHandler.Register(api)
-	(&media.Handler{Store: mediaStore, Access: n.mediaCache, ObjectURL: objectURL}).Register(api)
+	(&media.Handler{Store: mediaStore, Access: mediaCache, ObjectURL: objectURL}).Register(api)
 	(&ingest.CollectionHandler{Store: ingestStore, ObjectURL: objectURL}).Register(api)
 	admin := api.Group("/admin", auth.RequireAdmin)
 	(&media.AdminHandler{Store: mediaStore}).Register(admin)
-	(&encodejobs.AdminHandler{Queue: n.queue}).Register(admin)
+	(&jobqueue.AdminHandler{Queue: n.queue}).Register(admin)
 	imports.Register(admin)
-	n.app = app
-	return nil
+	return app, nil
 }
 
-// closeAPI releases what buildAPI opened besides the app: the media cache and the flusher's
-// pool. The playback buffer is stopped by stop, which drains it first.
-func (n *node) closeAPI() {
-	n.mediaCache.Close()
-	n.flushPool.Close()
-}
-
-// startPlaybackBuffer builds the write-behind buffer and starts it. Start first replays the
-// positions a previous run spilled to PLAYHEAD_SPILL_DIR at its stop, so it runs before the
-// node serves; a database that fails during the replay fails the start and keeps the files.
-func (n *node) startPlaybackBuffer(ctx context.Context) error {
+// buildPlaybackBuffer builds the write-behind buffer and lists it. Its Start first replays the
+// positions a previous run spilled to PLAYHEAD_SPILL_DIR at its stop, so it comes before the
+// public server in start order; a database that fails during the replay fails the start and
+// keeps the files.
+func (n *node) buildPlaybackBuffer(flushPool *pgxpool.Pool) error {
 	cfg := n.cfg
 	spill, err := buffer.NewSpillDir[playback.Key, playback.Position](cfg.SpillDir, "playback", playback.SpillCodec{})
 	if err != nil {
@@ -319,7 +381,7 @@ func (n *node) startPlaybackBuffer(ctx context.Context) error {
 		MaxKeys:       cfg.BufferMaxKeys,
 		FlushBatch:    cfg.FlushBatch,
 		FlushInterval: cfg.FlushInterval,
-		Flush:         playback.NewStore(n.flushPool).Flush,
+		Flush:         playback.NewStore(flushPool).Flush,
 		Compare:       playback.CompareKeys,
 		Newer:         playback.Newer,
 		Spill:         spill,
@@ -329,24 +391,23 @@ func (n *node) startPlaybackBuffer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := n.playbackBuffer.Start(ctx); err != nil {
-		return fmt.Errorf("playback buffer: %w", err)
-	}
+	n.add("playback buffer", n.playbackBuffer)
 	n.health.Report("playback_buffer", func() any { return n.playbackBuffer.Stats() })
 	return nil
 }
 
 func objectURL(key string) string { return objectsPath + strings.TrimPrefix(key, "/") }
 
-// buildWorker builds the encode and ingest workers and hooks them to job notifications.
-func (n *node) buildWorker(store storage.Store) error {
+// buildWorker builds the queue with the encode and ingest kinds and lists one runner per kind
+// (each with its own concurrency: downloads are limited by the remote end, encodes by this
+// machine's cores), the node's one rescuer and its pruner.
+func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error {
 	cfg := n.cfg
 	enc, err := encoder.New(encoder.Config{EncodeTimeout: cfg.EncodeTimeout, Preset: cfg.EncodePreset, Limits: cfg.VideoLimits})
 	if err != nil {
 		return err
 	}
 	encode := &encodejobs.Encode{Pool: n.pool, Store: store, Encoder: enc}
-	metrics := encodejobs.NewMetrics(n.reg, n.pool, encodejobs.KindEncode, ingest.KindIngest)
 	fetcher := ingest.NewFetcher(ingest.FetchConfig{
 		AllowPrivate:    cfg.IngestAllowPrivate,
 		ConnectTimeout:  cfg.IngestConnectTimeout,
@@ -358,51 +419,49 @@ func (n *node) buildWorker(store storage.Store) error {
 	})
 	importer := &ingest.Ingest{
 		Store: ingest.NewStore(n.pool, cfg.IngestAttempts), Objects: store, Fetcher: fetcher,
-		Links:          ingest.Links{Download: cfg.IngestDownloadURL, Fallback: cfg.IngestFallbackURL},
-		EncodeAttempts: cfg.JobMaxAttempts,
+		Links:      ingest.Links{Download: cfg.IngestDownloadURL, Fallback: cfg.IngestFallbackURL},
+		EncodeKind: encodejobs.KindEncode, EncodeAttempts: cfg.JobMaxAttempts,
 	}
-	// One worker per kind, so each has its own concurrency: downloads are limited by the
-	// remote end, encodes by this machine's cores.
+	n.queue, err = jobqueue.NewQueue(n.pool, cfg.JobLease, encode.Kind(), importer.Kind())
+	if err != nil {
+		return err
+	}
+	metrics := jobqueue.NewMetrics(n.reg, n.queue)
+	runners := map[string]*jobqueue.Runner{}
 	for _, k := range []struct {
-		kind        encodejobs.Kind
+		kind        string
 		concurrency int
-	}{{encode.Kind(), cfg.EncodeConcurrency}, {importer.Kind(), cfg.IngestConcurrency}} {
-		w, err := encodejobs.NewWorker(n.queue, encodejobs.WorkerConfig{
+	}{{encodejobs.KindEncode, cfg.EncodeConcurrency}, {ingest.KindIngest, cfg.IngestConcurrency}} {
+		r, err := jobqueue.NewRunner(n.queue, jobqueue.RunnerConfig{
+			Kind:         k.kind,
 			Node:         cfg.NodeID,
 			Concurrency:  k.concurrency,
-			Lease:        cfg.JobLease,
 			PollInterval: cfg.JobPollInterval,
 			RetryBase:    cfg.JobRetryBase,
 			RetryCap:     cfg.JobRetryCap,
 			Logger:       n.logger,
 			Metrics:      metrics,
-		}, k.kind)
+		})
 		if err != nil {
 			return err
 		}
-		n.workers = append(n.workers, w)
+		runners[k.kind] = r
+		n.add(k.kind+" runner", r)
 	}
-	wakeAll := func() {
-		for _, w := range n.workers {
-			w.Wake()
+	n.add("job rescuer", jobqueue.NewRescuer(n.queue, jobqueue.RescuerConfig{Interval: 5 * cfg.JobPollInterval, Logger: n.logger, Metrics: metrics}))
+	n.add("job pruner", jobqueue.NewPruner(n.queue, jobqueue.PrunerConfig{
+		CompletedAfter: cfg.RetentionCompleted, DeadAfter: cfg.RetentionDead, Interval: cfg.RetentionInterval, Logger: n.logger,
+	}))
+	listener.Handle(jobqueue.Channel, func(kind string) {
+		if r, ok := runners[kind]; ok {
+			r.Wake()
 		}
-	}
-	n.listener.Handle(notify.ChannelJobs, func(string) { wakeAll() }, wakeAll)
+	}, func() {
+		for _, r := range runners { // notifications may have been missed while disconnected
+			r.Wake()
+		}
+	})
 	return nil
-}
-
-// sweepEvery forgets idle members from the rate limiter until ctx is done.
-func sweepEvery(ctx context.Context, interval time.Duration, l *ratelimit.Limiter) {
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			l.Sweep()
-		}
-	}
 }
 
 // waitForDatabase retries a ping for up to 30 s: a node started together with its database

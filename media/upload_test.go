@@ -1,4 +1,4 @@
-package encodejobs_test
+package media_test
 
 import (
 	"bufio"
@@ -17,17 +17,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/playhead/playhead/auth"
-	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/internal/heaptest"
+	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/storage"
 )
 
-var secret = []byte("upload-test-secret-upload-test-secret")
-
 type uploadServer struct {
-	*bundle
+	pool    *pgxpool.Pool
 	url     string
 	storage string
 	token   string
@@ -35,20 +36,20 @@ type uploadServer struct {
 
 // startUploadServer serves an UploadHandler with maxBytes and a one-minute timeout, changed by
 // configure.
-func startUploadServer(t *testing.T, maxBytes int64, configure ...func(*encodejobs.UploadHandler)) *uploadServer {
+func startUploadServer(t *testing.T, maxBytes int64, configure ...func(*media.UploadHandler)) *uploadServer {
 	t.Helper()
-	b := setup(t, time.Minute)
+	pool, _ := pgtest.Pool(t)
 	dir := t.TempDir()
 	store, err := storage.NewLocal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	verifier, err := auth.NewVerifier(secret, 0)
+	verifier, err := auth.NewVerifier([]byte(secret), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	app := httpserver.New(httpserver.Config{BodyLimit: 64 << 10})
-	h := &encodejobs.UploadHandler{Pool: b.pool, Store: store, MaxBytes: maxBytes, Timeout: time.Minute, MaxAttempts: 3}
+	h := &media.UploadHandler{Pool: pool, Store: store, MaxBytes: maxBytes, Timeout: time.Minute, JobKind: "encode", MaxAttempts: 3}
 	for _, f := range configure {
 		f(h)
 	}
@@ -59,11 +60,20 @@ func startUploadServer(t *testing.T, maxBytes int64, configure ...func(*encodejo
 	}
 	go func() { _ = app.Listener(ln) }()
 	t.Cleanup(func() { _ = app.Shutdown() })
-	tok, err := auth.Mint(secret, 11, false, time.Hour)
+	tok, err := auth.Mint([]byte(secret), 11, false, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &uploadServer{bundle: b, url: "http://" + ln.Addr().String() + "/v1/media", storage: dir, token: tok}
+	return &uploadServer{pool: pool, url: "http://" + ln.Addr().String() + "/v1/media", storage: dir, token: tok}
+}
+
+func (s *uploadServer) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := s.pool.QueryRow(t.Context(), sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // post sends body with contentType; size -1 sends it chunked.
@@ -295,7 +305,7 @@ func TestUpload_CreatesMediaAndJobTogether(t *testing.T) {
 	if n := s.count(t, `SELECT count(*) FROM media WHERE id = $1 AND owner_id = 11 AND title = 'Holiday' AND visibility = 'PUBLIC' AND status = 'PROCESSING'`, resp.ID); n != 1 {
 		t.Fatal("media row not as uploaded")
 	}
-	if n := s.count(t, `SELECT count(*) FROM jobs WHERE media_id = $1 AND kind = 'encode' AND status = 'PENDING'`, resp.ID); n != 1 {
+	if n := s.count(t, `SELECT count(*) FROM jobs WHERE subject_id = $1 AND kind = 'encode' AND status = 'PENDING'`, resp.ID); n != 1 {
 		t.Fatal("no pending encode job for the upload")
 	}
 	var key string

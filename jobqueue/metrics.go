@@ -1,4 +1,4 @@
-package encodejobs
+package jobqueue
 
 import (
 	"context"
@@ -18,10 +18,12 @@ type Metrics struct {
 // outcomes are the ways a claimed job ends, the values of the outcome label.
 var outcomes = []string{"completed", "retried", "dead", "released", "claim_lost", "error"}
 
-// NewMetrics creates the worker metrics, plus collectors that read jobs by status and the
-// oldest due pending job from pool at scrape time, and registers them with reg. The series of
-// kinds start at zero, so that rate() sees their first increase too.
-func NewMetrics(reg prometheus.Registerer, pool *pgxpool.Pool, kinds ...string) *Metrics {
+// NewMetrics creates the runner metrics, plus collectors that read jobs by status and the
+// oldest due pending job from q's database at scrape time, and registers them with reg. The
+// kinds are q's registered kinds; their series start at zero, so that rate() sees their first
+// increase too.
+func NewMetrics(reg prometheus.Registerer, q *Queue) *Metrics {
+	kinds := q.Kinds()
 	m := &Metrics{
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "playhead", Subsystem: "jobs", Name: "claimed_total",
@@ -43,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer, pool *pgxpool.Pool, kinds ...string) 
 			m.outcomes.WithLabelValues(k, o)
 		}
 	}
-	reg.MustRegister(m.claims, m.outcomes, m.duration, queueCollector{pool: pool})
+	reg.MustRegister(m.claims, m.outcomes, m.duration, queueCollector{pool: q.pool, kinds: kinds})
 	return m
 }
 
@@ -69,9 +71,12 @@ var (
 		"Age of the oldest PENDING job that is due (0 when none), by kind.", []string{"kind"}, nil)
 )
 
-// queueCollector reads the queue's state from the database at scrape time. Every node reports
-// the same cluster-wide figures; dashboards take max() across instances.
-type queueCollector struct{ pool *pgxpool.Pool }
+// queueCollector reads the queue's state for kinds from the database at scrape time. Every
+// node reports the same cluster-wide figures; dashboards take max() across instances.
+type queueCollector struct {
+	pool  *pgxpool.Pool
+	kinds []string
+}
 
 func (c queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descByStatus
@@ -83,10 +88,10 @@ func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	rows, err := c.pool.Query(ctx, `
 		SELECT k.kind, s.status, count(j.id)
-		FROM (SELECT DISTINCT kind FROM jobs UNION SELECT 'encode') k
+		FROM unnest($1::text[]) k(kind)
 		CROSS JOIN unnest(ARRAY['PENDING', 'PROCESSING', 'COMPLETED', 'DEAD']) s(status)
 		LEFT JOIN jobs j ON j.kind = k.kind AND j.status = s.status
-		GROUP BY k.kind, s.status`)
+		GROUP BY k.kind, s.status`, c.kinds)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descByStatus, err)
 		return
@@ -105,9 +110,9 @@ func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
 
 	rows, err = c.pool.Query(ctx, `
 		SELECT k.kind, coalesce(extract(epoch FROM statement_timestamp() - min(j.available_at)), 0)
-		FROM (SELECT DISTINCT kind FROM jobs UNION SELECT 'encode') k
+		FROM unnest($1::text[]) k(kind)
 		LEFT JOIN jobs j ON j.kind = k.kind AND j.status = 'PENDING' AND j.available_at <= statement_timestamp()
-		GROUP BY k.kind`)
+		GROUP BY k.kind`, c.kinds)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descOldest, err)
 		return

@@ -1,4 +1,4 @@
-package encodejobs_test
+package media_test
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/playhead/playhead/auth"
-	"github.com/playhead/playhead/encodejobs"
+	"github.com/playhead/playhead/media"
 )
 
 // slowUpload is an upload whose client sends its headers and the start of the file, then one
@@ -34,7 +34,7 @@ func startSlowUpload(t *testing.T, rawURL string, member int64, tick time.Durati
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	token, err := auth.Mint(secret, member, false, time.Hour)
+	token, err := auth.Mint([]byte(secret), member, false, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func inProgress(t *testing.T, dir string) int {
 func TestUpload_ConcurrencyLimitsAndIdleTimeout(t *testing.T) {
 	t.Parallel()
 	const idle = 2 * time.Second
-	s := startUploadServer(t, 1<<30, func(h *encodejobs.UploadHandler) {
+	s := startUploadServer(t, 1<<30, func(h *media.UploadHandler) {
 		h.MaxPerMember, h.MaxTotal, h.IdleTimeout = 2, 4, idle
 	})
 	tick := idle / 10 // far more often than the idle timeout: never idle
@@ -100,7 +100,7 @@ func TestUpload_ConcurrencyLimitsAndIdleTimeout(t *testing.T) {
 	waitFor(t, "three uploads in progress", func() bool { return inProgress(t, s.storage) == 3 })
 
 	post := func(member int64) *http.Response {
-		token, _ := auth.Mint(secret, member, false, time.Hour)
+		token, _ := auth.Mint([]byte(secret), member, false, time.Hour)
 		ct, body := multipartBody(t, map[string]string{"title": "quick"}, []byte("a small file"))
 		req, _ := http.NewRequest(http.MethodPost, s.url, body)
 		req.Header.Set("Content-Type", ct)

@@ -1,15 +1,15 @@
-package encodejobs
+package jobqueue
 
 import (
 	"errors"
 	"time"
 )
 
-// GenericReason is what a media's owner is told when a job failed for a reason nobody worded
-// for them.
+// GenericReason is what a job's owner (a media's uploader) is told when the job failed for a
+// reason nobody worded for them.
 const GenericReason = "processing failed; an administrator can see why"
 
-// reasonError carries the short reason a media's owner sees when its job fails for good.
+// reasonError carries the short reason a job's owner sees when it fails for good.
 type reasonError struct {
 	reason string
 	err    error
@@ -18,10 +18,10 @@ type reasonError struct {
 func (r reasonError) Error() string { return r.err.Error() }
 func (r reasonError) Unwrap() error { return r.err }
 
-// WithReason marks err with reason, the short, user-facing explanation stored as the media's
-// failure_reason ("not a playable video", "too large: …"). The error's own text — ffprobe's
-// stderr with server paths, a remote address — stays in the job row (last_error) and the log,
-// for administrators.
+// WithReason marks err with reason, the short, user-facing explanation a kind's Fail hook shows
+// (a media's failure_reason: "not a playable video", "too large: …"). The error's own text —
+// ffprobe's stderr with server paths, a remote address — stays in the job row (last_error) and
+// the log, for administrators.
 func WithReason(err error, reason string) error { return reasonError{reason: reason, err: err} }
 
 // ReasonOf returns the reason of the first WithReason error in err's chain, or GenericReason.
@@ -42,7 +42,7 @@ func (r retryAfterError) Error() string { return r.err.Error() }
 func (r retryAfterError) Unwrap() error { return r.err }
 
 // RetryAfter marks a retryable err with the delay a server asked for before the next attempt
-// (its Retry-After). The worker waits that long, capped by RetryCap, instead of its backoff.
+// (its Retry-After). The runner waits that long, capped by RetryCap, instead of its backoff.
 func RetryAfter(err error, after time.Duration) error {
 	return retryAfterError{after: after, err: err}
 }

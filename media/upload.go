@@ -1,4 +1,4 @@
-package encodejobs
+package media
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ import (
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/httpserver"
-	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/storage"
 )
 
@@ -52,7 +52,10 @@ type UploadHandler struct {
 	// MaxPerMember and MaxTotal bound the uploads in progress on this node, of one member and
 	// of everyone; beyond them POST answers 429 with Retry-After. Defaults 2 and 32.
 	MaxPerMember, MaxTotal int
-	// MaxAttempts is the encode job's attempt limit.
+	// JobKind is the kind of the job enqueued for each upload (encodejobs.KindEncode, wired by
+	// cmd/api: the catalogue does not know how media is encoded).
+	JobKind string
+	// MaxAttempts is that job's attempt limit.
 	MaxAttempts int
 
 	slots uploadSlots
@@ -68,8 +71,8 @@ func (h *UploadHandler) Register(router fiber.Router, middleware ...fiber.Handle
 }
 
 type uploadResponse struct {
-	ID     int64        `json:"id"`
-	Status media.Status `json:"status"`
+	ID     int64  `json:"id"`
+	Status Status `json:"status"`
 }
 
 // upload reads the multipart body as a stream: the file part is copied to storage in small
@@ -100,7 +103,7 @@ func (h *UploadHandler) upload(c *fiber.Ctx) error {
 	limited := &limitedReader{r: body, left: h.MaxBytes}
 
 	ctx := c.UserContext()
-	form := uploadForm{visibility: media.VisibilityPrivate}
+	form := uploadForm{visibility: VisibilityPrivate}
 	err = h.readForm(ctx, multipart.NewReader(limited, params["boundary"]), &form)
 	if form.sourceKey != "" && err != nil {
 		_ = h.Store.DeletePrefix(context.WithoutCancel(ctx), filepath.Dir(form.sourceKey)+"/")
@@ -121,12 +124,12 @@ func (h *UploadHandler) upload(c *fiber.Ctx) error {
 		_ = h.Store.DeletePrefix(context.WithoutCancel(ctx), filepath.Dir(form.sourceKey)+"/")
 		return err
 	}
-	return c.Status(fiber.StatusAccepted).JSON(uploadResponse{ID: id, Status: media.StatusProcessing})
+	return c.Status(fiber.StatusAccepted).JSON(uploadResponse{ID: id, Status: StatusProcessing})
 }
 
 type uploadForm struct {
 	title      string
-	visibility media.Visibility
+	visibility Visibility
 	sourceKey  string
 	size       int64
 }
@@ -181,7 +184,7 @@ func (h *UploadHandler) readForm(ctx context.Context, mr *multipart.Reader, form
 			if part.FormName() == "title" {
 				form.title = strings.TrimSpace(string(raw))
 			} else {
-				form.visibility = media.Visibility(strings.ToUpper(strings.TrimSpace(string(raw))))
+				form.visibility = Visibility(strings.ToUpper(strings.TrimSpace(string(raw))))
 			}
 		default:
 			return apperr.Errorf(apperr.Invalid, "unknown form field %q (expected file, title, visibility)", part.FormName())
@@ -194,8 +197,8 @@ func (h *UploadHandler) readForm(ctx context.Context, mr *multipart.Reader, form
 		return apperr.Errorf(apperr.Unprocessable, "file is empty")
 	case !form.visibility.Valid():
 		return apperr.Errorf(apperr.Unprocessable, "visibility must be PUBLIC or PRIVATE")
-	case utf8.RuneCountInString(form.title) > media.MaxTitleRunes:
-		return apperr.Errorf(apperr.Unprocessable, "title must be at most %d characters", media.MaxTitleRunes)
+	case utf8.RuneCountInString(form.title) > MaxTitleRunes:
+		return apperr.Errorf(apperr.Unprocessable, "title must be at most %d characters", MaxTitleRunes)
 	}
 	if err := httpserver.CheckText("title", form.title); err != nil {
 		return err
@@ -218,18 +221,18 @@ func titleFromFileName(name string) string {
 		}
 		return r
 	}, name))
-	if runes := []rune(name); len(runes) > media.MaxTitleRunes {
-		name = string(runes[:media.MaxTitleRunes])
+	if runes := []rune(name); len(runes) > MaxTitleRunes {
+		name = string(runes[:MaxTitleRunes])
 	}
 	return name
 }
 
-// createMedia inserts the media row and its encode job in one transaction: either both exist
+// createMedia inserts the media row and its job in one transaction: either both exist
 // or neither does.
 func (h *UploadHandler) createMedia(ctx context.Context, member int64, form uploadForm) (int64, error) {
 	var id int64
 	err := pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
-		if err := media.EnsureMember(ctx, tx, member); err != nil {
+		if err := EnsureMember(ctx, tx, member); err != nil {
 			return err
 		}
 		err := tx.QueryRow(ctx, `
@@ -238,10 +241,10 @@ func (h *UploadHandler) createMedia(ctx context.Context, member int64, form uplo
 		if err != nil {
 			return err
 		}
-		if err := media.NotifyChanged(ctx, tx, id); err != nil { // evicts a cached "no such media"
+		if err := NotifyChanged(ctx, tx, id); err != nil { // evicts a cached "no such media"
 			return err
 		}
-		_, err = Enqueue(ctx, tx, KindEncode, id, h.MaxAttempts)
+		_, err = jobqueue.Enqueue(ctx, tx, h.JobKind, id, h.MaxAttempts)
 		return err
 	})
 	if err != nil {
@@ -366,51 +369,4 @@ func randomID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// AdminHandler serves /v1/admin/jobs.
-type AdminHandler struct {
-	Queue *Queue
-}
-
-// Register adds the admin job routes to router, the /v1/admin group.
-func (h *AdminHandler) Register(router fiber.Router) {
-	router.Get("/jobs", h.list)
-	router.Post("/jobs/:id/retry", h.retry)
-}
-
-func (h *AdminHandler) list(c *fiber.Ctx) error {
-	status := Status(strings.ToUpper(c.Query("status")))
-	switch status {
-	case "", StatusPending, StatusProcessing, StatusCompleted, StatusDead:
-	default:
-		return apperr.Errorf(apperr.Invalid, "status must be PENDING, PROCESSING, COMPLETED or DEAD")
-	}
-	limit := 100
-	if raw := c.Query("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > 1000 {
-			return apperr.Errorf(apperr.Invalid, "limit must be an integer from 1 to 1000")
-		}
-		limit = n
-	}
-	rows, err := h.Queue.List(c.UserContext(), status, limit)
-	if err != nil {
-		return err
-	}
-	if rows == nil {
-		rows = []Row{}
-	}
-	return c.JSON(fiber.Map{"jobs": rows})
-}
-
-func (h *AdminHandler) retry(c *fiber.Ctx) error {
-	id, err := httpserver.ParamID(c, "id")
-	if err != nil {
-		return err
-	}
-	if err := h.Queue.RetryDead(c.UserContext(), id); err != nil {
-		return err
-	}
-	return c.SendStatus(fiber.StatusAccepted)
 }

@@ -1,4 +1,4 @@
-package encodejobs_test
+package jobqueue_test
 
 import (
 	"context"
@@ -14,21 +14,21 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/internal/pgtest"
-	"github.com/playhead/playhead/notify"
+	"github.com/playhead/playhead/jobqueue"
 )
 
 // The queue's benchmarks, recorded in docs/performance.md ("Job queue"). They run only with
 // -bench; b.N is the number of jobs (throughput) or of enqueue→start samples (latency), so
 // give each an explicit -benchtime, e.g.:
 //
-//	go test -run '^$' -bench 'BenchmarkWorker_NoopThroughput' -benchtime 2000x -count 3 ./encodejobs
-//	go test -run '^$' -bench 'BenchmarkWorker_IdleStartLatency/notify' -benchtime 200x -count 3 ./encodejobs
-//	go test -run '^$' -bench 'BenchmarkWorker_IdleStartLatency/poll-only' -benchtime 30x -count 3 ./encodejobs
+//	go test -run '^$' -bench 'BenchmarkRunner_NoopThroughput' -benchtime 2000x -count 3 ./jobqueue
+//	go test -run '^$' -bench 'BenchmarkRunner_IdleStartLatency/notify' -benchtime 200x -count 3 ./jobqueue
+//	go test -run '^$' -bench 'BenchmarkRunner_IdleStartLatency/poll-only' -benchtime 30x -count 3 ./jobqueue
+//	go test -run '^$' -bench 'BenchmarkClaim_Backlog' -benchtime 2000x -count 3 ./jobqueue
 
 // benchPool returns a pool on a fresh migrated database sized like a worker node's
-// (cmd/api/serve.go: Concurrency + 2 connections), and the database's URL.
+// (cmd/api/serve.go: concurrency + 2 connections), and the database's URL.
 func benchPool(b *testing.B, maxConns int) (*pgxpool.Pool, string) {
 	b.Helper()
 	url := pgtest.URL(b)
@@ -98,17 +98,17 @@ func (h failOnWarnings) check(b *testing.B) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if *h.first != "" {
-		b.Fatalf("the worker logged: %s", *h.first)
+		b.Fatalf("the runner logged: %s", *h.first)
 	}
 }
 
-// BenchmarkWorker_NoopThroughput runs b.N no-op jobs, enqueued before the timer starts, on one
+// BenchmarkRunner_NoopThroughput runs b.N no-op jobs, enqueued before the timer starts, on one
 // worker with 1, 4 or 16 slots, and reports completed jobs per second. Each job costs one
 // share of a claim statement and one fenced completion transaction (BEGIN, owner lookup,
 // members and media row locks, the fenced UPDATE, COMMIT). The figure depends on b.N: the
 // whole backlog is there from the start, and the claim statement sorts every due job on each
 // call, so compare runs only at the same -benchtime.
-func BenchmarkWorker_NoopThroughput(b *testing.B) {
+func BenchmarkRunner_NoopThroughput(b *testing.B) {
 	for _, workers := range []int{1, 4, 16} {
 		b.Run("workers="+strconv.Itoa(workers), func(b *testing.B) {
 			benchmarkNoopThroughput(b, workers)
@@ -121,7 +121,7 @@ func benchmarkNoopThroughput(b *testing.B, workers int) {
 	pool, _ := benchPool(b, workers+2)
 	first := benchMedia(b, pool, b.N)
 	if _, err := pool.Exec(ctx, `
-		INSERT INTO jobs (kind, media_id, max_attempts)
+		INSERT INTO jobs (kind, subject_id, max_attempts)
 		SELECT 'noop', g, 3 FROM generate_series($1::bigint, $1::bigint + $2::bigint - 1) AS g`, first, b.N); err != nil {
 		b.Fatal(err)
 	}
@@ -134,23 +134,25 @@ func benchmarkNoopThroughput(b *testing.B, workers int) {
 	var runs atomic.Int64
 	allRun := make(chan struct{})
 	n := int64(b.N)
-	kind := encodejobs.Kind{Name: "noop", Run: func(context.Context, encodejobs.Job) (encodejobs.Result, error) {
+	kind := mediaKind("noop", func(context.Context, jobqueue.Job) (jobqueue.Result, error) {
 		if runs.Add(1) == n {
 			close(allRun)
 		}
-		return encodejobs.Result{}, nil
-	}}
+		return jobqueue.Result{}, nil
+	})
 	logs := newFailOnWarnings()
-	w, err := encodejobs.NewWorker(encodejobs.NewQueue(pool, time.Minute), encodejobs.WorkerConfig{
-		Node: "bench", Concurrency: workers, Logger: slog.New(logs),
-	}, kind)
+	w, err := jobqueue.NewRunner(newQueue(b, pool, time.Minute, kind), jobqueue.RunnerConfig{
+		Kind: "noop", Node: "bench", Concurrency: workers, Logger: slog.New(logs),
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = w.Stop(ctx) })
 
 	b.ResetTimer()
-	w.Start()
+	if err := w.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
 	select {
 	case <-allRun:
 	case <-time.After(10 * time.Minute):
@@ -187,14 +189,14 @@ func benchmarkNoopThroughput(b *testing.B, workers int) {
 	}
 }
 
-// BenchmarkWorker_IdleStartLatency measures, on an idle worker polling every second, the time
+// BenchmarkRunner_IdleStartLatency measures, on an idle worker polling every second, the time
 // from the enqueuing transaction's COMMIT (taken just before it is sent, so the commit's own
 // round trip and WAL flush count) to the start of the job's Run, over b.N jobs enqueued one at
-// a time with encodejobs.Enqueue. "notify" wires a notify.Listener to Wake as cmd/api does;
+// a time with jobqueue.Enqueue. "notify" wires a notify.Listener to Wake as cmd/api does;
 // "poll-only" has no listener, so a job waits for the next 1 s poll. The pause between jobs is
 // random — up to 20 ms with NOTIFY, up to a whole poll interval without, so that enqueues land
 // at a uniformly random phase of the poll ticker. It reports p50, p99 and max in ms.
-func BenchmarkWorker_IdleStartLatency(b *testing.B) {
+func BenchmarkRunner_IdleStartLatency(b *testing.B) {
 	b.Run("notify", func(b *testing.B) { benchmarkIdleStartLatency(b, true) })
 	b.Run("poll-only", func(b *testing.B) { benchmarkIdleStartLatency(b, false) })
 }
@@ -206,34 +208,31 @@ func benchmarkIdleStartLatency(b *testing.B, withNotify bool) {
 	first := benchMedia(b, pool, b.N)
 
 	started := make(chan time.Time, 1)
-	kind := encodejobs.Kind{Name: "noop", Run: func(context.Context, encodejobs.Job) (encodejobs.Result, error) {
+	kind := mediaKind("noop", func(context.Context, jobqueue.Job) (jobqueue.Result, error) {
 		started <- time.Now()
-		return encodejobs.Result{}, nil
-	}}
+		return jobqueue.Result{}, nil
+	})
 	logs := newFailOnWarnings()
-	w, err := encodejobs.NewWorker(encodejobs.NewQueue(pool, time.Minute), encodejobs.WorkerConfig{
-		Node: "bench", PollInterval: pollInterval, Logger: slog.New(logs),
-	}, kind)
+	w, err := jobqueue.NewRunner(newQueue(b, pool, time.Minute, kind), jobqueue.RunnerConfig{
+		Kind: "noop", Node: "bench", PollInterval: pollInterval, Logger: slog.New(logs),
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	if withNotify {
-		listener := notify.NewListener(url, slog.New(logs))
 		connected := make(chan struct{}, 1)
-		listener.Handle(notify.ChannelJobs, func(string) { w.Wake() }, func() {
+		startListener(b, url, jobqueue.Channel, func(string) { w.Wake() }, func() {
 			w.Wake()
 			select {
 			case connected <- struct{}{}:
 			default:
 			}
 		})
-		listenCtx, stopListening := context.WithCancel(ctx)
-		listenDone := make(chan struct{})
-		go func() { defer close(listenDone); _ = listener.Run(listenCtx) }()
-		b.Cleanup(func() { stopListening(); <-listenDone })
 		<-connected
 	}
-	w.Start()
+	if err := w.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
 	b.Cleanup(func() { _ = w.Stop(ctx) })
 
 	maxPause := 20 * time.Millisecond
@@ -248,7 +247,7 @@ func benchmarkIdleStartLatency(b *testing.B, withNotify bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := encodejobs.Enqueue(ctx, tx, "noop", first+int64(i), 3); err != nil {
+		if _, err := jobqueue.Enqueue(ctx, tx, "noop", first+int64(i), 3); err != nil {
 			b.Fatal(err)
 		}
 		commit := time.Now()
@@ -291,4 +290,46 @@ func benchmarkIdleStartLatency(b *testing.B, withNotify bool) {
 func percentile(sorted []time.Duration, p float64) time.Duration {
 	rank := int(math.Ceil(p/100*float64(len(sorted)))) - 1
 	return sorted[max(0, min(rank, len(sorted)-1))]
+}
+
+// BenchmarkClaim_Backlog measures one claim call with 100 000 encode jobs queued (due,
+// PENDING, consecutive ids): "idle-kind" polls a kind with nothing queued (what every ingest
+// poller does on every node while the encoders have a backlog), "busy-kind" claims one encode
+// job and gives it back (Release), so each iteration sees the same backlog. ns/op is one
+// claim call's round trip and execution.
+func BenchmarkClaim_Backlog(b *testing.B) {
+	const backlog = 100_000
+	ctx := context.Background()
+	pool, _ := benchPool(b, 2)
+	first := benchMedia(b, pool, backlog)
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO jobs (kind, subject_id, max_attempts)
+		SELECT 'encode', g, 3 FROM generate_series($1::bigint, $1::bigint + $2::bigint - 1) AS g`, first, backlog); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE jobs`); err != nil {
+		b.Fatal(err)
+	}
+	q := newQueue(b, pool, time.Minute, mediaKind("encode", nil), mediaKind("ingest", nil))
+	b.Run("idle-kind", func(b *testing.B) {
+		for b.Loop() {
+			jobs, err := q.Claim(ctx, "ingest", 1, "bench")
+			if err != nil || len(jobs) != 0 {
+				b.Fatalf("claim: %v %v", jobs, err)
+			}
+		}
+	})
+	b.Run("busy-kind", func(b *testing.B) {
+		for b.Loop() {
+			jobs, err := q.Claim(ctx, "encode", 1, "bench")
+			if err != nil || len(jobs) != 1 {
+				b.Fatalf("claim: %v %v", jobs, err)
+			}
+			b.StopTimer()
+			if err := q.Release(ctx, jobs[0]); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	})
 }

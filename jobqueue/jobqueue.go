@@ -1,0 +1,139 @@
+// Package jobqueue is Playhead's durable job queue in PostgreSQL: enqueue inside the caller's
+// transaction, claim, heartbeat, fenced finish, the runner that executes jobs, the rescuer,
+// the pruner, the metrics and the admin routes. It knows jobs and nothing else: what a job is
+// about (a media item, an outbox row) is its kind's business, and kinds (encodejobs, ingest)
+// depend on this package, never the other way.
+//
+// A job is claimed in one short statement (FOR UPDATE SKIP LOCKED, committed at once) that
+// gives it a fresh claim token and a lease; no lock or transaction is held while the job runs.
+// A running job extends its lease with heartbeats fenced by its token. Every terminal write —
+// completed, retried, dead — happens in one transaction that first runs the kind's Lock hook
+// (its domain rows, in the domain's own order), then updates the job row with a WHERE that
+// checks the id, the PROCESSING status, the claim token and a live lease, then makes the
+// kind's domain writes. Zero rows there is ErrClaimLost and rolls everything back: a worker
+// whose lease expired cannot complete a job another worker has claimed since, nor write
+// domain rows for it. Domain rows are always locked before the job row (members → media →
+// jobs for the media kinds), in this one place, so no two writers can deadlock.
+//
+// The split follows River's: Runner is its producer plus job executor (one per kind per
+// node), Rescuer its job rescuer (one per node, for every registered kind), Pruner its job
+// cleaner.
+package jobqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Status is a job's state.
+type Status string
+
+// The job statuses.
+const (
+	StatusPending    Status = "PENDING"
+	StatusProcessing Status = "PROCESSING"
+	StatusCompleted  Status = "COMPLETED"
+	StatusDead       Status = "DEAD"
+)
+
+// ErrClaimLost means the job is no longer ours: the lease expired and another worker may have
+// claimed it. Whatever the caller was about to write must not be written.
+var ErrClaimLost = errors.New("jobqueue: claim lost")
+
+// Job is a claimed job.
+type Job struct {
+	ID   int64
+	Kind string
+	// Subject is the id of the row the job is about, as its kind reads it (a media id for
+	// encode and ingest).
+	Subject    int64
+	ClaimToken string
+	// Attempt is this claim's attempt number, from 1.
+	Attempt     int
+	MaxAttempts int
+	EnqueuedAt  time.Time
+}
+
+// LastAttempt reports whether a failure of this attempt makes the job DEAD.
+func (j Job) LastAttempt() bool { return j.Attempt >= j.MaxAttempts }
+
+// TxFunc makes a kind's domain writes (or takes its locks) inside a job's finishing transaction.
+type TxFunc func(ctx context.Context, tx pgx.Tx, j Job) error
+
+// Kind is one kind of job: how to run it, and the domain side of its transitions.
+type Kind struct {
+	// Name is the jobs.kind value. Required.
+	Name string
+	// Run does the work outside any transaction. On success it returns the writes to make
+	// inside the fenced completion. On error it must have cleaned up after itself (deleted the
+	// files it wrote). Wrap an error with Permanent when retrying cannot help. A kind
+	// registered only for its hooks (on a node that runs no jobs) leaves it nil.
+	Run func(ctx context.Context, j Job) (Result, error)
+	// Lock locks the kind's domain rows for j, in the domain's order, at the start of every
+	// transaction that changes j's status: completion, retry, dead, the rescuer's sweep, an
+	// admin retry. The job row is locked only after it returns. Optional; required when
+	// Result.Commit, Fail or Revive write rows that other transactions also lock.
+	Lock TxFunc
+	// Fail writes the domain side of j becoming DEAD (a media FAILED, a notification), in the
+	// transaction that marks it DEAD, whoever does: the runner or the rescuer. cause is the last
+	// attempt's error; ReasonOf(cause) is what the job's owner may be told, its full text is
+	// the job's last_error, for administrators. Optional.
+	Fail func(ctx context.Context, tx pgx.Tx, j Job, cause error) error
+	// Revive writes the domain side of an admin retry of the DEAD job j (its media PROCESSING
+	// again). Optional.
+	Revive TxFunc
+}
+
+// Result is a successful run, waiting to be committed.
+type Result struct {
+	// Commit makes the domain writes inside the fenced completion. Optional.
+	Commit func(ctx context.Context, tx pgx.Tx) error
+	// Discard undoes Run's side effects when the completion certainly did not commit (the
+	// claim was lost). It is not called when the outcome cannot be known. Optional.
+	Discard func(ctx context.Context)
+	// Committed runs after the completion committed: cleanup that only the winner may do,
+	// such as deleting what workers that died mid-job left behind. Optional; its failure is
+	// logged, the job stays completed.
+	Committed func(ctx context.Context) error
+}
+
+type permanentError struct{ err error }
+
+func (p permanentError) Error() string { return p.err.Error() }
+func (p permanentError) Unwrap() error { return p.err }
+
+// Permanent marks err as not worth retrying: the job goes DEAD at once.
+func Permanent(err error) error { return permanentError{err} }
+
+// IsPermanent reports whether err was marked with Permanent.
+func IsPermanent(err error) bool {
+	_, ok := errors.AsType[permanentError](err)
+	return ok
+}
+
+// registry is the kinds one Queue knows, fixed when the Queue is made.
+type registry struct {
+	kinds map[string]Kind
+	names []string // sorted
+}
+
+func newRegistry(kinds []Kind) (registry, error) {
+	r := registry{kinds: make(map[string]Kind, len(kinds))}
+	for _, k := range kinds {
+		if k.Name == "" {
+			return registry{}, errors.New("jobqueue: a kind needs a Name")
+		}
+		if _, dup := r.kinds[k.Name]; dup {
+			return registry{}, fmt.Errorf("jobqueue: kind %q registered twice", k.Name)
+		}
+		r.kinds[k.Name] = k
+		r.names = append(r.names, k.Name)
+	}
+	slices.Sort(r.names)
+	return r, nil
+}

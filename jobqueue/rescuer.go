@@ -1,0 +1,153 @@
+package jobqueue
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/playhead/playhead/lifecycle"
+)
+
+// RescuerConfig configures a Rescuer. Zero values take the defaults named on each field.
+type RescuerConfig struct {
+	// Interval is the time between sweeps. Default 5 s.
+	Interval time.Duration
+	// Logger receives swept jobs and errors. Default slog.Default().
+	Logger *slog.Logger
+	// Metrics counts swept jobs as the outcome "dead". Optional.
+	Metrics *Metrics
+}
+
+// Rescuer turns PROCESSING jobs whose lease expired on their last attempt into DEAD, with
+// their kind's Lock and Fail hooks, for every kind registered with the Queue. A node runs one.
+// (An expired job with attempts left is not the rescuer's: the next claim of its kind takes it.)
+//
+// One rescuer for all kinds is the fix for jobs left stuck: each kind's worker used to sweep
+// every kind with its own hooks, so the encode worker marked an expired ingest job DEAD
+// without failing its media (which stayed PROCESSING forever, with no notification).
+// Expired jobs of kinds this node does not know are logged and left alone: a node that knows
+// the kind will sweep them properly.
+type Rescuer struct {
+	q    *Queue
+	cfg  RescuerConfig
+	loop lifecycle.Loop
+}
+
+// NewRescuer returns a Rescuer on q. It does nothing until Start.
+func NewRescuer(q *Queue, cfg RescuerConfig) *Rescuer {
+	cfg.Interval = cmp.Or(cfg.Interval, 5*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Rescuer{q: q, cfg: cfg}
+}
+
+// Start launches the sweeps.
+func (r *Rescuer) Start(ctx context.Context) error { return r.loop.Start(ctx, r.run) }
+
+// Stop ends the sweeps and waits for the one in progress.
+func (r *Rescuer) Stop(ctx context.Context) error { return r.loop.Stop(ctx) }
+
+func (r *Rescuer) run(ctx context.Context) {
+	ticker := time.NewTicker(r.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		swept, err := r.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Warn("sweep of expired jobs failed", "err", err)
+		}
+		for _, j := range swept {
+			r.cfg.Metrics.observe(j.Kind, "dead", 0)
+			r.cfg.Logger.Error("job is dead: its lease expired on the last attempt", "job", j.ID, "kind", j.Kind, "subject", j.Subject)
+		}
+	}
+}
+
+// rescueReason is the last_error of a job the rescuer swept.
+const rescueReason = "lease expired on the last attempt (the worker died or hung)"
+
+// Sweep makes one pass and returns the jobs it marked DEAD. Several nodes may sweep at once:
+// each job is swept by exactly one of them.
+func (r *Rescuer) Sweep(ctx context.Context) ([]Job, error) {
+	r.logUnknown(ctx)
+	rows, err := r.q.pool.Query(ctx, `
+		SELECT `+jobColumns+` FROM jobs j
+		WHERE j.status = 'PROCESSING' AND j.lease_until <= statement_timestamp() AND j.attempt_count >= j.max_attempts
+		  AND j.kind = ANY($1::text[])
+		ORDER BY j.lease_until LIMIT 100`, r.q.kinds.names)
+	if err != nil {
+		return nil, fmt.Errorf("find expired jobs: %w", err)
+	}
+	candidates, err := pgx.CollectRows(rows, scanJob)
+	if err != nil {
+		return nil, fmt.Errorf("find expired jobs: %w", err)
+	}
+	var swept []Job
+	for _, j := range candidates {
+		dead, err := r.sweepOne(ctx, j)
+		if err != nil {
+			return swept, fmt.Errorf("sweep job %d: %w", j.ID, err)
+		}
+		if dead {
+			swept = append(swept, j)
+		}
+	}
+	return swept, nil
+}
+
+// sweepOne marks j DEAD if it is still the expired claim the sweep saw, in the same lock
+// order as every finish: the kind's domain rows, then the job row.
+func (r *Rescuer) sweepOne(ctx context.Context, j Job) (bool, error) {
+	kind := r.q.kinds.kinds[j.Kind]
+	dead := false
+	err := pgx.BeginFunc(ctx, r.q.pool, func(tx pgx.Tx) error {
+		if kind.Lock != nil {
+			if err := kind.Lock(ctx, tx, j); err != nil {
+				return err
+			}
+		}
+		tag, err := tx.Exec(ctx, `
+			UPDATE jobs SET status = 'DEAD', completed_at = statement_timestamp(), lease_until = NULL, last_error = $3
+			WHERE id = $1 AND status = 'PROCESSING' AND claim_token = $2::uuid AND lease_until <= statement_timestamp()`,
+			j.ID, j.ClaimToken, rescueReason)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err // 0 rows: another node swept it first, or its worker came back in time
+		}
+		dead = true
+		if kind.Fail != nil {
+			return kind.Fail(ctx, tx, j, WithReason(errors.New(rescueReason), "processing stopped: the worker running it died or hung"))
+		}
+		return nil
+	})
+	return dead && err == nil, err
+}
+
+// logUnknown warns about expired last attempts of kinds this node does not know.
+func (r *Rescuer) logUnknown(ctx context.Context) {
+	rows, err := r.q.pool.Query(ctx, `
+		SELECT kind, count(*) FROM jobs
+		WHERE status = 'PROCESSING' AND lease_until <= statement_timestamp() AND attempt_count >= max_attempts
+		  AND kind <> ALL($1::text[])
+		GROUP BY kind`, r.q.kinds.names)
+	if err != nil {
+		return // the sweep's own query reports a broken database
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind string
+		var n int
+		if rows.Scan(&kind, &n) == nil {
+			r.cfg.Logger.Warn("expired jobs of a kind this node does not know; left for a node that does", "kind", kind, "jobs", n)
+		}
+	}
+}

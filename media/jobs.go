@@ -1,0 +1,117 @@
+package media
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/playhead/playhead/jobqueue"
+	"github.com/playhead/playhead/notify"
+)
+
+// ChannelChanged carries a media id whenever a media row changes; every node's media cache
+// evicts that id.
+const ChannelChanged = "media_changed"
+
+// The outbox kinds: what a member is told about their media.
+const (
+	OutboxReady  = "media_ready"
+	OutboxFailed = "media_failed"
+)
+
+// Outbox records a notification for member about media in the caller's transaction, so it is
+// sent exactly when the change it announces commits. A relay (outside this service) delivers
+// the rows.
+func Outbox(ctx context.Context, db notify.Execer, member, media int64, kind string, payload map[string]any) error {
+	if payload == nil {
+		payload = map[string]any{}
+	}
+	_, err := db.Exec(ctx, `INSERT INTO notification_outbox (member_id, media_id, kind, payload) VALUES ($1, $2, $3, $4)`,
+		member, media, kind, payload)
+	if err != nil {
+		return fmt.Errorf("outbox %s: %w", kind, err)
+	}
+	return nil
+}
+
+// JobKind returns the queue kind named name whose jobs are about a media item (the job's
+// subject is the media id), with the hooks every such kind shares: its finishing transactions
+// lock the media's owner row and then the media row before the queue locks the job row
+// (members → media → jobs, the order of every writer); a DEAD job fails the media with the
+// reason worded for its owner (jobqueue.ReasonOf) and tells them; an admin retry makes the
+// media PROCESSING again. The kind adds its Run.
+func JobKind(name string) jobqueue.Kind {
+	return jobqueue.Kind{
+		Name: name,
+		Lock: func(ctx context.Context, tx pgx.Tx, j jobqueue.Job) error {
+			return lockWithOwner(ctx, tx, j.Subject)
+		},
+		Fail: func(ctx context.Context, tx pgx.Tx, j jobqueue.Job, cause error) error {
+			// The owner is told the reason worded for them, never the error's text (server
+			// paths, remote addresses): that stays in the job's last_error.
+			reason := jobqueue.ReasonOf(cause)
+			return markFailed(ctx, tx, j.Subject, reason, map[string]any{"job_id": j.ID, "reason": reason})
+		},
+		Revive: func(ctx context.Context, tx pgx.Tx, j jobqueue.Job) error {
+			return SetStatus(ctx, tx, j.Subject, StatusProcessing)
+		},
+	}
+}
+
+// lockWithOwner locks media id's owner row, then the media row: two statements, so the order
+// of the locks is certain.
+func lockWithOwner(ctx context.Context, tx pgx.Tx, id int64) error {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM members WHERE id = (SELECT owner_id FROM media WHERE id = $1) FOR UPDATE`, id); err != nil {
+		return fmt.Errorf("lock owner of media %d: %w", id, err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM media WHERE id = $1 FOR UPDATE`, id); err != nil {
+		return fmt.Errorf("lock media %d: %w", id, err)
+	}
+	return nil
+}
+
+// The writes below run inside the media pipeline's fenced job transactions, which have already
+// locked the owner and media rows. Each notifies every node's cache on commit.
+
+// MarkReady makes media id playable with its encoded outputs and tells its owner (one outbox
+// row with payload).
+func MarkReady(ctx context.Context, tx pgx.Tx, id int64, hlsKey, thumbnailKey string, durationMS int64, payload map[string]any) error {
+	var owner int64
+	err := tx.QueryRow(ctx, `
+		UPDATE media SET status = 'READY', hls_key = $2, thumbnail_key = $3, duration_ms = nullif($4::bigint, 0),
+		       failure_reason = NULL, updated_at = statement_timestamp()
+		WHERE id = $1 RETURNING owner_id`, id, hlsKey, thumbnailKey, durationMS).Scan(&owner)
+	if err != nil {
+		return fmt.Errorf("mark media %d ready: %w", id, err)
+	}
+	if err := NotifyChanged(ctx, tx, id); err != nil {
+		return err
+	}
+	return Outbox(ctx, tx, owner, id, OutboxReady, payload)
+}
+
+// markFailed records that media id will never become playable, and why, and tells its owner.
+func markFailed(ctx context.Context, tx pgx.Tx, id int64, reason string, payload map[string]any) error {
+	var owner int64
+	err := tx.QueryRow(ctx, `
+		UPDATE media SET status = 'FAILED', failure_reason = $2, updated_at = statement_timestamp()
+		WHERE id = $1 RETURNING owner_id`, id, reason).Scan(&owner)
+	if err != nil {
+		return fmt.Errorf("mark media %d failed: %w", id, err)
+	}
+	if err := NotifyChanged(ctx, tx, id); err != nil {
+		return err
+	}
+	return Outbox(ctx, tx, owner, id, OutboxFailed, payload)
+}
+
+// SetStatus moves media id to status (PROCESSING when a job is retried, UPLOADED when an
+// import has fetched its file).
+func SetStatus(ctx context.Context, tx pgx.Tx, id int64, status Status) error {
+	_, err := tx.Exec(ctx, `UPDATE media SET status = $2, failure_reason = NULL, updated_at = statement_timestamp() WHERE id = $1`, id, status)
+	if err != nil {
+		return fmt.Errorf("set media %d status: %w", id, err)
+	}
+	return NotifyChanged(ctx, tx, id)
+}
