@@ -10,8 +10,15 @@ import (
 
 // leaseMargin is the part of the lease a run gives up before the database would: the local
 // deadline is the last successful heartbeat's send time + lease − lease/leaseMargin. It covers
-// the time to cancel the run (an ffmpeg to kill) before another node may claim the job.
-const leaseMargin = 10
+// the time to cancel the run (an ffmpeg to kill, a busy scheduler) before another node may
+// claim the job: 12 s of a 60 s lease.
+const leaseMargin = 5
+
+// localDeadline is when a claim whose lease was last extended by a write sent at sent must be
+// given up.
+func localDeadline(sent time.Time, lease time.Duration) time.Time {
+	return sent.Add(lease - lease/leaseMargin)
+}
 
 // heartbeat extends the lease every lease/3 until ctx ends, and cancels the run with
 // ErrClaimLost when the claim is gone or can no longer be proven ours.
@@ -30,7 +37,7 @@ func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 	go func() {
 		defer close(done)
 		lastGood := claimSent
-		deadline := lastGood.Add(lease - lease/leaseMargin)
+		deadline := localDeadline(lastGood, lease)
 		next := lastGood.Add(interval)
 		timer := time.NewTimer(time.Until(next))
 		defer timer.Stop()
@@ -54,7 +61,7 @@ func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 			switch {
 			case err == nil:
 				lastGood, failures = sent, 0
-				deadline = lastGood.Add(lease - lease/leaseMargin)
+				deadline = localDeadline(lastGood, lease)
 				next = lastGood.Add(interval)
 			case errors.Is(err, ErrClaimLost):
 				cancel(ErrClaimLost)

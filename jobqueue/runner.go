@@ -163,6 +163,13 @@ func (r *Runner) claim(ctx context.Context, free int) {
 // claimSent is when the claim statement was sent: the lease runs from no earlier than that.
 func (r *Runner) execute(j Job, claimSent time.Time) {
 	log := r.cfg.Logger.With("job", j.ID, "kind", j.Kind, "subject", j.Subject, "attempt", j.Attempt)
+	if !time.Now().Before(localDeadline(claimSent, r.q.lease)) {
+		// The claim's answer came too late (a stalled network): the lease may already be
+		// another node's. Starting the work could run the job twice at once.
+		log.Warn("claim arrived past its lease's local deadline; not run")
+		r.cfg.Metrics.observe(j.Kind, "claim_lost", 0)
+		return
+	}
 	ctx, cancel := context.WithCancelCause(r.jobsCtx)
 	defer cancel(nil)
 	heartbeatDone := r.heartbeat(ctx, cancel, j, claimSent, log)

@@ -12,12 +12,12 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/playhead/playhead/internal/binarytest"
+	"github.com/playhead/playhead/internal/faultproxy"
 	"github.com/playhead/playhead/internal/pgtest"
 )
 
@@ -51,18 +51,25 @@ func first(msgs []string) string {
 	return msgs[0]
 }
 
-// TestChaos_SlowDatabase puts a proxy between Playhead and PostgreSQL that first adds 300 ms
-// to every answer, then holds all answers back. PUT latency stays far below the injected
-// delay because the request path never waits on the database. While the database is cut off,
-// the players' newest positions are held in place; new viewers who arrive then fill the
-// buffer up to PLAYHEAD_BUFFER_MAX_KEYS, beyond which their positions are dropped (counted).
-// When the database answers again, flushing catches up and every player's last report is
-// stored.
+// TestChaos_SlowDatabase puts a proxy (internal/faultproxy) between Playhead and PostgreSQL
+// that first adds 300 ms to every answer, then holds all traffic back (a partition). PUT
+// latency stays far below the injected delay because the request path never waits on the
+// database. While the database is cut off, the players' newest positions are held in place;
+// new viewers who arrive then fill the buffer up to PLAYHEAD_BUFFER_MAX_KEYS, beyond which
+// their positions are dropped (counted). When the database answers again, flushing catches up
+// and every player's last report is stored.
 func TestChaos_SlowDatabase(t *testing.T) {
 	dbURL := pgtest.URL(t)
 	conf := pgtest.Shared(t).Config
-	proxy := startProxy(t, net.JoinHostPort(conf.Host, conf.Port))
-	proxied := strings.Replace(dbURL, net.JoinHostPort(conf.Host, conf.Port), proxy.ln.Addr().String(), 1)
+	proxy, err := faultproxy.Start(net.JoinHostPort(conf.Host, conf.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	proxied, err := proxy.URL(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const maxKeys = 1000
 	s := binarytest.Start(t, map[string]string{"DATABASE_URL": proxied, "PLAYHEAD_PUT_RATE": "0",
 		"PLAYHEAD_FLUSH_INTERVAL": "100ms", "PLAYHEAD_FLUSH_BATCH": "200", "PLAYHEAD_BUFFER_CAPACITY": "1000",
@@ -92,10 +99,10 @@ func TestChaos_SlowDatabase(t *testing.T) {
 	everyPlayer := func() { load.WaitRounds(t, 2) }
 	load.WaitAccepted(t, 1_000)
 	normal := phase("normal", everyPlayer)
-	proxy.delay.Store(int64(injected))
+	proxy.SetLatency(injected)
 	slow := phase("slow", everyPlayer)
 	droppedBefore := dropped()
-	proxy.paused.Store(true)
+	proxy.Partition()
 	var flood *binarytest.Load
 	cut := phase("cut off", func() {
 		everyPlayer()
@@ -117,8 +124,8 @@ func TestChaos_SlowDatabase(t *testing.T) {
 	})
 	droppedDuring := dropped() - droppedBefore
 	flood.Stop()
-	proxy.paused.Store(false)
-	proxy.delay.Store(0)
+	proxy.Heal()
+	proxy.SetLatency(0)
 	phase("back", func() {
 		// The players' reports dropped on the full buffer are lost by design, so the load stops
 		// only after every player has reported again with no drop since the last one: its last

@@ -20,7 +20,7 @@ type Proxy struct {
 	target string
 	wg     sync.WaitGroup
 
-	latency atomic.Int64 // time.Duration added before each forwarded chunk
+	latency atomic.Int64 // time.Duration added before each chunk the server sends
 
 	mu     sync.Mutex
 	links  map[*link]struct{}
@@ -72,7 +72,8 @@ func (p *Proxy) URL(rawURL string) (string, error) {
 	return u.String(), nil
 }
 
-// SetLatency delays every chunk forwarded in either direction by d (0 turns it off).
+// SetLatency delays every answer — each chunk the server sends — by d (0 turns it off): a slow
+// database, as the client sees it.
 func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
 
 // Partition stops all traffic, on open connections and new ones alike: bytes sent are held,
@@ -193,7 +194,7 @@ func (p *Proxy) pump(l *link, src, dst net.Conn, fromClient bool) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.wait() {
+			if !p.wait(fromClient) {
 				return
 			}
 			chunk := buf[:n]
@@ -215,14 +216,14 @@ func (p *Proxy) pump(l *link, src, dst net.Conn, fromClient bool) {
 	}
 }
 
-// wait holds a chunk while the proxy is partitioned and adds the latency. It returns false
-// when the proxy closed meanwhile.
-func (p *Proxy) wait() bool {
+// wait holds a chunk while the proxy is partitioned and delays the server's answers. It
+// returns false when the proxy closed meanwhile.
+func (p *Proxy) wait(fromClient bool) bool {
 	p.mu.Lock()
 	open := p.open
 	p.mu.Unlock()
 	<-open
-	if d := time.Duration(p.latency.Load()); d > 0 {
+	if d := time.Duration(p.latency.Load()); d > 0 && !fromClient {
 		time.Sleep(d)
 	}
 	p.mu.Lock()

@@ -62,11 +62,7 @@ func Main(m *testing.M, ignore ...goleak.Option) {
 	code := m.Run()
 	if code == 0 && !fuzzing() {
 		http.DefaultClient.CloseIdleConnections()
-		ignore = append(ignore,
-			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
-			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
-			goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
-		)
+		ignore = append(ignore, LongLived()...)
 		if err := goleak.Find(ignore...); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
@@ -76,6 +72,19 @@ func Main(m *testing.M, ignore ...goleak.Option) {
 		server.stop()
 	}
 	os.Exit(code)
+}
+
+// LongLived ignores the goroutines that outlive a closed server by design, for goleak: fasthttp's
+// process-wide worker-pool and date helpers, the file cache cleaner fasthttp starts for each
+// app.Static (Fiber v2 gives it no stop channel), and pgxpool's health checker, which exits on
+// its own shortly after Close.
+func LongLived() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*inMemoryCacheManager).handleCleanCache"),
+		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+	}
 }
 
 // fuzzing reports whether this process is fuzzing (go test -fuzz), as the coordinator or a
