@@ -2,7 +2,7 @@
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run test build deps lint fuzz chaos loadtest screenshots clean
+.PHONY: run test build deps lint fuzz chaos chaos-queue loadtest screenshots clean
 
 build: web
 	$(GO) build -o bin/playhead ./cmd/api
@@ -43,10 +43,23 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) $${t#*:} || exit 1; \
 	done
 
-# The whole reliability suite, 20 rounds of each fault, and longer fuzzing (docs/reliability.md).
+# The whole reliability suite, 20 rounds of each fault, the job queue's chaos test with ten
+# seeds, and longer fuzzing (docs/reliability.md).
 chaos: deps
 	PLAYHEAD_CHAOS_ROUNDS=20 $(GO) test -count=1 -timeout 60m -run 'TestChaos' -v ./cmd/api
+	@$(MAKE) --no-print-directory chaos-queue
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=2m
+
+# The job queue's chaos test (jobqueue/chaos_test.go), once per seed; make test runs it once with
+# 2 000 jobs and a random seed.
+QUEUE_CHAOS_JOBS ?= 5000
+QUEUE_CHAOS_SEEDS ?= 1 2 3 4 5 6 7 8 9 10
+chaos-queue:
+	@for seed in $(QUEUE_CHAOS_SEEDS); do \
+		echo "queue chaos: seed $$seed, $(QUEUE_CHAOS_JOBS) jobs"; \
+		PLAYHEAD_QUEUE_CHAOS_SEED=$$seed PLAYHEAD_QUEUE_CHAOS_JOBS=$(QUEUE_CHAOS_JOBS) \
+			$(GO) test -count=1 -timeout 30m -run '^TestChaos_Queue$$' -v ./jobqueue || exit 1; \
+	done
 
 # The screenshots of the player in README.md (docs/img), taken by the browser test, which
 # otherwise saves them to a temporary folder so that make test leaves the tree as it was.

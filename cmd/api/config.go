@@ -51,7 +51,8 @@ type Config struct {
 	// ShutdownTimeout is the whole budget of a graceful stop (PLAYHEAD_SHUTDOWN_TIMEOUT). Default 30 s.
 	ShutdownTimeout time.Duration
 	// DBMaxConns caps the request pool (PLAYHEAD_DB_MAX_CONNS). Default 0: 10 on api and all
-	// nodes, encode concurrency + 2 on workers. The playback flusher has 2 more of its own.
+	// nodes, encode + ingest concurrency + 2 on workers. The playback flusher has 2 more of its
+	// own.
 	DBMaxConns int
 	// MaxBodyBytes bounds request bodies read into memory (PLAYHEAD_MAX_BODY_BYTES). Default 64 KiB.
 	MaxBodyBytes int
@@ -93,8 +94,8 @@ type Config struct {
 	// 4 h) and each ffmpeg process's address space (PLAYHEAD_ENCODE_MEMORY_LIMIT, bytes;
 	// default 4 GiB, 0 for none).
 	VideoLimits encoder.Limits
-	// JobLease is a claimed job's lease; heartbeats extend it every third
-	// (PLAYHEAD_JOB_LEASE). Default 60 s.
+	// JobLease is a claimed job's lease, the one value the queue, its heartbeats (every third,
+	// retried within a twentieth) and its local deadline use (PLAYHEAD_JOB_LEASE). Default 60 s.
 	JobLease time.Duration
 	// JobPollInterval is the workers' fallback poll (PLAYHEAD_JOB_POLL_INTERVAL). Default 1 s.
 	JobPollInterval time.Duration

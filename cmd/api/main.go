@@ -1,6 +1,6 @@
-// Command playhead is the whole service in one binary: `serve` runs the API (and, from the
-// media pipeline on, the workers), `migrate` applies the schema, `token` mints JWTs for
-// development and load tests.
+// Command playhead is the whole service in one binary: `serve` runs the API and the job
+// runners (by role), `migrate` applies the schema, `token` mints JWTs for development and load
+// tests.
 package main
 
 import (

@@ -1,0 +1,184 @@
+package jobqueue_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/playhead/playhead/jobqueue"
+	"github.com/playhead/playhead/media"
+)
+
+// violations collects the breaches of each invariant, with a few examples.
+type violations struct {
+	count    map[string]int
+	examples map[string][]string
+}
+
+func (v *violations) add(invariant, format string, args ...any) {
+	v.count[invariant]++
+	if len(v.examples[invariant]) < 5 {
+		v.examples[invariant] = append(v.examples[invariant], fmt.Sprintf(format, args...))
+	}
+}
+
+// finalJob is a job's end state: its row, or the row retention deleted.
+type finalJob struct {
+	subject  int64
+	status   string
+	attempts int
+	max      int
+	deleted  bool
+}
+
+// check verifies the invariants after every node stopped.
+func (c *chaos) check(t *testing.T) {
+	ctx := context.Background()
+	v := &violations{count: map[string]int{}, examples: map[string][]string{}}
+	final := map[int64]finalJob{}
+	scan(t, ctx, c, `SELECT id, subject_id, status, attempt_count, max_attempts FROM jobs`, func(row pgx.CollectableRow) error {
+		var id int64
+		var j finalJob
+		err := row.Scan(&id, &j.subject, &j.status, &j.attempts, &j.max)
+		final[id] = j
+		return err
+	})
+	deleted := 0
+	scan(t, ctx, c, `SELECT job_id, subject_id, status FROM chaos_deleted`, func(row pgx.CollectableRow) error {
+		var id int64
+		j := finalJob{deleted: true}
+		if err := row.Scan(&id, &j.subject, &j.status); err != nil {
+			return err
+		}
+		deleted++
+		if j.status != string(jobqueue.StatusCompleted) && j.status != string(jobqueue.StatusDead) {
+			v.add("retention deletes only finished rows", "job %d deleted while %s", id, j.status)
+		}
+		final[id] = j
+		return nil
+	})
+	type mediaRow struct{ status, hls string }
+	mediaOf := map[int64]mediaRow{}
+	scan(t, ctx, c, `SELECT id, status, coalesce(hls_key, '') FROM media`, func(row pgx.CollectableRow) error {
+		var id int64
+		var m mediaRow
+		err := row.Scan(&id, &m.status, &m.hls)
+		mediaOf[id] = m
+		return err
+	})
+	outbox := map[int64]map[string]int{}
+	scan(t, ctx, c, `SELECT media_id, kind, count(*) FROM notification_outbox GROUP BY 1, 2`, func(row pgx.CollectableRow) error {
+		var id int64
+		var kind string
+		var n int
+		err := row.Scan(&id, &kind, &n)
+		if outbox[id] == nil {
+			outbox[id] = map[string]int{}
+		}
+		outbox[id][kind] = n
+		return err
+	})
+	effects := map[int64]int{}
+	scan(t, ctx, c, `SELECT job_id, count(*) FROM chaos_effects GROUP BY 1`, func(row pgx.CollectableRow) error {
+		var id int64
+		var n int
+		err := row.Scan(&id, &n)
+		effects[id] = n
+		return err
+	})
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	statuses := map[string]int{}
+	for _, id := range c.ids {
+		j, ok := final[id]
+		statuses[j.status]++
+		completed, dead := j.status == string(jobqueue.StatusCompleted), j.status == string(jobqueue.StatusDead)
+		if !ok || !(completed || dead) {
+			v.add("every job ends COMPLETED or DEAD", "job %d ended %q (row present: %v)", id, j.status, ok)
+			continue
+		}
+		if want := one(completed); effects[id] != want {
+			v.add("no job's effect happens twice (and a COMPLETED job's happened)", "job %d %s has %d effects", id, j.status, effects[id])
+		}
+		m := mediaOf[j.subject]
+		if dead && m.status != string(media.StatusFailed) {
+			v.add("a DEAD job's media is FAILED", "job %d DEAD, media %d %s", id, j.subject, m.status)
+		}
+		if completed && m.status != string(media.StatusReady) {
+			v.add("a COMPLETED job's media is READY", "job %d COMPLETED, media %d %s", id, j.subject, m.status)
+		}
+		wantFailed := c.revived[id] + one(dead)
+		wantReady := one(completed)
+		if got := outbox[j.subject]; got[media.OutboxFailed] != wantFailed || got[media.OutboxReady] != wantReady {
+			v.add("one outbox row per terminal transition", "job %d %s revived %d times: outbox %v, want %d failed and %d ready",
+				id, j.status, c.revived[id], got, wantFailed, wantReady)
+		}
+		if completed {
+			if _, err := os.Stat(filepath.Join(m.hls, "out")); err != nil || m.hls == "" {
+				v.add("a COMPLETED job's outputs exist", "job %d: media %d output %q: %v", id, j.subject, m.hls, err)
+			}
+		}
+		if !j.deleted && j.attempts > j.max {
+			v.add("attempts never exceed the maximum", "job %d: %d attempts of %d", id, j.attempts, j.max)
+		}
+	}
+	runs, revived := 0, 0
+	for id, rs := range c.runs {
+		runs += len(rs)
+		for _, r := range rs {
+			if r.attempt > r.max {
+				v.add("attempts never exceed the maximum", "job %d ran attempt %d of %d", id, r.attempt, r.max)
+			}
+		}
+		for i, a := range rs {
+			for _, b := range rs[i+1:] {
+				first, second := a, b
+				if second.start.Before(first.start) {
+					first, second = second, first
+				}
+				if !first.ignoresCancel && first.end.After(second.start) {
+					v.add("no two runs of a job at once (unless one ignored its cancellation)",
+						"job %d: attempt %d ran until %s, attempt %d started %s", id, first.attempt,
+						first.end.Format("15:04:05.000"), second.attempt, second.start.Format("15:04:05.000"))
+				}
+			}
+		}
+	}
+	for _, n := range c.revived {
+		revived += n
+	}
+	t.Logf("chaos result: %v; %d runs, %d admin retries, %d rows pruned", statuses, runs, revived, deleted)
+	names := make([]string, 0, len(v.count))
+	for name := range v.count {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t.Errorf("invariant %q broken %d times, e.g. %v", name, v.count[name], v.examples[name])
+	}
+}
+
+func scan(t *testing.T, ctx context.Context, c *chaos, sql string, each func(pgx.CollectableRow) error) {
+	t.Helper()
+	rows, err := c.b.pool.Query(ctx, sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) { return struct{}{}, each(row) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// one is 1 when b holds, else 0.
+func one(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
