@@ -6,14 +6,15 @@
 //
 // A job is claimed in one short statement (FOR UPDATE SKIP LOCKED, committed at once) that
 // gives it a fresh claim token and a lease; no lock or transaction is held while the job runs.
-// A running job extends its lease with heartbeats fenced by its token. Every terminal write —
-// completed, retried, dead — happens in one transaction that first runs the kind's Lock hook
-// (its domain rows, in the domain's own order), then updates the job row with a WHERE that
-// checks the id, the PROCESSING status, the claim token and a live lease, then makes the
-// kind's domain writes. Zero rows there is ErrClaimLost and rolls everything back: a worker
-// whose lease expired cannot complete a job another worker has claimed since, nor write
-// domain rows for it. Domain rows are always locked before the job row (members → media →
-// jobs for the media kinds), in this one place, so no two writers can deadlock.
+// A running job extends its lease with heartbeats fenced by its token. Every write of a claimed
+// job checks, in its WHERE, the id, the PROCESSING status, the claim token and a live lease;
+// zero rows is ErrClaimLost. A completion or a death happens in one transaction that first runs
+// the kind's Lock hook (its domain rows, in the domain's own order), then the fenced job update,
+// then the kind's domain writes, so a lost claim rolls everything back: a worker whose lease
+// expired cannot complete a job another worker has claimed since, nor write domain rows for it.
+// Domain rows are always locked before the job row (members → media → jobs for the media
+// kinds), in this one place — the rescuer and the admin retry go through the same order — so no
+// two writers can deadlock. A retry or a release touches the job row only.
 //
 // The split follows River's: Runner is its producer plus job executor (one per kind per
 // node), Rescuer its job rescuer (one per node, for every registered kind), Pruner its job

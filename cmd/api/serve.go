@@ -217,9 +217,7 @@ func (n *node) wait(ctx context.Context) error {
 // then the pools close.
 func (n *node) shutdown(group *lifecycle.Group) error {
 	n.logger.Info("stopping", "budget", n.cfg.ShutdownTimeout.String())
-	if n.health != nil {
-		n.health.SetDraining()
-	}
+	n.health.SetDraining()
 	stopCtx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
 	err := group.Stop(stopCtx)
