@@ -1,10 +1,9 @@
 -- +goose Up
 ALTER TABLE media ADD COLUMN failure_reason text;
 
--- jobs is the durable queue of every job kind (encode, ingest; jobqueue/ runs it). A claim is
--- a fresh claim_token plus a lease; every terminal UPDATE checks both, so a worker whose lease
--- expired cannot complete a job another worker has claimed since. (00004 renames media_id to
--- subject_id and indexes the claim by kind.)
+-- jobs is the durable queue of the media pipeline (encode, and later ingest). A claim is a
+-- fresh claim_token plus a lease; every terminal UPDATE checks both, so a worker whose lease
+-- expired cannot complete a job another worker has claimed since.
 CREATE TABLE jobs (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     kind          text NOT NULL,
@@ -32,8 +31,7 @@ CREATE TABLE jobs (
     fillfactor = 70
 );
 
--- The two claimable shapes: due PENDING jobs in order, and PROCESSING jobs whose lease ran out
--- (replaced in 00004 by the same indexes led by kind).
+-- The two claimable shapes: due PENDING jobs in order, and PROCESSING jobs whose lease ran out.
 CREATE INDEX jobs_pending_idx ON jobs (available_at, id) WHERE status = 'PENDING';
 CREATE INDEX jobs_processing_idx ON jobs (lease_until) WHERE status = 'PROCESSING';
 -- Retention deletes finished jobs by age.
