@@ -15,8 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Health answers liveness and readiness. Ready means: not draining, and the database answers.
+// Health answers liveness and readiness. Ready means: started, not draining, and the database
+// answers.
 type Health struct {
+	started  atomic.Bool
 	draining atomic.Bool
 	ping     func(ctx context.Context) error
 	logger   *slog.Logger
@@ -42,12 +44,20 @@ func (h *Health) Report(name string, value func() any) {
 	h.reports = append(h.reports, report{name, value})
 }
 
+// SetStarted makes readiness possible: every service of the node has started. Until then
+// /readyz answers 503, so a load balancer sends nothing to a node that is still replaying
+// spilled positions or starting its workers, although its metrics port already answers.
+func (h *Health) SetStarted() { h.started.Store(true) }
+
 // SetDraining makes readiness fail from now on: the process is stopping.
 func (h *Health) SetDraining() { h.draining.Store(true) }
 
 // Ready returns nil when the node should receive traffic.
 func (h *Health) Ready(ctx context.Context) error {
-	if h.draining.Load() {
+	switch {
+	case !h.started.Load():
+		return errStarting
+	case h.draining.Load():
 		return errDraining
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -55,7 +65,10 @@ func (h *Health) Ready(ctx context.Context) error {
 	return h.ping(ctx)
 }
 
-var errDraining = errors.New("draining")
+var (
+	errStarting = errors.New("starting")
+	errDraining = errors.New("draining")
+)
 
 // Register adds /healthz and /readyz to the public app.
 func (h *Health) Register(app *fiber.App) {

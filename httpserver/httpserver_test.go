@@ -45,6 +45,7 @@ func TestReadyz_PublicAnswerNamesNothing(t *testing.T) {
 	var log binarytest.Output
 	h := httpserver.NewHealth(func(context.Context) error { return errors.New(detail) },
 		slog.New(slog.NewJSONHandler(&log, nil)))
+	h.SetStarted()
 	app := httpserver.New(httpserver.Config{})
 	h.Register(app)
 
@@ -216,5 +217,28 @@ func TestErrorMap_DatabaseInputErrorsAreClientErrors(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "22021") {
 		t.Errorf("an input error caught only by the database is not logged: %q", log.String())
+	}
+}
+
+// TestReadyz_NotReadyUntilStarted: a node whose database answers is not ready until every
+// service has started (the playback buffer replays spilled positions in its start), and not
+// ready again once it drains.
+func TestReadyz_NotReadyUntilStarted(t *testing.T) {
+	h := httpserver.NewHealth(func(context.Context) error { return nil }, slog.New(slog.DiscardHandler))
+	app := httpserver.New(httpserver.Config{})
+	h.Register(app)
+	for _, step := range []struct {
+		name string
+		do   func()
+		want int
+	}{
+		{"before start", func() {}, http.StatusServiceUnavailable},
+		{"started", h.SetStarted, http.StatusOK},
+		{"draining", h.SetDraining, http.StatusServiceUnavailable},
+	} {
+		step.do()
+		if status, _, body := send(t, app, http.MethodGet, "/readyz"); status != step.want {
+			t.Errorf("%s: /readyz %d %s, want %d", step.name, status, body, step.want)
+		}
 	}
 }

@@ -177,6 +177,7 @@ func (n *node) run(ctx context.Context) error {
 	}
 	cause := group.Start(ctx)
 	if cause == nil {
+		n.health.SetStarted()
 		n.logger.Info("serving", "role", n.cfg.Role, "node", n.cfg.NodeID, "http", addr(n.httpLn),
 			"metrics", addr(n.metricsLn), "write_mode", n.cfg.WriteMode)
 		cause = n.wait(ctx)
