@@ -7,11 +7,14 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/internal/binarytest"
+	"github.com/playhead/playhead/internal/pgtest"
 )
 
 // TestServe_RejectsBadConfiguration checks that invalid variables stop the process with
@@ -32,6 +35,31 @@ func TestServe_RejectsBadConfiguration(t *testing.T) {
 		if !strings.Contains(stderr, name) {
 			t.Errorf("stderr does not name %s:\n%s", name, stderr)
 		}
+	}
+}
+
+// TestServe_FailedBuildClosesWhatItOpened: a component that cannot be built after the pool is
+// open (a storage directory that is a file) stops the start-up with an error that names its
+// setting, and what was opened is closed, not a panic.
+func TestServe_FailedBuildClosesWhatItOpened(t *testing.T) {
+	notADir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notADir, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := binarytest.Run(t, map[string]string{
+		"DATABASE_URL":          pgtest.URL(t),
+		"PLAYHEAD_JWT_SECRET":   binarytest.Secret,
+		"PLAYHEAD_STORAGE_DIR":  notADir,
+		"PLAYHEAD_SPILL_DIR":    t.TempDir(),
+		"PLAYHEAD_HTTP_ADDR":    binarytest.FreeAddr(t),
+		"PLAYHEAD_METRICS_ADDR": binarytest.FreeAddr(t),
+	}, "serve")
+	if code := p.Wait(t, binarytest.ExitTimeout); code != 1 {
+		t.Errorf("exit status %d, want 1", code)
+	}
+	stderr := p.Stderr.String()
+	if !strings.Contains(stderr, "PLAYHEAD_STORAGE_DIR") || strings.Contains(stderr, "panic") {
+		t.Errorf("stderr should name PLAYHEAD_STORAGE_DIR and hold no panic:\n%s", stderr)
 	}
 }
 

@@ -100,8 +100,9 @@ func (n *node) add(name string, s lifecycle.Service) {
 // requests, the buffer drains and flushes, the runners give their claims back, the metrics
 // server (with /readyz answering 503 all along) goes last. Nothing is started here; on an
 // error, build closes what it opened.
-func build(ctx context.Context, cfg Config, logger *slog.Logger) (n *node, err error) {
-	n = &node{cfg: cfg, logger: logger, reg: prometheus.NewRegistry()}
+func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err error) {
+	// n is not the named result: every error return sets that to nil, and n must still close.
+	n := &node{cfg: cfg, logger: logger, reg: prometheus.NewRegistry()}
 	defer func() {
 		if err != nil {
 			n.closeAll()
