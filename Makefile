@@ -2,15 +2,21 @@
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run test build deps lint fuzz chaos chaos-queue loadtest screenshots clean
+.PHONY: run test build deps system-deps lint fuzz chaos chaos-queue loadtest screenshots clean
 
 build: web
 	$(GO) build -o bin/playhead ./cmd/api
 
-deps:
+# System packages (scripts/deps.sh), and for the tests the S3 server they run against:
+# SeaweedFS, built once per machine into ~/.cache/playhead (scripts/weed.sh; about 6 minutes
+# the first time, skipped afterwards). `make run` needs only the system packages.
+deps: system-deps
+	@GO="$(GO)" scripts/weed.sh >/dev/null
+
+system-deps:
 	@scripts/deps.sh
 
-run: deps build
+run: system-deps build
 	@scripts/run.sh
 
 lint:

@@ -126,23 +126,12 @@ func Mint(secret []byte, member int64, admin bool, ttl time.Duration) (string, e
 const localsKey = "playhead.identity"
 
 // Middleware rejects requests without a valid bearer token and stores the identity for From.
-func (v *Verifier) Middleware() fiber.Handler { return v.middleware("") }
-
-// CookieName is the cookie the player pages set so that the browser's own requests for media
-// files (hls.js segments, native HLS, thumbnails in <img>) carry the member's token.
-const CookieName = "playhead_token"
-
-// MediaMiddleware is Middleware that also accepts the token from the CookieName cookie: for the
-// media-file routes only, where the browser, not the page's script, makes the requests.
-func (v *Verifier) MediaMiddleware() fiber.Handler { return v.middleware(CookieName) }
-
-func (v *Verifier) middleware(cookie string) fiber.Handler {
+// The token is only ever taken from the Authorization header: the browser's own requests for
+// media files carry signed URLs instead (media.Signer), so no cookie holds a token.
+func (v *Verifier) Middleware() fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		header := c.Get(fiber.HeaderAuthorization)
 		token, ok := strings.CutPrefix(header, "Bearer ")
-		if !ok && cookie != "" {
-			token, ok = c.Cookies(cookie), true
-		}
 		if !ok || token == "" {
 			return apperr.Errorf(apperr.Unauthenticated, "missing bearer token")
 		}

@@ -3,12 +3,14 @@ package ingest
 import (
 	"io"
 	"net/url"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/httpserver"
+	"github.com/playhead/playhead/media"
 )
 
 // AdminHandler serves /v1/admin/imports.
@@ -88,8 +90,8 @@ func (h *AdminHandler) get(c *fiber.Ctx) error {
 // CollectionHandler serves GET /v1/collections/{collection}.
 type CollectionHandler struct {
 	Store *Store
-	// ObjectURL turns a storage key into the URL a player fetches it from.
-	ObjectURL func(key string) string
+	// Links signs the URLs of the encoded files for the member asking.
+	Links *media.Links
 }
 
 // Register adds the collection route to router, the authenticated /v1 group.
@@ -107,12 +109,16 @@ func (h *CollectionHandler) get(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	member := auth.From(c).MemberID
 	for i := range items {
-		items[i].HLSURL = h.ObjectURL(items[i].HLSKey)
+		items[i].HLSURL = h.Links.Playlist(member, items[i].HLSKey, time.Duration(items[i].DurationMS)*time.Millisecond)
 		if items[i].ThumbnailKey != "" {
-			items[i].ThumbnailURL = h.ObjectURL(items[i].ThumbnailKey)
+			if items[i].ThumbnailURL, err = h.Links.File(c.UserContext(), member, items[i].ThumbnailKey, 0); err != nil {
+				return err
+			}
 		}
 	}
+	c.Set(fiber.HeaderCacheControl, "private, no-store")
 	if items == nil {
 		items = []Placed{}
 	}

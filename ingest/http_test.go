@@ -14,6 +14,7 @@ import (
 	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/media"
 )
 
 var secret = []byte("ingest-test-secret-ingest-test-secret")
@@ -32,7 +33,11 @@ func startImportAPI(t *testing.T) (string, string) {
 	imports := &ingest.AdminHandler{Store: store}
 	imports.RegisterUpload(app, verifier.Middleware(), auth.RequireAdmin)
 	api := app.Group("/v1", httpserver.LimitBody(64<<10), verifier.Middleware())
-	(&ingest.CollectionHandler{Store: store, ObjectURL: func(k string) string { return "/objects/" + k }}).Register(api)
+	signer, err := media.NewSigner(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	(&ingest.CollectionHandler{Store: store, Links: &media.Links{Signer: signer, TTL: time.Minute}}).Register(api)
 	imports.Register(api.Group("/admin", auth.RequireAdmin))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

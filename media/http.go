@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
@@ -162,8 +163,8 @@ type Handler struct {
 	// Access answers who may see a media id from memory (the media cache), so that requests
 	// for unknown or invisible ids never reach the database.
 	Access AccessLookup
-	// ObjectURL turns a storage key into the URL a player fetches it from.
-	ObjectURL func(key string) string
+	// Links signs the URLs of the encoded files.
+	Links *Links
 }
 
 // AccessLookup reads a media item's access fields; found is false when there is no such media.
@@ -176,7 +177,8 @@ func (h *Handler) Register(router fiber.Router) {
 	router.Get("/media/:id", h.get)
 }
 
-// View is media as its viewer sees it: with playable URLs once READY.
+// View is media as its viewer sees it: with playable URLs once READY. The URLs are signed for
+// the viewer and expire (Links): they work without a token, in any player.
 type View struct {
 	Media
 	HLSURL       string `json:"hls_url,omitempty"`
@@ -211,12 +213,16 @@ func (h *Handler) get(c *fiber.Ctx) error {
 	v := View{Media: m}
 	if m.Status == StatusReady {
 		if m.HLSKey != "" {
-			v.HLSURL = h.ObjectURL(m.HLSKey)
+			v.HLSURL = h.Links.Playlist(member, m.HLSKey, time.Duration(m.DurationMS)*time.Millisecond)
 		}
 		if m.ThumbnailKey != "" {
-			v.ThumbnailURL = h.ObjectURL(m.ThumbnailKey)
+			if v.ThumbnailURL, err = h.Links.File(c.UserContext(), member, m.ThumbnailKey, 0); err != nil {
+				return err
+			}
 		}
 	}
+	// The answer holds links made for this member that expire: no cache may keep it.
+	c.Set(fiber.HeaderCacheControl, "private, no-store")
 	return c.JSON(v)
 }
 

@@ -67,7 +67,8 @@ func setupMediaAPI(t *testing.T) *mediaAPI {
 	verifier := must(auth.NewVerifier([]byte(secret), 0))(t)
 	app := httpserver.New(httpserver.Config{BodyLimit: 1 << 16})
 	api := app.Group("/v1", httpserver.LimitBody(1<<16), verifier.Middleware())
-	(&media.Handler{Store: store, Access: c, ObjectURL: func(k string) string { return "/objects/" + k }}).Register(api)
+	links := &media.Links{Signer: must(media.NewSigner([]byte(secret)))(t), TTL: time.Minute}
+	(&media.Handler{Store: store, Access: c, Links: links}).Register(api)
 	(&media.AdminHandler{Store: store}).Register(api.Group("/admin", auth.RequireAdmin))
 	return &mediaAPI{addr: serveApp(t, app), store: store, queries: counter}
 }

@@ -2,16 +2,18 @@ package media
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/playhead/playhead/apperr"
-	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/storage"
 )
 
@@ -20,20 +22,26 @@ import (
 const ObjectsPrefix = "/objects/hls/"
 
 // ObjectsHandler serves the encoded files of a media item (HLS playlists, segments,
-// thumbnails) to members who may play it.
+// thumbnails) through signed URLs (Signer): no cookie or token, so that native HLS players,
+// hls.js, ffmpeg and a CDN can fetch them. Playlists are rewritten for the member on every
+// request, each URI replaced by a signed URL (Links), so a player given one playlist URL
+// reaches exactly the files of that media, for a limited time.
 //
 // It replaces an access check on the raw path in front of a static file server that served the
 // decoded, normalised path: /objects/hls/{mine}/../{yours}/… passed the check for {mine} and
 // served {yours}. Here one function turns the request path into a media id and a storage key,
-// the access check is for that id, and only that key is opened, through the storage interface.
+// the signature is checked for that key, the access check is for that id and the member the
+// URL was issued to, and only that key is opened, through the storage interface.
 type ObjectsHandler struct {
 	Store  storage.Store
 	Access Checker
+	Links  *Links
 }
 
-// Register adds GET (and HEAD) /objects/hls/* to router behind middleware (the token check).
-func (h *ObjectsHandler) Register(router fiber.Router, middleware ...fiber.Handler) {
-	router.Get(ObjectsPrefix+"*", append(middleware, h.serve)...)
+// Register adds GET (and HEAD) /objects/hls/* to router. The routes need no token: the URL's
+// signature is the credential.
+func (h *ObjectsHandler) Register(router fiber.Router) {
+	router.Get(ObjectsPrefix+"*", h.serve)
 }
 
 // objectTypes are the files an encode writes, by extension; nothing else is served.
@@ -48,6 +56,9 @@ var objectTypes = map[string]string{
 // read them does.
 const objectCacheControl = "private, max-age=3600"
 
+// playlistCacheControl: a signed playlist is made for one member and holds links that expire.
+const playlistCacheControl = "private, no-store"
+
 func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 	id, key, ok := ObjectKey(string(c.Request().URI().PathOriginal()))
 	if !ok {
@@ -57,7 +68,12 @@ func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 	if !ok {
 		return apperr.Errorf(apperr.NotFound, "not found")
 	}
-	if _, err := h.Access.Playable(c.UserContext(), auth.From(c).MemberID, id); err != nil {
+	member, err := h.Links.Signer.Verify(key, string(c.Request().URI().QueryString()), time.Now())
+	if err != nil {
+		return err
+	}
+	access, err := h.Access.Playable(c.UserContext(), member, id)
+	if err != nil {
 		return err
 	}
 	r, err := h.Store.Open(c.UserContext(), key)
@@ -67,6 +83,24 @@ func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	if path.Ext(key) == ".m3u8" {
+		defer r.Close()
+		body, err := io.ReadAll(io.LimitReader(r, maxPlaylistBytes+1))
+		if err != nil {
+			return fmt.Errorf("read playlist %s: %w", key, err)
+		}
+		if len(body) > maxPlaylistBytes {
+			return fmt.Errorf("playlist %s is over %d bytes", key, maxPlaylistBytes)
+		}
+		signed, err := signPlaylist(c.UserContext(), h.Links, member, id, key, body, time.Duration(access.DurationMS)*time.Millisecond)
+		if err != nil {
+			return err
+		}
+		c.Set(fiber.HeaderContentType, contentType)
+		c.Set(fiber.HeaderCacheControl, playlistCacheControl)
+		return c.Send(signed)
+	}
 	size := -1 // unknown: sent chunked
 	if st, ok := r.(interface{ Stat() (fs.FileInfo, error) }); ok {
 		if fi, err := st.Stat(); err == nil {
@@ -74,7 +108,6 @@ func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 		}
 	}
 	c.Set(fiber.HeaderContentType, contentType)
-	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	c.Set(fiber.HeaderCacheControl, objectCacheControl)
 	// fasthttp closes the reader once the body is sent (skipped for HEAD, or the client is gone).
 	c.Context().SetBodyStream(r, size)

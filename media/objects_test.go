@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,22 +28,28 @@ const secret = "objects-test-secret-objects-test-secret"
 type objectsFixture struct {
 	addr         string
 	mine, theirs int64
-	token        string // member 1's
-	mineBody     []byte
+	links        *media.Links
 	secrets      [][]byte // contents no request may ever return: theirs, the source, the host file
 }
+
+// The playlists of mine, as the encoder writes them.
+const (
+	mineMaster  = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-STREAM-INF:BANDWIDTH=800000,RESOLUTION=640x360\nv0/index.m3u8\n"
+	mineVariant = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:4\n#EXT-X-PLAYLIST-TYPE:VOD\n" +
+		"#EXTINF:4.000000,\nseg_000.ts\n#EXTINF:4.000000,\nseg_001.ts\n#EXTINF:2.500000,\nseg_002.ts\n#EXT-X-ENDLIST\n"
+)
 
 func setupObjects(t *testing.T) *objectsFixture {
 	t.Helper()
 	pool, _ := pgtest.Pool(t)
 	store := media.NewStore(pool)
 	mk := func(owner int64) int64 {
-		m := must(store.Create(context.Background(), media.Media{OwnerID: owner, Title: "clip",
+		m := must(store.Create(context.Background(), media.Media{OwnerID: owner, Title: "clip", DurationMS: 10_500,
 			Status: media.StatusReady, Visibility: media.VisibilityPrivate}))(t)
 		return m.ID
 	}
 	f := &objectsFixture{mine: mk(1), theirs: mk(2)}
-	f.token = must(auth.Mint([]byte(secret), 1, false, time.Hour))(t)
+	f.links = &media.Links{Signer: must(media.NewSigner([]byte(secret)))(t), TTL: time.Minute}
 
 	dir := t.TempDir()
 	objects := must(storage.NewLocal(filepath.Join(dir, "objects")))(t)
@@ -50,8 +57,12 @@ func setupObjects(t *testing.T) *objectsFixture {
 		must(objects.Put(context.Background(), key, strings.NewReader(body)))(t)
 		return []byte(body)
 	}
-	f.mineBody = put(fmt.Sprintf("hls/%d/tok/master.m3u8", f.mine), "#EXTM3U mine")
-	put(fmt.Sprintf("hls/%d/tok/v0/seg_000.ts", f.mine), "G mine segment")
+	put(fmt.Sprintf("hls/%d/tok/master.m3u8", f.mine), mineMaster)
+	put(fmt.Sprintf("hls/%d/tok/v0/index.m3u8", f.mine), mineVariant)
+	for i := range 3 {
+		put(fmt.Sprintf("hls/%d/tok/v0/seg_%03d.ts", f.mine, i), fmt.Sprintf("G mine segment %d", i))
+	}
+	put(fmt.Sprintf("hls/%d/tok/bad.m3u8", f.mine), "#EXTM3U\n#EXTINF:4,\n../../"+fmt.Sprint(f.theirs)+"/tok/v0/seg_000.ts\n")
 	f.secrets = append(f.secrets,
 		put(fmt.Sprintf("hls/%d/tok/master.m3u8", f.theirs), "#EXTM3U theirs"),
 		put(fmt.Sprintf("hls/%d/tok/v0/seg_000.ts", f.theirs), "G theirs segment"),
@@ -72,19 +83,27 @@ func setupObjects(t *testing.T) *objectsFixture {
 	}
 
 	c := startCache(t, cache.Config{Load: store.LookupAccess})
-	verifier := must(auth.NewVerifier([]byte(secret), 0))(t)
 	app := httpserver.New(httpserver.Config{BodyLimit: 1 << 16})
-	(&media.ObjectsHandler{Store: objects, Access: c}).Register(app, verifier.MediaMiddleware())
+	(&media.ObjectsHandler{Store: objects, Access: c, Links: f.links}).Register(app)
 	f.addr = serveApp(t, app)
 	return f
 }
 
-// TestObjects_PathFormsNeverReachAnotherMedia is finding 1 of issue 11: every way of writing a
-// path that climbs from a media the member may play into one it may not (or out of the HLS
-// prefix, or out of the store) is 404, and no answer carries another media's bytes.
+// query returns the signed query of key for member, valid for a minute.
+func (f *objectsFixture) query(member int64, key string) string {
+	_, q, _ := strings.Cut(f.links.Signer.URL(member, key, time.Now().Add(time.Minute)), "?")
+	return q
+}
+
+// TestObjects_PathFormsNeverReachAnotherMedia is finding 1 of issue 11, with signed URLs: every
+// way of writing a path that climbs from a media the member may play into one it may not (or
+// out of the HLS prefix, or out of the store), carrying a valid signature of the member's own
+// playlist, is refused (404, or 403 for a path that decodes to another key than the one
+// signed), and no answer carries another media's bytes.
 func TestObjects_PathFormsNeverReachAnotherMedia(t *testing.T) {
 	f := setupObjects(t)
 	mine, theirs := fmt.Sprint(f.mine), fmt.Sprint(f.theirs)
+	valid := "?" + f.query(1, "hls/"+mine+"/tok/master.m3u8")
 	forms := []string{
 		"/objects/hls/" + theirs + "/tok/master.m3u8", // directly
 		"/objects/hls/" + mine + "/../" + theirs + "/tok/master.m3u8",
@@ -123,11 +142,13 @@ func TestObjects_PathFormsNeverReachAnotherMedia(t *testing.T) {
 		"/objects/hls/" + mine + "/tok/notes.txt", // the member's own prefix, not an encoded file
 		"/objects/hls/" + mine + "/tok/master.m3u8.bak",
 		"/objects/hls/" + mine + "/tok/master.m3u8;.bak",
+		"/objects/hls/" + mine + "/tok/v0/seg_000.ts", // another file of the same media
 	}
-	for _, target := range forms {
-		status, _, body := rawGet(t, f.addr, target, bearer(f.token))
-		if status != http.StatusNotFound {
-			t.Errorf("GET %s: status %d, want 404 (body %q)", target, status, body)
+	for _, form := range forms {
+		target := form + valid
+		status, _, body := rawGet(t, f.addr, target, nil)
+		if status != http.StatusNotFound && status != http.StatusForbidden {
+			t.Errorf("GET %s: status %d, want 403 or 404 (body %q)", target, status, body)
 		}
 		for _, s := range f.secrets {
 			if bytes.Contains(body, s) {
@@ -135,35 +156,145 @@ func TestObjects_PathFormsNeverReachAnotherMedia(t *testing.T) {
 			}
 		}
 	}
+	// A link out of the store, correctly signed (the server would never sign it): not found.
+	escape := "hls/" + mine + "/tok/escape.ts"
+	if status, _, body := rawGet(t, f.addr, "/objects/"+escape+"?"+f.query(1, escape), nil); status != http.StatusNotFound {
+		t.Errorf("GET the signed link out of the store: status %d, want 404 (body %q)", status, body)
+	}
+	// A correctly signed URL of theirs for member 1: member 1 may not play it, so not found.
+	theirsKey := "hls/" + theirs + "/tok/master.m3u8"
+	if status, _, body := rawGet(t, f.addr, "/objects/"+theirsKey+"?"+f.query(1, theirsKey), nil); status != http.StatusNotFound {
+		t.Errorf("GET theirs signed for member 1: status %d, want 404 (body %q)", status, body)
+	}
+	// A playlist that points at another media (the encoder never writes one) is not served.
+	bad := "hls/" + mine + "/tok/bad.m3u8"
+	if status, _, body := rawGet(t, f.addr, "/objects/"+bad+"?"+f.query(1, bad), nil); status < 500 || bytes.Contains(body, []byte(theirs+"/tok")) {
+		t.Errorf("GET a playlist that refers to another media: status %d body %q, want a server error without a link", status, body)
+	}
+}
 
-	// The legitimate path works, in plain and in harmlessly encoded form, with the headers the
-	// issue asks for; without a token it is 401, as for the API.
+// TestObjects_SignedPlaylistsLeadToEveryFile follows a player: the master playlist's signed URL
+// (in plain and harmlessly encoded form) gives a master whose variant URL is signed, whose
+// playlist's segment URLs are signed and work, with the right headers, and no cookie or token.
+func TestObjects_SignedPlaylistsLeadToEveryFile(t *testing.T) {
+	f := setupObjects(t)
+	mine := fmt.Sprint(f.mine)
+	key := "hls/" + mine + "/tok/master.m3u8"
+	q := f.query(1, key)
 	for _, target := range []string{
-		"/objects/hls/" + mine + "/tok/master.m3u8",
-		"/objects/hls/%3" + mine[:1] + mine[1:] + "/tok/master%2Em3u8",
-		"/objects/hls/" + mine + "/tok/master.m3u8?x=/../" + theirs,
+		"/objects/" + key + "?" + q,
+		"/objects/hls/%3" + mine[:1] + mine[1:] + "/tok/master%2Em3u8?" + q,
 	} {
-		status, header, body := rawGet(t, f.addr, target, bearer(f.token))
-		if status != http.StatusOK || !bytes.Equal(body, f.mineBody) {
-			t.Errorf("GET %s: status %d body %q, want 200 %q", target, status, body, f.mineBody)
-			continue
+		status, header, body := rawGet(t, f.addr, target, nil)
+		if status != http.StatusOK {
+			t.Fatalf("GET %s: status %d body %q", target, status, body)
 		}
 		for k, want := range map[string]string{
 			"Content-Type":           "application/vnd.apple.mpegurl",
 			"X-Content-Type-Options": "nosniff",
-			"Cache-Control":          "private, max-age=3600",
+			"Cache-Control":          "private, no-store",
 		} {
 			if got := header.Get(k); got != want {
 				t.Errorf("GET %s: %s %q, want %q", target, k, got, want)
 			}
 		}
+		lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+		variant := lines[len(lines)-1]
+		if !strings.HasPrefix(variant, "/objects/hls/"+mine+"/tok/v0/index.m3u8?member=1&expires=") {
+			t.Fatalf("master playlist's variant URI %q, want a signed Playhead URL", variant)
+		}
+		status, _, vbody := rawGet(t, f.addr, variant, nil)
+		if status != http.StatusOK {
+			t.Fatalf("GET variant %s: status %d body %q", variant, status, vbody)
+		}
+		var segments []string
+		for line := range strings.Lines(string(vbody)) {
+			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+				segments = append(segments, line)
+			}
+		}
+		if len(segments) != 3 || !strings.Contains(string(vbody), "#EXTINF:2.500000,") || !strings.HasSuffix(strings.TrimSpace(string(vbody)), "#EXT-X-ENDLIST") {
+			t.Fatalf("variant playlist %q, want its tags kept and 3 signed segments", vbody)
+		}
+		var expiries []string
+		for i, seg := range segments {
+			status, header, sbody := rawGet(t, f.addr, seg, nil)
+			if status != http.StatusOK || string(sbody) != fmt.Sprintf("G mine segment %d", i) || header.Get("Content-Type") != "video/mp2t" ||
+				header.Get("Cache-Control") != "private, max-age=3600" {
+				t.Errorf("GET segment %s: status %d %q %q body %q", seg, status, header.Get("Content-Type"), header.Get("Cache-Control"), sbody)
+			}
+			expiries = append(expiries, seg[strings.Index(seg, "expires="):strings.Index(seg, "&sig=")])
+		}
+		// Each segment's link lives its start time longer than the first one's: 0, 4 and 8 s.
+		if expiries[0] == expiries[1] || expiries[1] == expiries[2] {
+			t.Errorf("segment expiries %q: want later segments to expire later", expiries)
+		}
 	}
-	status, header, _ := rawGet(t, f.addr, "/objects/hls/"+mine+"/tok/v0/seg_000.ts", bearer(f.token))
-	if status != http.StatusOK || header.Get("Content-Type") != "video/mp2t" {
-		t.Errorf("segment: status %d Content-Type %q, want 200 video/mp2t", status, header.Get("Content-Type"))
+}
+
+// TestObjects_SignatureIsTheCredential: every change to a signed URL's query, an expired one,
+// and one issued to a member who may not play the media, are refused; a bearer token or a
+// cookie is no substitute.
+func TestObjects_SignatureIsTheCredential(t *testing.T) {
+	f := setupObjects(t)
+	key := fmt.Sprintf("hls/%d/tok/v0/seg_000.ts", f.mine)
+	path := "/objects/" + key
+	good := f.query(1, key)
+	member, rest, _ := strings.Cut(good, "&")
+	expires, sig, _ := strings.Cut(rest, "&")
+	expUnix, _ := strconv.ParseInt(strings.TrimPrefix(expires, "expires="), 10, 64)
+	other := f.query(1, fmt.Sprintf("hls/%d/tok/v0/seg_001.ts", f.mine))
+	_, otherSig, _ := strings.Cut(strings.SplitN(other, "&", 2)[1], "&")
+	token := must(auth.Mint([]byte(secret), 1, false, time.Hour))(t)
+	for _, tc := range []struct {
+		name, query string
+		header      map[string]string
+		want        int
+	}{
+		{"valid", good, nil, http.StatusOK},
+		{"no query", "", nil, http.StatusForbidden},
+		{"bearer token instead", "", map[string]string{"Authorization": "Bearer " + token}, http.StatusForbidden},
+		{"old cookie instead", "", map[string]string{"Cookie": "playhead_token=" + token}, http.StatusForbidden},
+		{"no signature", member + "&" + expires, nil, http.StatusForbidden},
+		{"another file's signature", member + "&" + expires + "&" + otherSig, nil, http.StatusForbidden},
+		{"another member", "member=2&" + expires + "&" + sig, nil, http.StatusForbidden},
+		{"member with a leading zero", "member=01&" + expires + "&" + sig, nil, http.StatusForbidden},
+		{"later expiry", member + "&expires=" + fmt.Sprint(expUnix+3600) + "&" + sig, nil, http.StatusForbidden},
+		{"parameters twice", good + "&" + member, nil, http.StatusForbidden},
+		{"an extra parameter", good + "&x=1", nil, http.StatusForbidden},
+		{"a traversal in the query", good + "&x=/../../uploads/abc/source", nil, http.StatusForbidden},
+		{"signature padded", good + "=", nil, http.StatusForbidden},
+		{"signature percent-encoded", strings.Replace(good, "sig=", "sig=%41", 1), nil, http.StatusForbidden},
+		{"reordered", expires + "&" + sig + "&" + member, nil, http.StatusOK},
+	} {
+		target := path
+		if tc.query != "" {
+			target += "?" + tc.query
+		}
+		status, _, body := rawGet(t, f.addr, target, tc.header)
+		if status != tc.want {
+			t.Errorf("%s: GET %s: status %d (%s), want %d", tc.name, target, status, body, tc.want)
+		}
 	}
-	if status, _, _ := rawGet(t, f.addr, "/objects/hls/"+mine+"/tok/master.m3u8", nil); status != http.StatusUnauthorized {
-		t.Errorf("without a token: status %d, want 401", status)
+
+	// Expired: signed a second ago by a clock in the past.
+	past := &media.Links{Signer: f.links.Signer, TTL: time.Second, Now: func() time.Time { return time.Now().Add(-time.Minute) }}
+	expired, err := past.File(t.Context(), 1, key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body := rawGet(t, f.addr, expired, nil); status != http.StatusForbidden || !strings.Contains(string(body), "expired") {
+		t.Errorf("expired link: status %d %s, want 403 saying it expired", status, body)
+	}
+	// Issued to member 2, who may not play member 1's private media: as if it did not exist.
+	if status, _, _ := rawGet(t, f.addr, path+"?"+f.query(2, key), nil); status != http.StatusNotFound {
+		t.Errorf("a link issued to a member who may not play the media: status %d, want 404", status)
+	}
+	// Signed with another secret.
+	stranger := &media.Links{Signer: must(media.NewSigner([]byte("another-secret-another-secret-another-secret")))(t), TTL: time.Minute}
+	forged, _ := stranger.File(t.Context(), 1, key, 0)
+	if status, _, _ := rawGet(t, f.addr, forged, nil); status != http.StatusForbidden {
+		t.Errorf("a link signed with another secret: status %d, want 403", status)
 	}
 }
 

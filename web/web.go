@@ -28,12 +28,20 @@ var files embed.FS
 // HLSAsset is the path, under static/, of the hls.js build that `make web` copies in.
 const HLSAsset = "vendor/hls.min.js"
 
-// ContentSecurityPolicy is sent with every page and asset: scripts, styles, images and API calls
-// only from this origin; media also from blob: URLs (hls.js feeds the video element through
-// Media Source Extensions); hls.js's worker from this origin.
-const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
-	"media-src 'self' blob:; connect-src 'self'; worker-src 'self'; manifest-src 'self'; " +
-	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+// contentSecurityPolicy is sent with every page and asset: scripts, styles, images and API
+// calls only from this origin; media also from blob: URLs (hls.js feeds the video element
+// through Media Source Extensions); hls.js's worker from this origin. Media files (segments that
+// hls.js fetches, thumbnails, native HLS) may also come from mediaOrigins: the object store,
+// whose presigned URLs players fetch directly.
+func contentSecurityPolicy(mediaOrigins []string) string {
+	extra := ""
+	for _, o := range mediaOrigins {
+		extra += " " + o
+	}
+	return "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'" + extra + "; " +
+		"media-src 'self' blob:" + extra + "; connect-src 'self'" + extra + "; worker-src 'self'; manifest-src 'self'; " +
+		"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}
 
 // asset is one embedded file, ready to send.
 type asset struct {
@@ -46,11 +54,19 @@ type asset struct {
 type Handler struct {
 	pages  map[string]asset // by name: "index.html", "watch.html"
 	static map[string]asset // by path under static/
+	csp    string
 }
 
-// New reads the embedded files.
-func New() (*Handler, error) {
-	h := &Handler{pages: map[string]asset{}, static: map[string]asset{}}
+// New reads the embedded files. mediaOrigins are the origins (scheme://host[:port]) the pages
+// may fetch media files from besides their own: the object store's, when players fetch
+// segments from it by presigned URL.
+func New(mediaOrigins ...string) (*Handler, error) {
+	for _, o := range mediaOrigins {
+		if o == "" || strings.ContainsAny(o, " ;,'\"\n\r") {
+			return nil, fmt.Errorf("web: %q is not an origin", o)
+		}
+	}
+	h := &Handler{pages: map[string]asset{}, static: map[string]asset{}, csp: contentSecurityPolicy(mediaOrigins)}
 	for dir, into := range map[string]map[string]asset{"pages": h.pages, "static": h.static} {
 		err := fs.WalkDir(files, dir, func(name string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
@@ -100,14 +116,14 @@ var contentTypes = map[string]string{
 
 // Register adds GET / , GET /watch/:mediaID and GET /static/* to router (the public app).
 func (h *Handler) Register(router fiber.Router) {
-	router.Get("/", securityHeaders, h.page("index.html"))
-	router.Get("/watch/:mediaID", securityHeaders, h.watch)
-	router.Get("/static/*", securityHeaders, h.asset)
+	router.Get("/", h.securityHeaders, h.page("index.html"))
+	router.Get("/watch/:mediaID", h.securityHeaders, h.watch)
+	router.Get("/static/*", h.securityHeaders, h.asset)
 }
 
 // securityHeaders sets the headers every page and asset carries.
-func securityHeaders(c *fiber.Ctx) error {
-	c.Set("Content-Security-Policy", ContentSecurityPolicy)
+func (h *Handler) securityHeaders(c *fiber.Ctx) error {
+	c.Set("Content-Security-Policy", h.csp)
 	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	c.Set(fiber.HeaderXFrameOptions, "DENY")
 	c.Set(fiber.HeaderReferrerPolicy, "no-referrer")

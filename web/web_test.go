@@ -121,3 +121,28 @@ func TestReferencesResolve(t *testing.T) {
 		t.Logf("hls.js is not embedded in this build (run `make web`): the player would fall back to native HLS")
 	}
 }
+
+// With S3 storage the pages fetch segments (hls.js, by XHR), thumbnails and native HLS media
+// from the object store's origin: the policy allows that origin there and nowhere else.
+func TestContentSecurityPolicy_AllowsTheObjectStore(t *testing.T) {
+	const store = "https://media.example-bucket.s3.eu-west-1.amazonaws.com"
+	h, err := New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	h.Register(app)
+	resp, _ := get(t, app, http.MethodGet, "/watch/42", nil)
+	csp := resp.Header.Get("Content-Security-Policy")
+	for _, want := range []string{"connect-src 'self' " + store + ";", "media-src 'self' blob: " + store + ";", "img-src 'self' " + store + ";",
+		"script-src 'self';", "worker-src 'self';"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("Content-Security-Policy %q lacks %q", csp, want)
+		}
+	}
+	for _, bad := range []string{"", "https://a.example; script-src *", "https://a.example 'unsafe-inline'"} {
+		if _, err := New(bad); err == nil {
+			t.Errorf("New(%q) accepted an origin that would change the policy", bad)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/playback"
+	"github.com/playhead/playhead/storage"
 )
 
 // Config is the whole operator interface: every field comes from one PLAYHEAD_* (or
@@ -77,6 +78,26 @@ type Config struct {
 	// SpillDir receives the positions a graceful stop could not write before its deadline;
 	// they are replayed at the next start (PLAYHEAD_SPILL_DIR). Default ./data/spill.
 	SpillDir string
+	// Storage is where objects live: local (StorageDir, one machine or a shared disk) or s3
+	// (PLAYHEAD_STORAGE). Default local.
+	Storage string
+	// S3 is the bucket when Storage is s3: PLAYHEAD_S3_ENDPOINT, _REGION, _BUCKET,
+	// _ACCESS_KEY_ID, _SECRET_ACCESS_KEY, _PATH_STYLE, _PREFIX (storageFromEnv).
+	S3 storage.S3Config
+	// SignedURLTTL is how long the links to encoded files stay valid beyond the playback
+	// distance of what they point at (media.Links) (PLAYHEAD_SIGNED_URL_TTL). Default 10 min.
+	SignedURLTTL time.Duration
+	// URLSigningSecret signs Playhead's own object URLs; the same on every API node
+	// (PLAYHEAD_URL_SIGNING_SECRET, ≥ 32 bytes). Default: derived from JWTSecret.
+	URLSigningSecret string
+	// OrphanGrace is the age past which unreferenced objects are removed by the orphan sweep
+	// (PLAYHEAD_ORPHAN_GRACE). Default 24 h; longer than an upload's time limit and a job's lease.
+	OrphanGrace time.Duration
+	// OrphanSweepInterval and OrphanSweepBatch: a sweep pass every interval, listing at most
+	// batch objects per folder (PLAYHEAD_ORPHAN_SWEEP_INTERVAL, PLAYHEAD_ORPHAN_SWEEP_BATCH).
+	// Defaults 10 min and 10 000.
+	OrphanSweepInterval time.Duration
+	OrphanSweepBatch    int
 	// MaxUploadBytes bounds one upload (PLAYHEAD_MAX_UPLOAD_BYTES). Default 2 GiB.
 	MaxUploadBytes int64
 	// UploadTimeout is how long one whole upload may take to arrive (PLAYHEAD_UPLOAD_TIMEOUT).
@@ -246,14 +267,21 @@ func loadConfig(args []string) (Config, error) {
 		PutRate:          e.float("PLAYHEAD_PUT_RATE", 1),
 		PutBurst:         e.int("PLAYHEAD_PUT_BURST", 10),
 
-		NodeID:            e.str("PLAYHEAD_NODE_ID", defaultNodeID()),
-		StorageDir:        e.str("PLAYHEAD_STORAGE_DIR", "./data/objects"),
-		SpillDir:          e.str("PLAYHEAD_SPILL_DIR", "./data/spill"),
-		MaxUploadBytes:    int64(e.int("PLAYHEAD_MAX_UPLOAD_BYTES", 2<<30)),
-		UploadTimeout:     e.duration("PLAYHEAD_UPLOAD_TIMEOUT", time.Hour),
-		UploadIdleTimeout: e.duration("PLAYHEAD_UPLOAD_IDLE_TIMEOUT", 30*time.Second),
-		UploadsPerMember:  e.int("PLAYHEAD_UPLOADS_PER_MEMBER", 2),
-		UploadsTotal:      e.int("PLAYHEAD_UPLOADS_TOTAL", 32),
+		NodeID:              e.str("PLAYHEAD_NODE_ID", defaultNodeID()),
+		StorageDir:          e.str("PLAYHEAD_STORAGE_DIR", "./data/objects"),
+		SpillDir:            e.str("PLAYHEAD_SPILL_DIR", "./data/spill"),
+		Storage:             e.str("PLAYHEAD_STORAGE", storageLocal),
+		S3:                  e.s3(),
+		SignedURLTTL:        e.duration("PLAYHEAD_SIGNED_URL_TTL", 10*time.Minute),
+		URLSigningSecret:    e.str("PLAYHEAD_URL_SIGNING_SECRET", ""),
+		OrphanGrace:         e.duration("PLAYHEAD_ORPHAN_GRACE", 24*time.Hour),
+		OrphanSweepInterval: e.duration("PLAYHEAD_ORPHAN_SWEEP_INTERVAL", 10*time.Minute),
+		OrphanSweepBatch:    e.int("PLAYHEAD_ORPHAN_SWEEP_BATCH", 10_000),
+		MaxUploadBytes:      int64(e.int("PLAYHEAD_MAX_UPLOAD_BYTES", 2<<30)),
+		UploadTimeout:       e.duration("PLAYHEAD_UPLOAD_TIMEOUT", time.Hour),
+		UploadIdleTimeout:   e.duration("PLAYHEAD_UPLOAD_IDLE_TIMEOUT", 30*time.Second),
+		UploadsPerMember:    e.int("PLAYHEAD_UPLOADS_PER_MEMBER", 2),
+		UploadsTotal:        e.int("PLAYHEAD_UPLOADS_TOTAL", 32),
 		VideoLimits: encoder.Limits{
 			MaxWidth:     e.int("PLAYHEAD_MAX_VIDEO_WIDTH", encoder.DefaultLimits.MaxWidth),
 			MaxHeight:    e.int("PLAYHEAD_MAX_VIDEO_HEIGHT", encoder.DefaultLimits.MaxHeight),
@@ -314,6 +342,7 @@ func (c Config) validate(e *env) error {
 	e.check(c.NodeID != "", "PLAYHEAD_NODE_ID: must not be empty")
 	e.check(c.StorageDir != "", "PLAYHEAD_STORAGE_DIR: must not be empty")
 	e.check(c.SpillDir != "", "PLAYHEAD_SPILL_DIR: must not be empty")
+	c.validateStorage(e)
 	e.check(c.MaxUploadBytes > 0, "PLAYHEAD_MAX_UPLOAD_BYTES: must be positive")
 	e.check(c.UploadTimeout > 0 && c.UploadIdleTimeout > 0, "PLAYHEAD_UPLOAD_TIMEOUT/_IDLE_TIMEOUT: must be positive")
 	e.check(c.UploadsPerMember >= 1 && c.UploadsTotal >= c.UploadsPerMember,

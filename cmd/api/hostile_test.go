@@ -28,6 +28,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/playhead/playhead/internal/binarytest"
+	"github.com/playhead/playhead/media"
 )
 
 // The input classes, in the order the summary prints them.
@@ -51,7 +52,12 @@ const (
 	public access = iota
 	member
 	admin
+	signed // a signed URL (media.Signer) is the credential; tokens are not
 )
+
+// hostileSigningSecret is the URL signing secret of the suite's server, so that cases can
+// sign links the server never gives out (expired, for another member, for another media).
+const hostileSigningSecret = "hostile-url-signing-secret-hostile-url-signing"
 
 // hostileFixture is what the cases need: the server, tokens, and the ids of real things.
 type hostileFixture struct {
@@ -60,6 +66,8 @@ type hostileFixture struct {
 	a, b, adm  string // member A's, member B's and an admin's tokens
 	mine       int64  // A's READY private media
 	minePrefix string // its outputs' storage prefix, hls/{id}/{claim}/
+	mineURL    string // its master playlist's signed URL for A, as GET /v1/media/{id} gives it
+	signer     *media.Signer
 	theirs     int64  // B's READY private media
 	theirsPath string // its playlist's storage key
 	secrets    [][]byte
@@ -114,12 +122,13 @@ var routeTable = []hostileRoute{
 		}
 		return "/static/" + p
 	}},
-	{method: "GET", pattern: "/objects/hls/*", access: member, hasParam: true, target: func(f *hostileFixture, p string) string {
+	{method: "GET", pattern: "/objects/hls/*", access: signed, hasParam: true, target: func(f *hostileFixture, p string) string {
 		if p == "" {
-			return "/objects/" + f.minePrefix + "master.m3u8"
+			return f.mineURL
 		}
-		return "/objects/hls/" + p
-	}},
+		_, query, _ := strings.Cut(f.mineURL, "?")
+		return "/objects/hls/" + p + "?" + query
+	}, query: []string{"member", "expires", "sig"}},
 	{method: "POST", pattern: "/v1/media", access: member, target: fixed("/v1/media")},
 	{method: "POST", pattern: "/v1/admin/imports", access: admin, target: fixed("/v1/admin/imports")},
 	{method: "GET", pattern: "/v1/playback/", access: member, target: fixed("/v1/playback/"), query: []string{"cursor", "limit"}},
@@ -279,6 +288,10 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 	}
 	// auth: the anonymous client and the other member.
 	for _, m := range methods {
+		if r.access == signed {
+			out = append(out, signedLinkCases(f, m, forged)...)
+			continue
+		}
 		if r.access == public {
 			out = append(out, hostileCase{class: classAuth, method: m, target: target, header: bearer(forged["garbage"])})
 			continue
@@ -296,13 +309,6 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 			out = append(out, hostileCase{class: classAuth, method: m, target: target, header: jsonHeader(f.b), body: body, want: []int{404}})
 		}
 	}
-	if r.pattern == "/objects/hls/*" {
-		for _, m := range methods {
-			out = append(out, hostileCase{class: classAuth, method: m, target: "/objects/" + f.theirsPath, header: bearer(f.a), want: []int{404}})
-			out = append(out, hostileCase{class: classAuth, method: m, target: "/objects/" + f.minePrefix + "master.m3u8",
-				header: map[string]string{"Cookie": "playhead_token=" + forged["expired"]}, want: []int{401}})
-		}
-	}
 	// path: traversal and encoded variants of the parameter.
 	if r.hasParam {
 		params := hostileParams
@@ -312,7 +318,9 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 		for _, p := range params {
 			var want []int
 			switch {
-			case r.idParam || r.pattern == "/objects/hls/*" || r.pattern == "/static/*":
+			case r.pattern == "/objects/hls/*":
+				want = []int{400, 403, 404}
+			case r.idParam || r.pattern == "/static/*":
 				want = []int{400, 404}
 			}
 			for _, m := range methods {
@@ -333,6 +341,20 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 	}
 	for _, q := range r.query {
 		for _, v := range hostileQueryTexts {
+			if r.access == signed {
+				// In place of the parameter's value, and added once more: a changed link.
+				path, query, _ := strings.Cut(target, "?")
+				var kept []string
+				for part := range strings.SplitSeq(query, "&") {
+					if !strings.HasPrefix(part, q+"=") {
+						kept = append(kept, part)
+					}
+				}
+				out = append(out,
+					hostileCase{class: classText, method: r.method, target: path + "?" + strings.Join(append(kept, q+"="+v), "&"), want: []int{403}},
+					hostileCase{class: classText, method: r.method, target: target + "&" + q + "=" + v, want: []int{403}})
+				continue
+			}
 			out = append(out, hostileCase{class: classText, method: r.method, target: target + "?" + q + "=" + v, header: bearer(tok), want: []int{400}})
 		}
 	}
@@ -360,6 +382,43 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 	}
 	if r.pattern == "/v1/media" || r.pattern == "/v1/admin/imports" {
 		out = append(out, multipartBodyCases(t, r, tok)...)
+	}
+	return out
+}
+
+// signedLinkCases are the auth cases of the signed object URLs: no signature, a token or the
+// old cookie instead of one, a forged, expired or altered signature (403), and a correctly
+// signed link for a member who may not play the media (404: as if it did not exist).
+func signedLinkCases(f *hostileFixture, method string, forged map[string]string) []hostileCase {
+	mineKey := f.minePrefix + "master.m3u8"
+	path, query, _ := strings.Cut(f.mineURL, "?")
+	later := time.Now().Add(time.Hour)
+	sign := func(member int64, key string, expires time.Time) string { return f.signer.URL(member, key, expires) }
+	withQuery := func(q string) string { return path + "?" + q }
+	forbidden, notFound := []int{403}, []int{404}
+	cases := []struct {
+		target string
+		header map[string]string
+		want   []int
+	}{
+		{path, nil, forbidden},
+		{path, bearer(f.a), forbidden},
+		{path, map[string]string{"Cookie": "playhead_token=" + f.a}, forbidden},
+		{path, map[string]string{"Cookie": "playhead_token=" + forged["expired"]}, forbidden},
+		{sign(201, mineKey, time.Now().Add(-time.Second)), nil, forbidden}, // expired
+		{withQuery(strings.Replace(query, "member=201", "member=202", 1)), nil, forbidden},
+		{withQuery(strings.Replace(query, "sig=", "sig=A", 1)), nil, forbidden},
+		{withQuery(query[:len(query)-1]), nil, forbidden},
+		{withQuery(query + "&" + query), nil, forbidden},
+		{withQuery("sig=" + strings.Repeat("A", 43) + "&member=201&expires=99999999999"), nil, forbidden},
+		{"/objects/" + f.theirsPath + "?" + query, nil, forbidden}, // A's signature on B's file
+		{sign(202, mineKey, later), nil, notFound},                 // B may not play A's media
+		{sign(201, f.theirsPath, later), nil, notFound},            // A may not play B's media
+		{sign(201, "hls/999999999/x/master.m3u8", later), nil, notFound},
+	}
+	var out []hostileCase
+	for _, c := range cases {
+		out = append(out, hostileCase{class: classAuth, method: method, target: c.target, header: c.header, want: c.want})
 	}
 	return out
 }
@@ -540,10 +599,16 @@ func setupHostile(t *testing.T) *hostileFixture {
 	env["PLAYHEAD_HTTP_READ_TIMEOUT"] = "2s"
 	env["PLAYHEAD_JOB_MAX_ATTEMPTS"] = "1"
 	env["PLAYHEAD_INGEST_ATTEMPTS"] = "1"
+	env["PLAYHEAD_URL_SIGNING_SECRET"] = hostileSigningSecret
 	s := binarytest.Start(t, env)
+	signer, err := media.NewSigner([]byte(hostileSigningSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
 	f := &hostileFixture{s: s, storageDir: storageDir, a: binarytest.Token(t, 201, false), b: binarytest.Token(t, 202, false),
-		adm: binarytest.Token(t, 1, true)}
+		adm: binarytest.Token(t, 1, true), signer: signer}
 	f.mine, f.minePrefix = readyUpload(t, s, f.a, "A's clip", "PRIVATE")
+	f.mineURL = mediaOf(t, s, f.a, f.mine).HLSURL
 	theirs, theirsPrefix := readyUpload(t, s, f.b, "B's clip", "PRIVATE")
 	f.theirs, f.theirsPath = theirs, theirsPrefix+"master.m3u8"
 	for _, file := range []string{"master.m3u8", "v0/index.m3u8", "v0/seg_000.ts", "thumb.jpg"} {

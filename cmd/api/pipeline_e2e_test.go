@@ -88,12 +88,12 @@ func TestPipeline_UploadBecomesPlayable(t *testing.T) {
 
 	// The outputs are under the completed claim's prefix, and nowhere else.
 	token := str(job.ClaimToken)
-	wantHLS := fmt.Sprintf("/objects/hls/%d/%s/master.m3u8", id, token)
-	if token == "" || v.HLSURL != wantHLS {
-		t.Errorf("hls_url %q, want %q (the completed claim's prefix)", v.HLSURL, wantHLS)
+	wantHLS := fmt.Sprintf("/objects/hls/%d/%s/master.m3u8?member=%d&expires=", id, token, ownerID)
+	if token == "" || !strings.HasPrefix(v.HLSURL, wantHLS) {
+		t.Errorf("hls_url %q, want %q… (the completed claim's prefix, signed for the owner)", v.HLSURL, wantHLS)
 	}
-	if wantThumb := fmt.Sprintf("/objects/hls/%d/%s/thumb.jpg", id, token); v.ThumbnailURL != wantThumb {
-		t.Errorf("thumbnail_url %q, want %q", v.ThumbnailURL, wantThumb)
+	if wantThumb := fmt.Sprintf("/objects/hls/%d/%s/thumb.jpg?member=%d&expires=", id, token, ownerID); !strings.HasPrefix(v.ThumbnailURL, wantThumb) {
+		t.Errorf("thumbnail_url %q, want %q…", v.ThumbnailURL, wantThumb)
 	}
 	if dirs := objectDirs(t, storageDir, id); len(dirs) != 1 || dirs[0] != token {
 		t.Errorf("storage hls/%d/ holds %v, want only the claim prefix %s", id, dirs, token)
@@ -138,33 +138,34 @@ func TestPipeline_UploadBecomesPlayable(t *testing.T) {
 		}
 	}
 
-	// Served to members who may play it (now that the cache knows it is READY): master, a
-	// variant playlist, a segment, the thumbnail.
+	// Served through the signed URLs, without a token (now that the cache knows it is READY):
+	// master, a variant playlist, a segment, the thumbnail.
 	masterURL := s.HTTPURL + v.HLSURL
-	if status, _ := fetch(t, s, "", masterURL); status != http.StatusUnauthorized {
-		t.Errorf("GET %s without a token: status %d, want 401", masterURL, status)
+	unsigned, _, _ := strings.Cut(masterURL, "?")
+	if status, _ := fetch(t, s, owner, unsigned); status != http.StatusForbidden {
+		t.Errorf("GET %s without its signature (with a token): status %d, want 403", unsigned, status)
 	}
-	status, master := fetch(t, s, owner, masterURL)
+	status, master := fetch(t, s, "", masterURL)
 	if status != http.StatusOK || !bytes.HasPrefix(master, []byte("#EXTM3U")) || !bytes.Contains(master, []byte("#EXT-X-STREAM-INF")) {
 		t.Fatalf("GET %s: status %d, body %q; want 200 and a master playlist", masterURL, status, master)
 	}
 	variantURL := firstURI(t, masterURL, master)
-	status, variant := fetch(t, s, owner, variantURL)
+	status, variant := fetch(t, s, "", variantURL)
 	if status != http.StatusOK || !bytes.Contains(variant, []byte("#EXTINF")) {
 		t.Fatalf("GET %s: status %d, body %q; want 200 and a media playlist", variantURL, status, variant)
 	}
 	segmentURL := firstURI(t, variantURL, variant)
-	status, segment := fetch(t, s, viewer, segmentURL) // PUBLIC: any member may fetch it
+	status, segment := fetch(t, s, "", segmentURL)
 	if status != http.StatusOK || len(segment) < 188 || segment[0] != 0x47 {
 		t.Errorf("GET %s: status %d, %d bytes (first %x); want 200 and an MPEG-TS segment", segmentURL, status, len(segment), segment[:min(4, len(segment))])
 	}
-	status, thumb := fetch(t, s, owner, s.HTTPURL+v.ThumbnailURL)
+	status, thumb := fetch(t, s, "", s.HTTPURL+v.ThumbnailURL)
 	if ct := http.DetectContentType(thumb); status != http.StatusOK || ct != "image/jpeg" {
 		t.Errorf("GET %s: status %d, %d bytes detected as %q; want 200 and a JPEG", v.ThumbnailURL, status, len(thumb), ct)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), encodeTimeout)
 	defer cancel()
-	probe := exec.CommandContext(ctx, "ffprobe", "-v", "error", "-headers", "Authorization: Bearer "+owner+"\r\n", masterURL)
+	probe := exec.CommandContext(ctx, "ffprobe", "-v", "error", masterURL)
 	if b, err := probe.CombinedOutput(); err != nil {
 		t.Errorf("ffprobe -v error %s: %v\n%s", masterURL, err, b)
 	}

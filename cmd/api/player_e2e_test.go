@@ -12,11 +12,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/playhead/playhead/internal/binarytest"
+	"github.com/playhead/playhead/internal/s3test"
 	"github.com/playhead/playhead/internal/testvideo"
 	"github.com/playhead/playhead/web"
 )
@@ -73,6 +76,13 @@ type playerEvent struct {
 	} `json:"second"`
 	SecondClose closeResult `json:"secondClose"`
 	Problems    []string    `json:"problems"`
+	Media       struct {
+		PlaylistOrigins  []string `json:"playlistOrigins"`
+		SegmentOrigins   []string `json:"segmentOrigins"`
+		ThumbnailOrigins []string `json:"thumbnailOrigins"`
+		Failed           []string `json:"failed"`
+	} `json:"media"`
+	Cookies []string `json:"cookies"`
 }
 
 type closeResult struct {
@@ -130,16 +140,34 @@ func absMS(d int64) int64 {
 // closed and reopened, the player resumes within 1 s of the stored position and the home page
 // lists the item with its progress; the last position, sent on pagehide, is in the database
 // after a graceful stop; the screenshots are PNGs (in docs/img with `make screenshots`).
+//
+// It runs on both storages (issue 16): local, where the page fetches every file from Playhead,
+// and S3 (SeaweedFS), where the page fetches the playlists from Playhead and the segments and
+// thumbnails straight from the bucket, by presigned URL. On neither does the page set a cookie.
 func TestPlayer_UploadWatchLeaveResumeInChromium(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
 	node := requireBrowser(t, root)
+	for _, storage := range []string{storageLocal, storageS3} {
+		t.Run(storage, func(t *testing.T) { testPlayer(t, root, node, storage) })
+	}
+}
 
+func testPlayer(t *testing.T, root, node, storage string) {
 	env := pipelineEnv("all", "e2e-player", t.TempDir(), t.TempDir(), "ultrafast")
 	env["PLAYHEAD_FLUSH_INTERVAL"] = "250ms"
+	mediaOrigin := "" // where the segments and thumbnails come from: Playhead itself unless S3
+	if storage == storageS3 {
+		srv := s3test.Shared(t)
+		maps.Copy(env, srv.Env(s3test.Bucket(t)))
+		mediaOrigin = srv.Endpoint
+	}
 	s := binarytest.Start(t, env)
+	if mediaOrigin == "" {
+		mediaOrigin = s.HTTPURL
+	}
 	if status, _ := fetch(t, s, "", s.HTTPURL+"/static/"+web.HLSAsset); status != http.StatusOK {
 		t.Fatalf("GET /static/%s: status %d: the binary was built without hls.js; run `make web` first", web.HLSAsset, status)
 	}
@@ -280,6 +308,16 @@ func TestPlayer_UploadWatchLeaveResumeInChromium(t *testing.T) {
 	}
 	for _, p := range done.Problems {
 		t.Errorf("the pages reported: %s", p)
+	}
+	// The files came from where the storage puts them, by signed URL, with no cookie.
+	m := done.Media
+	if !slices.Equal(m.PlaylistOrigins, []string{s.HTTPURL}) || !slices.Equal(m.SegmentOrigins, []string{mediaOrigin}) ||
+		!slices.Equal(m.ThumbnailOrigins, []string{mediaOrigin}) || len(m.Failed) > 0 {
+		t.Errorf("the browser fetched playlists from %q, segments from %q, thumbnails from %q (failed: %q); want playlists from %s, the rest from %s",
+			m.PlaylistOrigins, m.SegmentOrigins, m.ThumbnailOrigins, m.Failed, s.HTTPURL, mediaOrigin)
+	}
+	if len(done.Cookies) > 0 {
+		t.Errorf("the pages set cookies %q, want none: media files are fetched by signed URL", done.Cookies)
 	}
 
 	// 4. The second close's pagehide report is in the database after a graceful stop.

@@ -40,7 +40,7 @@ func appRoutes(t *testing.T) []fiber.Route {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := n.buildAPI(ctx, store, notify.NewListener(dbURL, logger))
+	app, err := n.buildAPI(ctx, store, "", notify.NewListener(dbURL, logger))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,16 +60,18 @@ func readyUpload(t *testing.T, s *binarytest.Server, token, title, visibility st
 	src := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 2, Width: 160, Height: 120})
 	id := s.Upload(t, token, binarytest.Upload{Path: src, Title: title, Visibility: visibility})
 	v := waitMedia(t, s, token, id, media.StatusReady)
-	prefix := strings.TrimPrefix(strings.TrimSuffix(v.HLSURL, "master.m3u8"), "/objects/")
+	playlist, _, _ := strings.Cut(v.HLSURL, "?")
+	prefix := strings.TrimPrefix(strings.TrimSuffix(playlist, "master.m3u8"), "/objects/")
 	if !strings.HasPrefix(prefix, fmt.Sprintf("hls/%d/", id)) {
 		t.Fatalf("hls_url %q is not under hls/%d/", v.HLSURL, id)
 	}
 	return id, prefix
 }
 
-// TestSecurity_TraversalReachesNoOtherMedia is finding 1 of issue 11 through the binary:
-// member A may play its own media; every way of writing a path from A's media into member B's
-// private media answers 404 and never carries a byte of B's files.
+// TestSecurity_TraversalReachesNoOtherMedia is finding 1 of issue 11 through the binary, with
+// signed URLs: member A may play its own media; every way of writing a path from A's media
+// into member B's private media, carrying the signature of A's own playlist URL, is refused
+// (404, or 403: the signature is for another key) and never carries a byte of B's files.
 func TestSecurity_TraversalReachesNoOtherMedia(t *testing.T) {
 	storageDir := t.TempDir()
 	s := binarytest.Start(t, pipelineEnv("all", "sec-traversal", storageDir, t.TempDir(), "ultrafast"))
@@ -111,10 +113,13 @@ func TestSecurity_TraversalReachesNoOtherMedia(t *testing.T) {
 			"/objects/hls/0"+bPath+file,
 		)
 	}
-	for _, target := range forms {
-		status, body := rawGet(t, s, target, a)
-		if status != http.StatusNotFound {
-			t.Errorf("GET %s as A: status %d, want 404", target, status)
+	aURL := mediaOf(t, s, a, mine).HLSURL
+	_, aQuery, _ := strings.Cut(aURL, "?")
+	for _, form := range forms {
+		target := form + "?" + aQuery
+		status, body := rawGet(t, s, target, "")
+		if status != http.StatusNotFound && status != http.StatusForbidden {
+			t.Errorf("GET %s with A's signature: status %d, want 403 or 404", target, status)
 		}
 		for _, secret := range secrets {
 			if len(body) > 0 && bytes.Contains(body, secret) {
@@ -122,11 +127,11 @@ func TestSecurity_TraversalReachesNoOtherMedia(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d path forms from media %d into media %d: all 404", len(forms), mine, theirs)
-	if status, _ := rawGet(t, s, "/objects/"+minePrefix+"master.m3u8", a); status != http.StatusOK {
+	t.Logf("%d path forms from media %d into media %d: all refused", len(forms), mine, theirs)
+	if status, _ := rawGet(t, s, aURL, ""); status != http.StatusOK {
 		t.Errorf("A's own playlist: status %d, want 200", status)
 	}
-	if status, _ := rawGet(t, s, "/objects/"+theirsPrefix+"master.m3u8", b); status != http.StatusOK {
+	if status, _ := rawGet(t, s, mediaOf(t, s, b, theirs).HLSURL, ""); status != http.StatusOK {
 		t.Errorf("B's own playlist: status %d, want 200", status)
 	}
 }

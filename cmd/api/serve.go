@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -93,7 +92,7 @@ func (n *node) add(name string, s lifecycle.Service) {
 // build opens the listening ports first (so a busy port is an error before anything starts),
 // then the pools, the schema and every component, and lists the services in start order:
 //
-//	metrics server, job runners, rescuer, pruner, media cache, playback buffer,
+//	metrics server, job runners, rescuer, pruner, orphan sweep, media cache, playback buffer,
 //	rate-limit sweeper, notification listener, public server
 //
 // so that shutdown stops them in the design's order: the public server finishes in-flight
@@ -137,9 +136,9 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err e
 	n.servers = append(n.servers, metricsServer)
 	n.add("metrics server", metricsServer)
 
-	store, err := storage.NewLocal(cfg.StorageDir)
+	store, storeOrigin, err := openStore(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("PLAYHEAD_STORAGE_DIR: %w", err)
+		return nil, err
 	}
 	listener := notify.NewListener(cfg.DatabaseURL, logger)
 	if cfg.Role == roleAPI {
@@ -153,7 +152,7 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err e
 	}
 	var public *fiber.App
 	if cfg.Role != roleWorker {
-		if public, err = n.buildAPI(ctx, store, listener); err != nil {
+		if public, err = n.buildAPI(ctx, store, storeOrigin, listener); err != nil {
 			return nil, err
 		}
 	}
@@ -252,9 +251,10 @@ func poolConns(cfg Config) int32 {
 	case cfg.DBMaxConns > 0:
 		return int32(cfg.DBMaxConns)
 	case cfg.Role == roleWorker:
-		// A connection per running job (heartbeats, finishes), and two for the claims, the
-		// rescuer and the pruner, which are short.
-		return int32(cfg.EncodeConcurrency + cfg.IngestConcurrency + 2)
+		// A connection per running job (heartbeats, finishes), two for the claims, the rescuer
+		// and the pruner, which are short, and two for the orphan sweep (its lock's session and
+		// its queries).
+		return int32(cfg.EncodeConcurrency + cfg.IngestConcurrency + 4)
 	default:
 		// HikariCP's default, which the seed's measurements used; pgx's own default,
 		// max(4, CPUs), queues synchronous requests on a 2-core machine.
@@ -270,18 +270,19 @@ const tokenCacheItems = 200_000
 // PLAYHEAD_DB_MAX_CONNS is 0.
 const defaultAPIPoolConns = 10
 
-// objectsPath is where the public app serves encoded outputs (HLS and thumbnails), through
-// media.ObjectsHandler. Uploaded sources are never served.
-const objectsPath = "/objects/"
-
 // flushPoolConns is the size of the playback flusher's own pool. The flusher is one goroutine;
 // the second connection lets a flush start while the first one's connection is being reset.
 const flushPoolConns = 2
 
 // buildAPI builds the public app (playback, media, uploads and admin routes) and lists the
-// media cache, the playback buffer and the rate-limit sweeper.
-func (n *node) buildAPI(ctx context.Context, store storage.Store, listener *notify.Listener) (*fiber.App, error) {
+// media cache, the playback buffer and the rate-limit sweeper. storeOrigin is where the
+// store's presigned URLs point ("" for local storage).
+func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin string, listener *notify.Listener) (*fiber.App, error) {
 	cfg := n.cfg
+	links, err := objectLinks(cfg, store)
+	if err != nil {
+		return nil, err
+	}
 	verifier, err := auth.NewVerifier([]byte(cfg.JWTSecret), tokenCacheItems)
 	if err != nil {
 		return nil, err
@@ -336,11 +337,16 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, listener *noti
 		Metrics:      httpserver.NewMetrics(n.reg),
 	})
 	n.health.Register(app)
-	// Encoded files need a member who may play the media, like the API: the token comes from
-	// the Authorization header or, for the browser's own media requests, the player's cookie.
-	(&media.ObjectsHandler{Store: store, Access: mediaCache}).Register(app, verifier.MediaMiddleware())
+	// Encoded files are fetched by players with signed URLs (GET /v1/media/{id} gives them),
+	// checked for the member they were issued to, who must still be allowed to play the media.
+	(&media.ObjectsHandler{Store: store, Access: mediaCache, Links: links}).Register(app)
 	// The player pages (/, /watch/:id, /static/…) load without a token; their scripts send it.
-	pages, err := web.New()
+	// With S3 storage they fetch segments and thumbnails from the store's origin.
+	var mediaOrigins []string
+	if storeOrigin != "" {
+		mediaOrigins = append(mediaOrigins, storeOrigin)
+	}
+	pages, err := web.New(mediaOrigins...)
 	if err != nil {
 		return nil, err
 	}
@@ -357,8 +363,8 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, listener *noti
 	imports.RegisterUpload(app, verifier.Middleware(), auth.RequireAdmin)
 	api := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
 	playbackHandler.Register(api)
-	(&media.Handler{Store: mediaStore, Access: mediaCache, ObjectURL: objectURL}).Register(api)
-	(&ingest.CollectionHandler{Store: ingestStore, ObjectURL: objectURL}).Register(api)
+	(&media.Handler{Store: mediaStore, Access: mediaCache, Links: links}).Register(api)
+	(&ingest.CollectionHandler{Store: ingestStore, Links: links}).Register(api)
 	admin := api.Group("/admin", auth.RequireAdmin)
 	(&media.AdminHandler{Store: mediaStore}).Register(admin)
 	(&jobqueue.AdminHandler{Queue: n.queue}).Register(admin)
@@ -395,8 +401,6 @@ func (n *node) buildPlaybackBuffer(flushPool *pgxpool.Pool) error {
 	n.health.Report("playback_buffer", func() any { return n.playbackBuffer.Stats() })
 	return nil
 }
-
-func objectURL(key string) string { return objectsPath + strings.TrimPrefix(key, "/") }
 
 // buildWorker builds the queue with the encode and ingest kinds and lists one runner per kind
 // (each with its own concurrency: downloads are limited by the remote end, encodes by this
@@ -452,6 +456,20 @@ func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error
 	n.add("job pruner", jobqueue.NewPruner(n.queue, jobqueue.PrunerConfig{
 		CompletedAfter: cfg.RetentionCompleted, DeadAfter: cfg.RetentionDead, Interval: cfg.RetentionInterval, Logger: n.logger,
 	}))
+	orphans, err := storage.NewSweeper(storage.SweepConfig{
+		Store:       store,
+		Rules:       encodejobs.OrphanRules(n.pool),
+		Grace:       cfg.OrphanGrace,
+		Interval:    cfg.OrphanSweepInterval,
+		PassObjects: cfg.OrphanSweepBatch,
+		Lock:        encodejobs.OrphanSweepLock(n.pool),
+		Logger:      n.logger,
+		Metrics:     storage.NewSweepMetrics(n.reg),
+	})
+	if err != nil {
+		return err
+	}
+	n.add("orphan sweep", orphans)
 	listener.Handle(jobqueue.Channel, func(kind string) {
 		if r, ok := runners[kind]; ok {
 			r.Wake()

@@ -55,11 +55,29 @@ type Server struct {
 	opts            string // the server options of pg_ctl start, for Start after Stop
 }
 
+var (
+	atExitMu sync.Mutex
+	atExit   []func()
+)
+
+// AtExit registers f to run once the tests of the package have run, before the leak check:
+// helpers that start servers of their own (internal/s3test) stop them there.
+func AtExit(f func()) {
+	atExitMu.Lock()
+	defer atExitMu.Unlock()
+	atExit = append(atExit, f)
+}
+
 // Main runs the tests of a package, then checks that they leaked no goroutines (goleak,
 // ignoring the long-lived goroutines of fasthttp and pgxpool that outlive a closed server by
 // design), and stops the server this package started, if any.
 func Main(m *testing.M, ignore ...goleak.Option) {
 	code := m.Run()
+	atExitMu.Lock()
+	for _, f := range atExit {
+		f()
+	}
+	atExitMu.Unlock()
 	if code == 0 && !fuzzing() {
 		http.DefaultClient.CloseIdleConnections()
 		ignore = append(ignore, LongLived()...)

@@ -41,10 +41,22 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const emit = (event, data = {}) => process.stdout.write(`${JSON.stringify({ event, ...data })}\n`);
 const log = (...args) => console.error('[player.mjs]', ...args);
 
-// watchPage records what a page reports: position PUTs, console errors, uncaught exceptions.
+// mediaFetches records where the browser fetched the video's files from: the origins of its
+// playlists, segments and thumbnails, and any answer that was not a success.
+const mediaFetches = { playlist: new Set(), segment: new Set(), thumbnail: new Set(), failed: [] };
+
+// watchPage records what a page reports: position PUTs, console errors, uncaught exceptions,
+// and the media files it fetched (mediaFetches).
 function watchPage(page, problems) {
   const name = () => new URL(page.url()).pathname;
   const puts = [];
+  page.on('response', (res) => {
+    const u = new URL(res.url());
+    const kind = { '.m3u8': 'playlist', '.ts': 'segment', '.jpg': 'thumbnail' }[u.pathname.slice(u.pathname.lastIndexOf('.'))];
+    if (!kind) return;
+    mediaFetches[kind].add(u.origin);
+    if (res.status() >= 400) mediaFetches.failed.push(`${res.status()} ${u.origin}${u.pathname}`);
+  });
   page.on('request', (req) => {
     if (req.method() === 'PUT' && /\/v1\/playback\/\d+$/.test(req.url())) {
       let ms = null;
@@ -232,6 +244,11 @@ async function main() {
     const secondClose = await closeQuietly(page, puts);
     result.secondClose = { ...secondClose, storedMS: await arrived(mediaID, secondClose.lastPutMS ?? -1) };
     result.problems = problems;
+    result.media = {
+      playlistOrigins: [...mediaFetches.playlist], segmentOrigins: [...mediaFetches.segment],
+      thumbnailOrigins: [...mediaFetches.thumbnail], failed: mediaFetches.failed,
+    };
+    result.cookies = (await context.cookies()).map((c) => c.name);
     emit('done', result);
   } finally {
     await context.close();

@@ -39,18 +39,11 @@ function token() {
   return sessionStorage.getItem(TOKEN_KEY);
 }
 
+// The browser fetches media files itself (hls.js segments, native HLS, <img> thumbnails) with
+// the signed URLs the API gives (GET /v1/media/{id}): they need no token, so no cookie ever
+// carries one.
 function forgetToken() {
   sessionStorage.removeItem(TOKEN_KEY);
-  document.cookie = `${MEDIA_COOKIE}=; path=/objects; SameSite=Strict; max-age=0`;
-}
-
-// The browser fetches media files itself (hls.js segments, native HLS, <img> thumbnails), and
-// the server wants the member's token for those too: a cookie scoped to /objects carries it.
-const MEDIA_COOKIE = 'playhead_token';
-
-function shareTokenWithMediaRequests(t) {
-  const secure = location.protocol === 'https:' ? '; Secure' : '';
-  document.cookie = `${MEDIA_COOKIE}=${t}; path=/objects; SameSite=Strict${secure}`;
 }
 
 // el builds an element: el('a', {href: '/', class: 'x'}, 'text', child…). Text is always set as
@@ -195,7 +188,6 @@ export function initSession() {
     showSignIn(`Your token expired ${ago(new Date(c.exp * 1000))}. Paste a new one.`);
     return null;
   }
-  shareTokenWithMediaRequests(t);
   document.getElementById('member').textContent =
     `Member ${c.sub}${c.role === 'admin' ? ' · admin' : ''}`;
   document.getElementById('session').hidden = false;

@@ -29,6 +29,7 @@ let timer = 0;
 let last = { ms: -1, at: 0 }; // the last report sent
 let hls = null;
 let recoveries = 0;
+let renewals = 0; // fresh links asked for since a fragment last loaded
 let retrying = false; // a 'Trouble loading' notice is up
 
 function setOverlay(text) {
@@ -95,6 +96,11 @@ function hlsError(_event, data) {
     hls.recoverMediaError();
     return;
   }
+  if (data.type === window.Hls.ErrorTypes.NETWORK_ERROR && data.response && data.response.code === 403 && renewals < 2) {
+    renewals++;
+    renewLinks();
+    return;
+  }
   stopReporting();
   showNotice(`Playback failed: ${data.details}${status}`);
   video.dataset.fatal = data.details;
@@ -110,6 +116,7 @@ function attach(url, resumeS) {
     hls = new Hls({ startPosition: resumeS, workerPath: HLS_WORKER, capLevelToPlayerSize: true });
     hls.on(Hls.Events.ERROR, hlsError);
     hls.on(Hls.Events.FRAG_BUFFERED, () => {
+      renewals = 0;
       if (!retrying) return;
       retrying = false;
       clearNotice('warn');
@@ -140,6 +147,25 @@ function attach(url, resumeS) {
       showNotice(describe(err, 'The video did not start'));
     }
   });
+}
+
+// renewLinks starts again from where the video is with fresh links. The API's links to the
+// video's files are signed and expire (a few minutes past the point in the video each is for),
+// so a player paused for longer than that gets 403s: it asks for new ones, like for a first
+// visit, instead of failing.
+async function renewLinks() {
+  const at = video.currentTime;
+  console.warn('hls.js: a link to the video expired; asking for fresh ones');
+  hls.destroy();
+  hls = null;
+  try {
+    const m = await api('GET', `/v1/media/${mediaID}`);
+    if (m.status !== 'READY' || !m.hls_url) throw new Error('the video is no longer playable');
+    attach(m.hls_url, at);
+  } catch (err) {
+    stopReporting();
+    fail(err, 'Could not renew the links to the video');
+  }
 }
 
 // unavailable turns the player into a plain panel: there is nothing to play.

@@ -1,0 +1,125 @@
+package media
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/playhead/playhead/storage"
+)
+
+// maxPlaylistBytes bounds a playlist read into memory to be signed. A four-hour video cut
+// into two-second segments has a variant playlist of about 300 KB.
+const maxPlaylistBytes = 4 << 20
+
+// errPlaylistURI is a playlist entry that does not name a file of the same media: a playlist
+// the encoder did not write. It is a server error, never served.
+var errPlaylistURI = errors.New("media: playlist refers to something other than a file of its media")
+
+// signPlaylist returns the HLS playlist at key, of media id, with every URI replaced by a
+// signed URL for member: variant playlists by Playhead's own (they are signed in turn when
+// fetched), segments and thumbnails by links.File. A segment's link is valid for the links'
+// TTL plus its start time in the video (the sum of the EXTINF durations before it); an
+// EXT-X-MAP initialisation section's for TTL plus the start of the segment it precedes.
+func signPlaylist(ctx context.Context, links *Links, member, id int64, key string, body []byte, duration time.Duration) ([]byte, error) {
+	mediaPrefix := "hls/" + strconv.FormatInt(id, 10) + "/"
+	sign := func(uri string, offset time.Duration) (string, error) {
+		target, err := resolveURI(key, mediaPrefix, uri)
+		if err != nil {
+			return "", err
+		}
+		if path.Ext(target) == ".m3u8" {
+			return links.Playlist(member, target, duration), nil
+		}
+		return links.File(ctx, member, target, offset)
+	}
+	var out bytes.Buffer
+	out.Grow(len(body) + len(body)/2)
+	var offset, pending time.Duration // start of the next segment; length of the segment announced by EXTINF
+	for line := range strings.Lines(string(body)) {
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case line == "":
+		case strings.HasPrefix(line, "#EXTINF:"):
+			secs, _, _ := strings.Cut(strings.TrimPrefix(line, "#EXTINF:"), ",")
+			f, err := strconv.ParseFloat(strings.TrimSpace(secs), 64)
+			if err != nil || f < 0 {
+				return nil, fmt.Errorf("media: playlist %s: bad %q", key, line)
+			}
+			pending = time.Duration(f * float64(time.Second))
+		case strings.HasPrefix(line, "#"):
+			var err error
+			if line, err = signAttributeURIs(line, func(uri string) (string, error) { return sign(uri, offset) }); err != nil {
+				return nil, fmt.Errorf("media: playlist %s: %w", key, err)
+			}
+		default:
+			signed, err := sign(line, offset)
+			if err != nil {
+				return nil, fmt.Errorf("media: playlist %s: %w", key, err)
+			}
+			line = signed
+			offset += pending
+			pending = 0
+		}
+		out.WriteString(line)
+		out.WriteByte('\n')
+	}
+	return out.Bytes(), nil
+}
+
+// signAttributeURIs replaces the value of every URI="…" attribute of a tag (EXT-X-MAP,
+// EXT-X-MEDIA, EXT-X-I-FRAME-STREAM-INF, EXT-X-KEY) with sign's URL.
+func signAttributeURIs(line string, sign func(string) (string, error)) (string, error) {
+	const attr = `URI="`
+	var b strings.Builder
+	rest := line
+	for {
+		i := strings.Index(rest, attr)
+		if i < 0 {
+			b.WriteString(rest)
+			return b.String(), nil
+		}
+		// Only a whole attribute name: preceded by the tag's colon or a comma.
+		if i > 0 && rest[i-1] != ':' && rest[i-1] != ',' {
+			b.WriteString(rest[:i+len(attr)])
+			rest = rest[i+len(attr):]
+			continue
+		}
+		b.WriteString(rest[:i+len(attr)])
+		rest = rest[i+len(attr):]
+		end := strings.IndexByte(rest, '"')
+		if end < 0 {
+			return "", fmt.Errorf("unterminated URI attribute in %q", line)
+		}
+		signed, err := sign(rest[:end])
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(signed)
+		rest = rest[end:]
+	}
+}
+
+// resolveURI turns a playlist entry into the storage key it names, relative to the playlist
+// at key: only a plain relative path that stays inside mediaPrefix (hls/{id}/) is accepted —
+// no scheme, no absolute path, no query, no "..": what the encoder writes.
+func resolveURI(key, mediaPrefix, uri string) (string, error) {
+	if uri == "" || strings.ContainsAny(uri, `:?#\%`) || strings.HasPrefix(uri, "/") || strings.ContainsFunc(uri, isControl) {
+		return "", fmt.Errorf("%w: %q", errPlaylistURI, uri)
+	}
+	for seg := range strings.SplitSeq(uri, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return "", fmt.Errorf("%w: %q", errPlaylistURI, uri)
+		}
+	}
+	target := path.Join(path.Dir(key), uri)
+	if !strings.HasPrefix(target, mediaPrefix) || storage.CheckKey(target) != nil {
+		return "", fmt.Errorf("%w: %q", errPlaylistURI, uri)
+	}
+	return target, nil
+}
