@@ -24,8 +24,8 @@ import (
 	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/internal/heaptest"
 	"github.com/playhead/playhead/internal/pgtest"
-	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/internal/s3test"
+	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/storage"
 )
 
