@@ -73,19 +73,25 @@ func (p *Pruner) run(ctx context.Context) {
 // pruneLockKey is the advisory lock that lets one node at a time prune.
 const pruneLockKey = 0x706c6179_72657465 // "playrete"
 
-// pruneSQL deletes one batch of jobs of status $1 finished more than $2 ago. The status and age
-// conditions are repeated on the outer DELETE on purpose: under READ COMMITTED, a row that
-// another transaction changed while the DELETE waited for its lock is re-checked against the
-// outer WHERE only, and "id IN (subquery)" alone re-checks nothing but the id. An admin retry
-// racing a prune had its job (PENDING again) deleted: 220 of 267 in one test, and with a tiny
-// retention even PENDING and PROCESSING rows of running jobs went.
+// pruneSQL deletes one batch of jobs of status $1 finished more than $2 ago.
+//
+// The batch's rows are locked by the inner SELECT (FOR UPDATE), and that is what spares a row
+// changed meanwhile: under READ COMMITTED, a row another transaction changed while the lock
+// waited is re-checked against that SELECT's own WHERE, so a job an admin retry made PENDING
+// again is left out. A plain "DELETE … WHERE id IN (subquery)" re-checked nothing but the id: an admin retry
+// racing a prune had its job deleted (220 of 267 in one test; with a tiny retention, PENDING
+// and PROCESSING rows of running jobs went too). Repeating the status and age on the outer
+// DELETE fixed that, but let PostgreSQL join the batch's ids against every finished row past
+// its retention (a hash semi-join): each batch read the whole backlog. The locked ids, as one
+// array, make the DELETE a primary-key lookup: a batch reads a batch (and a join on the ids
+// would still be free to hash the whole table).
 const pruneSQL = `
 DELETE FROM jobs
-WHERE id IN (
-        SELECT id FROM jobs
-        WHERE status = $1 AND completed_at < statement_timestamp() - $2::interval
-        ORDER BY completed_at LIMIT $3)
-  AND status = $1 AND completed_at < statement_timestamp() - $2::interval`
+WHERE id = ANY(ARRAY(
+    SELECT id FROM jobs
+    WHERE status = $1 AND completed_at < statement_timestamp() - $2::interval
+    ORDER BY completed_at LIMIT $3
+    FOR UPDATE))`
 
 // Prune deletes finished jobs older than their retention, in batches, each in its own short
 // transaction under a transaction advisory lock: one node prunes at a time, and no

@@ -77,7 +77,10 @@ func (r *Rescuer) run(ctx context.Context) {
 const rescueReason = "lease expired on the last attempt (the worker died or hung)"
 
 // Sweep makes one pass and returns the jobs it marked DEAD. Several nodes may sweep at once:
-// each job is swept by exactly one of them.
+// each job is swept by exactly one of them. A job that cannot be swept (its kind's Lock or
+// Fail hook failed) stays PROCESSING for the next pass, and the pass goes on: one such job,
+// first in lease order, must not keep every job behind it from ever being swept. Its error is
+// returned, joined with the others.
 func (r *Rescuer) Sweep(ctx context.Context) ([]Job, error) {
 	r.logUnknown(ctx)
 	rows, err := r.q.pool.Query(ctx, `
@@ -93,16 +96,20 @@ func (r *Rescuer) Sweep(ctx context.Context) ([]Job, error) {
 		return nil, fmt.Errorf("find expired jobs: %w", err)
 	}
 	var swept []Job
+	var errs []error
 	for _, j := range candidates {
+		if ctx.Err() != nil {
+			break
+		}
 		dead, err := r.sweepOne(ctx, j)
 		if err != nil {
-			return swept, fmt.Errorf("sweep job %d: %w", j.ID, err)
+			errs = append(errs, fmt.Errorf("sweep job %d: %w", j.ID, err))
 		}
 		if dead {
 			swept = append(swept, j)
 		}
 	}
-	return swept, nil
+	return swept, errors.Join(errs...)
 }
 
 // sweepOne marks j DEAD if it is still the expired claim the sweep saw, in the same lock

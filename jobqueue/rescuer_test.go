@@ -2,12 +2,15 @@ package jobqueue_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
@@ -156,4 +159,43 @@ next:
 		return true
 	}
 	return false
+}
+
+// A job whose kind's Fail hook keeps failing (its domain row is gone, a constraint refuses the
+// write) stays PROCESSING for the next sweep, and the sweep goes on to the other expired jobs:
+// it used to return at the first failure, so one such job, the oldest expired lease, kept
+// every node's rescuer from ever sweeping the jobs behind it.
+func TestRescuer_OneFailingHookDoesNotStopTheSweep(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	brittle := media.JobKind("brittle")
+	brittle.Fail = func(context.Context, pgx.Tx, jobqueue.Job, error) error {
+		return errors.New("the domain refuses the write")
+	}
+	brittleMedia := b.enqueue(t, "brittle", 1)[0]
+	encodeMedia := b.enqueue(t, "encode", 5)
+	q := newQueue(t, b.pool, time.Minute, media.JobKind("encode"), brittle)
+	b.claimLastAttempts(t, q, "brittle")
+	b.claimLastAttempts(t, q, "encode")
+	// The brittle job's lease ran out first, so it comes first in the sweep's order.
+	if _, err := b.pool.Exec(ctx, `UPDATE jobs SET lease_until = lease_until - interval '1 hour' WHERE kind = 'brittle'`); err != nil {
+		t.Fatal(err)
+	}
+
+	swept, err := jobqueue.NewRescuer(q, jobqueue.RescuerConfig{Logger: quiet}).Sweep(ctx)
+	if err == nil || !strings.Contains(err.Error(), "the domain refuses the write") {
+		t.Errorf("sweep error = %v, want the brittle job's hook error reported", err)
+	}
+	if len(swept) != len(encodeMedia) {
+		t.Errorf("swept %d jobs, want the %d encode jobs behind the brittle one", len(swept), len(encodeMedia))
+	}
+	for _, id := range encodeMedia {
+		if m, _ := b.media.Get(ctx, id); m.Status != media.StatusFailed {
+			t.Errorf("media %d: %s, want FAILED (its job expired on its last attempt)", id, m.Status)
+		}
+	}
+	if n := b.count(t, `SELECT count(*) FROM jobs WHERE subject_id = $1 AND status = 'PROCESSING'`, brittleMedia); n != 1 {
+		t.Error("the job whose Fail hook failed was not left PROCESSING for the next sweep")
+	}
 }
