@@ -121,7 +121,9 @@ func TestQueue_LostClaimWritesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	mediaID := b.enqueue(t, "encode", 1)[0]
-	q := newQueue(t, b.pool, time.Minute, media.JobKind("encode"))
+	// The leases expire only when the test says so (expireLeases); the live claim's must last
+	// to the test's end however slow the machine is, so it is long.
+	q := newQueue(t, b.pool, time.Hour, media.JobKind("encode"))
 	ctx := context.Background()
 	old, err := q.Claim(ctx, "encode", 1, "zombie")
 	if err != nil || len(old) != 1 {

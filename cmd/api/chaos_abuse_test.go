@@ -28,6 +28,13 @@ func TestChaos_Abuse(t *testing.T) {
 	media := s.CreateMedia(t, binarytest.Token(t, 1, true), "target")
 
 	t.Run("UnknownIDFlood", func(t *testing.T) {
+		// The cache may legitimately reload an id when a media_changed notification lands
+		// during the flood: the listener's first connect (in the background after start-up)
+		// clears the cache, and the eviction of the media created above makes the loads in
+		// flight at that moment uncached. On a loaded machine either could land mid-flood and
+		// the count below went over. So the flood starts once a notification has been handled,
+		// which proves both are behind it.
+		waitForNotification(t, s, binarytest.Token(t, 1, true))
 		before := s.Metric(t, "playhead_media_cache_loads_total")
 		ids := map[int64]bool{}
 		var wg sync.WaitGroup
@@ -167,4 +174,24 @@ func TestChaos_Abuse(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := errors.AsType[net.Error](err)
 	return ok && ne.Timeout()
+}
+
+// waitForNotification waits until the node's media cache has handled a media_changed
+// notification (its invalidation counter moved), creating a media item now and then: one
+// created before the listener connected was never delivered.
+func waitForNotification(t *testing.T, s *binarytest.Server, adminToken string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for s.Metric(t, "playhead_media_cache_invalidations_total") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("gave up waiting for the node to handle a media_changed notification")
+		}
+		s.CreateMedia(t, adminToken, "notification probe")
+		for range 20 {
+			if s.Metric(t, "playhead_media_cache_invalidations_total") >= 1 {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }

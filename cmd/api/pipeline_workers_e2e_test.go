@@ -76,12 +76,18 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 			return media.MarkReady(ctx, tx, id, "hls/zombie/master.m3u8", "hls/zombie/thumb.jpg", 1, map[string]any{"zombie": true})
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	// Each stale completion gets its own deadline, made just before it: one context made here
+	// also had to outlast B's whole encode below, and on a loaded machine the second completion
+	// then failed with "context deadline exceeded" instead of ErrClaimLost.
+	staleComplete := func(ranDomain *bool) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return q.Complete(ctx, stale, zombie(ranDomain))
+	}
 
 	// While B holds the claim, A's token cannot complete the job.
 	var ranWhileB bool
-	if err := q.Complete(ctx, stale, zombie(&ranWhileB)); !errors.Is(err, jobqueue.ErrClaimLost) {
+	if err := staleComplete(&ranWhileB); !errors.Is(err, jobqueue.ErrClaimLost) {
 		t.Errorf("Complete with A's stale token while B holds the claim = %v, want ErrClaimLost", err)
 	}
 	if status, hlsKey, _ := mediaRow(t, pool, id); status != string(media.StatusProcessing) || hlsKey != "" {
@@ -121,7 +127,7 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 
 	// After B completed, A's late completion is fenced out too and changes nothing.
 	var ranAfter bool
-	if err := q.Complete(ctx, stale, zombie(&ranAfter)); !errors.Is(err, jobqueue.ErrClaimLost) {
+	if err := staleComplete(&ranAfter); !errors.Is(err, jobqueue.ErrClaimLost) {
 		t.Errorf("Complete with A's stale token after B completed = %v, want ErrClaimLost", err)
 	}
 	if status, hlsKey, _ := mediaRow(t, pool, id); status != string(media.StatusReady) || hlsKey != hlsBefore {
