@@ -45,44 +45,41 @@ func (q *Queue) List(ctx context.Context, status Status, limit int) ([]Row, erro
 }
 
 // RetryDead gives a DEAD job fresh attempts: PENDING now, with its kind's Revive writes (its
-// media PROCESSING again), after its kind's Lock like every finish. A job of a kind this node
-// does not know is refused: its domain side could not be revived.
+// media PROCESSING again), as a transition like every finish (its kind's Lock first). A job of
+// a kind this node does not know is refused: its domain side could not be revived.
 func (q *Queue) RetryDead(ctx context.Context, id int64) error {
-	return pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
-		j := Job{ID: id}
-		err := tx.QueryRow(ctx, `SELECT kind, subject_id, max_attempts FROM jobs WHERE id = $1`, id).Scan(&j.Kind, &j.Subject, &j.MaxAttempts)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return apperr.Errorf(apperr.NotFound, "job %d not found", id)
-		}
-		if err != nil {
-			return err
-		}
-		kind, ok := q.kinds.kinds[j.Kind]
-		if !ok {
-			return apperr.Errorf(apperr.Conflict, "job %d is of kind %q, which this node does not know", id, j.Kind)
-		}
-		if kind.Lock != nil {
-			if err := kind.Lock(ctx, tx, j); err != nil {
-				return err
-			}
-		}
-		tag, err := tx.Exec(ctx, `
-			UPDATE jobs SET status = 'PENDING', attempt_count = 0, available_at = statement_timestamp(),
-			       completed_at = NULL, claim_token = NULL, claimed_by = NULL, lease_until = NULL
-			WHERE id = $1 AND status = 'DEAD'`, id)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return apperr.Errorf(apperr.Conflict, "job %d is not DEAD", id)
-		}
+	j := Job{ID: id}
+	err := q.pool.QueryRow(ctx, `SELECT kind, subject_id, max_attempts FROM jobs WHERE id = $1`, id).Scan(&j.Kind, &j.Subject, &j.MaxAttempts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return apperr.Errorf(apperr.NotFound, "job %d not found", id)
+	}
+	if err != nil {
+		return fmt.Errorf("retry job %d: %w", id, err)
+	}
+	kind, ok := q.kinds.kinds[j.Kind]
+	if !ok {
+		return apperr.Errorf(apperr.Conflict, "job %d is of kind %q, which this node does not know", id, j.Kind)
+	}
+	revive := func(ctx context.Context, tx pgx.Tx) error {
 		if kind.Revive != nil {
 			if err := kind.Revive(ctx, tx, j); err != nil {
 				return err
 			}
 		}
 		return notify.Send(ctx, tx, Channel, j.Kind)
-	})
+	}
+	changed, err := q.transition(ctx, j, revive, `
+		UPDATE jobs SET status = 'PENDING', attempt_count = 0, available_at = statement_timestamp(),
+		       completed_at = NULL, claim_token = NULL, claimed_by = NULL, lease_until = NULL
+		WHERE id = $1 AND status = 'DEAD'`, id)
+	switch {
+	case err != nil:
+		return fmt.Errorf("retry job %d: %w", id, err)
+	case !changed:
+		// Not DEAD any more, or deleted by retention since it was read.
+		return apperr.Errorf(apperr.Conflict, "job %d is not DEAD", id)
+	}
+	return nil
 }
 
 // AdminHandler serves /v1/admin/jobs.

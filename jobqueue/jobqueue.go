@@ -13,8 +13,8 @@
 // then the kind's domain writes, so a lost claim rolls everything back: a worker whose lease
 // expired cannot complete a job another worker has claimed since, nor write domain rows for it.
 // Domain rows are always locked before the job row (members → media → jobs for the media
-// kinds), in this one place — the rescuer and the admin retry go through the same order — so no
-// two writers can deadlock. A retry or a release touches the job row only.
+// kinds), in one place (Queue.transition) that completions, deaths, the rescuer's sweep and
+// the admin retry all go through, so no two writers can deadlock. A retry or a release touches the job row only.
 //
 // The split follows River's: Runner is its producer plus job executor (one per kind per
 // node), Rescuer its job rescuer (one per node, for every registered kind), Pruner its job

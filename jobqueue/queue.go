@@ -196,33 +196,44 @@ func (q *Queue) Release(ctx context.Context, j Job) error {
 	return err
 }
 
-// fenced runs, in one transaction: the kind's Lock (domain rows first, so every writer locks
-// in one order and none can deadlock), the fenced job update final, and domain's writes. It
-// rolls back with ErrClaimLost when final updates no row.
+// fenced runs final, a fenced update of j, as a transition (see transition), with
+// ErrClaimLost when it updates no row.
 func (q *Queue) fenced(ctx context.Context, j Job, domain func(ctx context.Context, tx pgx.Tx) error, final string, args ...any) error {
+	changed, err := q.transition(ctx, j, domain, final, append([]any{j.ID, j.ClaimToken}, args...)...)
+	switch {
+	case err != nil:
+		return fmt.Errorf("finish job %d: %w", j.ID, err)
+	case !changed:
+		return ErrClaimLost
+	}
+	return nil
+}
+
+// transition is every change of a job's status that has a domain side (completion, death,
+// the rescuer's sweep, an admin retry), in one transaction: first j's kind's Lock (its domain
+// rows, so that every writer locks members → media → jobs in that order and none can
+// deadlock), then update on the job row, then, only if update changed a row, domain's writes.
+// It reports whether update changed a row; when it did not, nothing was written.
+func (q *Queue) transition(ctx context.Context, j Job, domain func(ctx context.Context, tx pgx.Tx) error, update string, args ...any) (bool, error) {
 	lock := q.kinds.kinds[j.Kind].Lock
+	changed := false
 	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
 		if lock != nil {
 			if err := lock(ctx, tx, j); err != nil {
 				return err
 			}
 		}
-		tag, err := tx.Exec(ctx, final, append([]any{j.ID, j.ClaimToken}, args...)...)
-		if err != nil {
+		tag, err := tx.Exec(ctx, update, args...)
+		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return ErrClaimLost
-		}
+		changed = true
 		if domain != nil {
 			return domain(ctx, tx)
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, ErrClaimLost) {
-		return fmt.Errorf("finish job %d: %w", j.ID, err)
-	}
-	return err
+	return changed && err == nil, err
 }
 
 // Settlement is what the database holds for a claim whose completion's outcome the client

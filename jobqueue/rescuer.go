@@ -112,31 +112,20 @@ func (r *Rescuer) Sweep(ctx context.Context) ([]Job, error) {
 	return swept, errors.Join(errs...)
 }
 
-// sweepOne marks j DEAD if it is still the expired claim the sweep saw, in the same lock
-// order as every finish: the kind's domain rows, then the job row.
+// sweepOne marks j DEAD if it is still the expired claim the sweep saw, as a transition:
+// the kind's domain rows locked first, then the job row, like every finish.
 func (r *Rescuer) sweepOne(ctx context.Context, j Job) (bool, error) {
-	kind := r.q.kinds.kinds[j.Kind]
-	dead := false
-	err := pgx.BeginFunc(ctx, r.q.pool, func(tx pgx.Tx) error {
-		if kind.Lock != nil {
-			if err := kind.Lock(ctx, tx, j); err != nil {
-				return err
-			}
+	var fail func(ctx context.Context, tx pgx.Tx) error
+	if kindFail := r.q.kinds.kinds[j.Kind].Fail; kindFail != nil {
+		fail = func(ctx context.Context, tx pgx.Tx) error {
+			return kindFail(ctx, tx, j, WithReason(errors.New(rescueReason), "processing stopped: the worker running it died or hung"))
 		}
-		tag, err := tx.Exec(ctx, `
-			UPDATE jobs SET status = 'DEAD', completed_at = statement_timestamp(), lease_until = NULL, last_error = $3
-			WHERE id = $1 AND status = 'PROCESSING' AND claim_token = $2::uuid AND lease_until <= statement_timestamp()`,
-			j.ID, j.ClaimToken, rescueReason)
-		if err != nil || tag.RowsAffected() == 0 {
-			return err // 0 rows: another node swept it first, or its worker came back in time
-		}
-		dead = true
-		if kind.Fail != nil {
-			return kind.Fail(ctx, tx, j, WithReason(errors.New(rescueReason), "processing stopped: the worker running it died or hung"))
-		}
-		return nil
-	})
-	return dead && err == nil, err
+	}
+	// 0 rows: another node swept it first, or its worker came back in time.
+	return r.q.transition(ctx, j, fail, `
+		UPDATE jobs SET status = 'DEAD', completed_at = statement_timestamp(), lease_until = NULL, last_error = $3
+		WHERE id = $1 AND status = 'PROCESSING' AND claim_token = $2::uuid AND lease_until <= statement_timestamp()`,
+		j.ID, j.ClaimToken, rescueReason)
 }
 
 // logUnknown warns about expired last attempts of kinds this node does not know.
