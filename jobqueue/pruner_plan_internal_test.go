@@ -43,6 +43,7 @@ func TestPruneSQL_OneBatchReadsABatch(t *testing.T) {
 		t.Fatalf("EXPLAIN returned %d plans", len(plan))
 	}
 	read := plan[0].Plan.rowsReadFrom("jobs")
+	t.Logf("one prune batch of %d read %.0f rows of jobs, with %d finished jobs past retention", batch, read, backlog)
 	if read > 3*batch {
 		out, _ := json.MarshalIndent(plan[0].Plan, "", " ")
 		t.Fatalf("one batch of %d read %.0f rows of jobs with %d finished jobs past retention, want about a batch; plan:\n%s",
