@@ -127,11 +127,17 @@ func TestRunner_Heartbeat(t *testing.T) {
 // the next tick, so a database outage longer than a third of the lease made two heartbeats
 // fail in a row and the third land after the lease ran out: the claim was lost (and a last
 // attempt swept DEAD) although the worker was fine. Here the database refuses the runner's
-// connections from just after a heartbeat until three quarters of the lease are gone; the run
+// connections from just after a heartbeat until seven tenths of the lease are gone; the run
 // keeps its claim and completes on its first attempt.
 func TestRunner_HeartbeatRidesOutAnOutage(t *testing.T) {
 	t.Parallel()
-	const lease = 6 * time.Second
+	// Long enough that the window between the outage's end (0.7 of the lease) and the run's
+	// local deadline (0.8) is 1.2 s, room for a few retries that each open a connection: with
+	// a 6 s lease and the outage to 0.75, 300 ms were too few on a loaded machine (the
+	// runner, correctly, gave its claim up at the deadline). The old heartbeat, a tick every
+	// lease/3, still fails here: its ticks at 1/3 and 2/3 fall in the outage, the next after
+	// the lease.
+	const lease = 12 * time.Second
 	b := setup(t)
 	b.enqueue(t, "long", 1)
 	pool, proxy := b.proxiedPool(t, 4)
@@ -147,12 +153,12 @@ func TestRunner_HeartbeatRidesOutAnOutage(t *testing.T) {
 	proxy.Refuse(true)
 	proxy.ResetAll()
 	beat, _ := b.leaseUntil(t, j.ID)
-	waitFor(t, "three quarters of the lease to pass", func() bool {
+	waitFor(t, "seven tenths of the lease to pass", func() bool {
 		var left time.Duration
 		if err := b.pool.QueryRow(context.Background(), `SELECT $1::timestamptz - clock_timestamp()`, beat).Scan(&left); err != nil {
 			t.Fatal(err)
 		}
-		return left < lease/4
+		return left < lease*3/10
 	})
 	proxy.Refuse(false)
 
