@@ -3,6 +3,10 @@
 // missing media), makes one query for concurrent misses on one id (singleflight), and evicts
 // ids whose rows changed as soon as any node says so (LISTEN/NOTIFY), so staleness is bounded
 // by milliseconds rather than by the TTL.
+//
+// While the database cannot be read, an entry past its TTL still answers (stale-if-error) for
+// at most MaxStale, so requests for media known before an outage keep being served; an id
+// with nothing known answers apperr.Unavailable.
 package cache
 
 import (
@@ -36,6 +40,12 @@ type Config struct {
 	// NegativeTTL is how long a missing id is remembered, so a flood of bogus ids makes one
 	// query per id per window. Default 5 s.
 	NegativeTTL time.Duration
+	// MaxStale is how long past its TTL (or NegativeTTL) an entry may still answer while the
+	// database cannot be read: the bound on the staleness an outage adds. Default 10 min.
+	MaxStale time.Duration
+	// LoadTimeout bounds one database lookup, so a database that does not answer cannot hold
+	// a request (and its pool connection) for ever. Default 2 s.
+	LoadTimeout time.Duration
 	// Load reads from the database. Required.
 	Load LoadFunc
 	// Registerer receives the cache's metrics. Optional.
@@ -45,7 +55,17 @@ type Config struct {
 type entry struct {
 	access media.Access
 	found  bool
+	// freshUntil (Unix ns) ends the time the entry answers without asking the database;
+	// ristretto's own TTL, at staleUntil, ends the time it may answer when the database
+	// cannot. clears is the cache's clears when it was loaded: a Clear makes it stale.
+	freshUntil, staleUntil int64
+	clears                 uint64
 }
+
+// staleRetry is how long a stale entry answers without asking the database again after a
+// lookup failed: during an outage, one request per id per staleRetry waits for the database
+// (at most LoadTimeout), the others are answered from memory at once.
+const staleRetry = time.Second
 
 // Cache is the media access cache. It is safe for concurrent use. It caches only between
 // Start and Stop; before and after, every lookup reads the database (ristretto's goroutines
@@ -60,9 +80,11 @@ type Cache struct {
 	// generation counts evictions. A load that saw it change while querying does not cache
 	// its result: the row may have changed after the query read it.
 	generation atomic.Uint64
+	// clears counts Clear calls: entries loaded before the last one are stale, not gone.
+	clears atomic.Uint64
 
-	hits, misses, loads, invalidations prometheus.Counter
-	evictions                          prometheus.Counter
+	hits, misses, loads, invalidations   prometheus.Counter
+	evictions, staleServed, loadFailures prometheus.Counter
 }
 
 // New returns a Cache. It caches once started.
@@ -70,6 +92,8 @@ func New(cfg Config) (*Cache, error) {
 	cfg.MaxItems = cmp.Or(cfg.MaxItems, 100_000)
 	cfg.TTL = cmp.Or(cfg.TTL, 60*time.Second)
 	cfg.NegativeTTL = cmp.Or(cfg.NegativeTTL, 5*time.Second)
+	cfg.MaxStale = cmp.Or(cfg.MaxStale, 10*time.Minute)
+	cfg.LoadTimeout = cmp.Or(cfg.LoadTimeout, 2*time.Second)
 	if cfg.Load == nil {
 		return nil, errors.New("cache: Load is required")
 	}
@@ -81,9 +105,11 @@ func New(cfg Config) (*Cache, error) {
 	c.misses = counter("misses_total", "Lookups not in the cache.")
 	c.loads = counter("loads_total", "Database queries made to fill the cache (concurrent misses share one).")
 	c.invalidations = counter("invalidations_total", "Entries evicted because a node notified that the media changed.")
-	c.evictions = counter("evictions_total", "Entries the cache dropped by itself: for space, on TTL expiry, or cleared after the notification listener reconnected.")
+	c.evictions = counter("evictions_total", "Entries the cache dropped by itself: for space, or past their TTL and PLAYHEAD_CACHE_MAX_STALE.")
+	c.staleServed = counter("stale_served_total", "Lookups answered from an entry past its TTL because the database could not be read (at most PLAYHEAD_CACHE_MAX_STALE past it).")
+	c.loadFailures = counter("load_failures_total", "Database lookups that failed (unreachable, timed out); each answered stale when an entry was known, 503 otherwise.")
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(c.hits, c.misses, c.loads, c.invalidations, c.evictions)
+		cfg.Registerer.MustRegister(c.hits, c.misses, c.loads, c.invalidations, c.evictions, c.staleServed, c.loadFailures)
 	}
 
 	return c, nil
@@ -127,13 +153,15 @@ func (c *Cache) Stop(context.Context) error {
 }
 
 // Access returns media id's access fields, from memory when possible. found is false when
-// there is no such media.
+// there is no such media. When the database cannot be read, an entry past its TTL answers for
+// up to MaxStale more; with none, the error is apperr.Unavailable.
 func (c *Cache) Access(ctx context.Context, id int64) (media.Access, bool, error) {
 	rc := c.rc.Load()
 	if rc == nil {
-		return c.cfg.Load(ctx, id)
+		access, found, err := c.load(ctx, id)
+		return access, found, err
 	}
-	if e, ok := rc.Get(id); ok {
+	if e, ok := rc.Get(id); ok && c.fresh(e, time.Now()) {
 		c.hits.Inc()
 		return e.access, e.found, nil
 	}
@@ -141,27 +169,37 @@ func (c *Cache) Access(ctx context.Context, id int64) (media.Access, bool, error
 	v, err, _ := c.group.Do(strconv.FormatInt(id, 10), func() (any, error) {
 		// A caller that found the id missing may arrive just after another finished loading
 		// it: look again before going to the database.
-		if e, ok := rc.Get(id); ok {
-			return e, nil
+		stale, known := rc.Get(id)
+		if known && c.fresh(stale, time.Now()) {
+			return stale, nil
 		}
-		c.loads.Inc()
 		gen := c.generation.Load()
-		access, found, err := c.cfg.Load(context.WithoutCancel(ctx), id)
+		clears := c.clears.Load()
+		access, found, err := c.load(ctx, id)
+		now := time.Now()
 		if err != nil {
-			return entry{}, err
+			if !known {
+				return entry{}, err
+			}
+			c.staleServed.Inc()
+			if c.generation.Load() == gen {
+				// Ask the database again in staleRetry, not on every request meanwhile; the
+				// entry still ends at its staleUntil.
+				stale.freshUntil = now.Add(staleRetry).UnixNano()
+				set(rc, id, stale, now)
+			}
+			return stale, nil
 		}
-		e := entry{access: access, found: found}
 		ttl := c.cfg.TTL
 		if !found {
 			ttl = c.cfg.NegativeTTL
 		}
+		e := entry{access: access, found: found, clears: clears,
+			freshUntil: now.Add(ttl).UnixNano(), staleUntil: now.Add(ttl + c.cfg.MaxStale).UnixNano()}
 		if c.generation.Load() != gen {
 			return e, nil
 		}
-		rc.SetWithTTL(id, e, 1, ttl)
-		// Sets are applied asynchronously; wait so the next lookup sees this one and a flood
-		// of requests for one id cannot outrun it into the database.
-		rc.Wait()
+		set(rc, id, e, now)
 		return e, nil
 	})
 	if err != nil {
@@ -169,6 +207,38 @@ func (c *Cache) Access(ctx context.Context, id int64) (media.Access, bool, error
 	}
 	e := v.(entry)
 	return e.access, e.found, nil
+}
+
+// load reads id from the database within LoadTimeout (a caller that gave up does not cancel
+// a lookup others may share). Its error is apperr.Unavailable, wrapping the cause.
+func (c *Cache) load(ctx context.Context, id int64) (media.Access, bool, error) {
+	c.loads.Inc()
+	loadCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.LoadTimeout)
+	defer cancel()
+	access, found, err := c.cfg.Load(loadCtx, id)
+	if err != nil {
+		c.loadFailures.Inc()
+		return media.Access{}, false, fmt.Errorf("%w: %w", apperr.Errorf(apperr.Unavailable,
+			"media %d cannot be checked while the database is unavailable; retry later", id), err)
+	}
+	return access, found, nil
+}
+
+// fresh reports whether e may answer without asking the database.
+func (c *Cache) fresh(e entry, now time.Time) bool {
+	return now.UnixNano() < e.freshUntil && e.clears == c.clears.Load()
+}
+
+// set stores e in rc until its staleUntil.
+func set(rc *ristretto.Cache[int64, entry], id int64, e entry, now time.Time) {
+	ttl := time.Duration(e.staleUntil - now.UnixNano())
+	if ttl <= 0 {
+		return
+	}
+	rc.SetWithTTL(id, e, 1, ttl)
+	// Sets are applied asynchronously; wait so the next lookup sees this one and a flood of
+	// requests for one id cannot outrun it into the database.
+	rc.Wait()
 }
 
 // Playable returns media id's access fields when member may play it, and an apperr.NotFound
@@ -214,10 +284,10 @@ func (c *Cache) EvictPayload(payload string) {
 	}
 }
 
-// Clear forgets everything: notifications may have been missed while the listener was down.
+// Clear makes every entry stale: notifications may have been missed while the listener was
+// down, so each is read again from the database before it is trusted, but stays the answer of
+// last resort (up to MaxStale) if the database cannot be read.
 func (c *Cache) Clear() {
 	c.generation.Add(1)
-	if rc := c.rc.Load(); rc != nil {
-		rc.Clear()
-	}
+	c.clears.Add(1)
 }

@@ -92,7 +92,8 @@ func Status(code apperr.Code) int {
 }
 
 // ErrorHandler writes every error as JSON {"error": "..."} with the status of its code.
-// Fiber's own errors (unknown route, body too large) keep their status.
+// Fiber's own errors (unknown route, body too large) keep their status. A 503 always carries
+// Retry-After.
 //
 // 5xx answers are logged, and so are input errors that only the database caught (each one is a
 // missing check at the edge). The log is sampled by method, route pattern and status — the
@@ -116,9 +117,16 @@ func ErrorHandler(logger *slog.Logger) fiber.ErrorHandler {
 		// Also here: fasthttp's own errors (a request it cannot parse) reach this handler
 		// without passing the middleware.
 		c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+		if status == fiber.StatusServiceUnavailable && len(c.Response().Header.Peek(fiber.HeaderRetryAfter)) == 0 {
+			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(unavailableRetryAfterSeconds))
+		}
 		return c.Status(status).JSON(fiber.Map{"error": message})
 	}
 }
+
+// unavailableRetryAfterSeconds is the Retry-After of a 503 whose handler did not set one (the
+// database is away, or the node is stopping): a player's report interval.
+const unavailableRetryAfterSeconds = 5
 
 // errorLogInterval is how often one kind of failed request is logged at most.
 const errorLogInterval = 10 * time.Second

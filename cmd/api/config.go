@@ -47,6 +47,9 @@ type Config struct {
 	// CacheTTL and CacheNegativeTTL bound how long found and missing media are trusted
 	// (PLAYHEAD_CACHE_TTL, PLAYHEAD_CACHE_NEGATIVE_TTL). Defaults 60 s and 5 s.
 	CacheTTL, CacheNegativeTTL time.Duration
+	// CacheMaxStale is how long past its TTL a media entry still answers while the database
+	// cannot be read (PLAYHEAD_CACHE_MAX_STALE). Default 10 min.
+	CacheMaxStale time.Duration
 	// CacheMaxItems bounds the media cache (PLAYHEAD_CACHE_MAX_ITEMS). Default 100 000.
 	CacheMaxItems int
 	// ShutdownTimeout is the whole budget of a graceful stop (PLAYHEAD_SHUTDOWN_TIMEOUT). Default 30 s.
@@ -258,6 +261,7 @@ func loadConfig(args []string) (Config, error) {
 		CacheTTL:         e.duration("PLAYHEAD_CACHE_TTL", 60*time.Second),
 		CacheNegativeTTL: e.duration("PLAYHEAD_CACHE_NEGATIVE_TTL", 5*time.Second),
 		CacheMaxItems:    e.int("PLAYHEAD_CACHE_MAX_ITEMS", 100_000),
+		CacheMaxStale:    e.duration("PLAYHEAD_CACHE_MAX_STALE", 10*time.Minute),
 		ShutdownTimeout:  e.duration("PLAYHEAD_SHUTDOWN_TIMEOUT", 30*time.Second),
 		DBMaxConns:       e.int("PLAYHEAD_DB_MAX_CONNS", 0),
 		MaxBodyBytes:     e.int("PLAYHEAD_MAX_BODY_BYTES", 64<<10),
@@ -336,6 +340,7 @@ func (c Config) validate(e *env) error {
 	e.check(c.CacheTTL > 0, "PLAYHEAD_CACHE_TTL: must be positive")
 	e.check(c.CacheNegativeTTL > 0, "PLAYHEAD_CACHE_NEGATIVE_TTL: must be positive")
 	e.check(c.CacheMaxItems > 0, "PLAYHEAD_CACHE_MAX_ITEMS: must be positive")
+	e.check(c.CacheMaxStale > 0, "PLAYHEAD_CACHE_MAX_STALE: must be positive")
 	e.check(c.ShutdownTimeout > 0, "PLAYHEAD_SHUTDOWN_TIMEOUT: must be positive")
 	e.check(c.DBMaxConns >= 0, "PLAYHEAD_DB_MAX_CONNS: must not be negative")
 	e.check(c.MaxBodyBytes >= playback.MaxBodyBytes, "PLAYHEAD_MAX_BODY_BYTES: must be at least %d", playback.MaxBodyBytes)

@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -360,4 +361,136 @@ func TestServe_ReadyzReportsBuffer(t *testing.T) {
 		}
 	}
 	s.Stop(t)
+}
+
+// TestOutage_PutsForKnownMediaOutliveTheCacheTTL: PostgreSQL stopped, a member keeps reporting
+// on a media the node knew before the outage. Past the media's cache TTL the node cannot
+// re-check it, and serves its last known decision (stale-if-error, at most
+// PLAYHEAD_CACHE_MAX_STALE): every report is still answered 204 and, once the database is back,
+// the newest one is stored. A PUT for a media the node never saw answers 503 with a JSON error
+// and Retry-After. Before, the expired entry made every PUT for that media answer 500.
+func TestOutage_PutsForKnownMediaOutliveTheCacheTTL(t *testing.T) {
+	pg := restartableCluster(t)
+	s := binarytest.Start(t, map[string]string{"PLAYHEAD_CACHE_TTL": "300ms", "PLAYHEAD_FLUSH_INTERVAL": "100ms",
+		"PLAYHEAD_PUT_RATE": "0", "PLAYHEAD_SPILL_DIR": t.TempDir()})
+	admin, member := binarytest.Token(t, 1, true), binarytest.Token(t, 42, false)
+	mediaID := s.CreateMedia(t, admin, "known before the outage")
+	waitMetric(t, s, "playhead_media_cache_invalidations_total", 1) // the creation's notification is in
+	put := func(pos int) int {
+		t.Helper()
+		status, body, err := s.Do(http.MethodPut, s.URL("/v1/playback/%d", mediaID), member, map[string]any{"position_ms": pos})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status != http.StatusNoContent {
+			t.Fatalf("PUT position %d during the outage: %d %s, want 204 (stale served so far: %v)", pos, status, body,
+				s.Metric(t, "playhead_media_cache_stale_served_total"))
+		}
+		return pos
+	}
+	last := put(1_000)
+
+	startPostgres := stopPostgres(t, pg)
+	waitReady(t, s, http.StatusServiceUnavailable)
+	// Report until the node has had to answer from a stale entry: its TTL passed during the
+	// outage and the database could not be read.
+	giveUp := time.Now().Add(time.Minute)
+	for s.Metric(t, "playhead_media_cache_stale_served_total") < 1 {
+		if time.Now().After(giveUp) {
+			t.Fatal("no stale cache entry served a minute into the outage")
+		}
+		last = put(last + 1)
+	}
+	last = put(last + 1)
+
+	resp := rawDo(t, http.MethodPut, s.URL("/v1/playback/%d", mediaID+1000), member, `{"position_ms": 5}`)
+	if resp.status != http.StatusServiceUnavailable || !strings.HasPrefix(resp.body, `{"error":`) || resp.header.Get("Retry-After") == "" {
+		t.Fatalf("PUT for a media never seen, during the outage: %d %s (Retry-After %q), want 503 with a JSON error and Retry-After",
+			resp.status, resp.body, resp.header.Get("Retry-After"))
+	}
+
+	startPostgres()
+	waitReady(t, s, http.StatusOK)
+	s.Stop(t)
+	stored := binarytest.StoredPositions(t, s.DBURL)[binarytest.PlaybackKey{Member: 42, Media: mediaID}]
+	if stored != int32(last) {
+		t.Fatalf("stored position %d after the outage, want the last one answered 204, %d", stored, last)
+	}
+}
+
+// stopPostgres stops the test cluster and returns the function that starts it again; if the
+// test ends without calling it, a cleanup does.
+func stopPostgres(t *testing.T, pg *pgtest.Server) (start func()) {
+	t.Helper()
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	var started bool
+	t.Cleanup(func() {
+		if !started {
+			if err := pg.Start(); err != nil {
+				t.Errorf("start PostgreSQL again: %v", err)
+			}
+		}
+	})
+	return func() {
+		t.Helper()
+		started = true
+		if err := pg.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitReady waits until /readyz answers status.
+func waitReady(t *testing.T, s *binarytest.Server, status int) {
+	t.Helper()
+	giveUp := time.Now().Add(2 * time.Minute)
+	for s.Ready() != status {
+		if time.Now().After(giveUp) {
+			t.Fatalf("/readyz never answered %d", status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitMetric waits until the metric reaches at least min.
+func waitMetric(t *testing.T, s *binarytest.Server, name string, min float64) {
+	t.Helper()
+	giveUp := time.Now().Add(time.Minute)
+	for s.Metric(t, name) < min {
+		if time.Now().After(giveUp) {
+			t.Fatalf("%s stayed below %v", name, min)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type rawResponse struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// rawDo sends one request and returns its status, headers and body.
+func rawDo(t *testing.T, method, url, token, body string) rawResponse {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rawResponse{status: resp.StatusCode, header: resp.Header, body: string(out)}
 }

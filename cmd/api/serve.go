@@ -292,6 +292,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 		MaxItems:    int64(cfg.CacheMaxItems),
 		TTL:         cfg.CacheTTL,
 		NegativeTTL: cfg.CacheNegativeTTL,
+		MaxStale:    cfg.CacheMaxStale,
 		Load:        mediaStore.LookupAccess,
 		Registerer:  n.reg,
 	})
