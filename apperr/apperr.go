@@ -4,8 +4,10 @@
 package apperr
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 )
 
@@ -41,7 +43,9 @@ func Errorf(code Code, format string, args ...any) *Error {
 }
 
 // CodeOf returns the code of the first *Error in err's chain; for a database error whose
-// SQLSTATE says the input was at fault (see sqlStateCode), that input code; otherwise Internal.
+// SQLSTATE says the input was at fault (see sqlStateCode), that input code; Unavailable when
+// the database could not be reached or did not answer in time (see DependencyDown); otherwise
+// Internal.
 func CodeOf(err error) Code {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
@@ -49,7 +53,33 @@ func CodeOf(err error) Code {
 	if code, _, ok := fromSQLState(err); ok {
 		return code
 	}
+	if DependencyDown(err) {
+		return Unavailable
+	}
 	return Internal
+}
+
+// DependencyDown reports whether err says a dependency (the database) is away rather than
+// that the request or the code is wrong: a network error (connection refused or reset, a
+// dial or read timeout), a context that ended (a lookup's own timeout, a request cancelled by
+// a stop), or a SQLSTATE of class 08 (connection exception), 53300 (too many connections) or
+// 57P01–57P03 (the server shutting down or starting up). Such a request answers 503 with
+// Retry-After: trying again later can succeed.
+func DependencyDown(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return true
+	}
+	if e, ok := errors.AsType[sqlStateError](err); ok {
+		state := e.SQLState()
+		return strings.HasPrefix(state, "08") || state == "53300" || state == "57P01" || state == "57P02" || state == "57P03"
+	}
+	return false
 }
 
 // MessageOf returns the client-safe message of err: the *Error's message, a generic one naming
@@ -61,6 +91,9 @@ func MessageOf(err error) string {
 	}
 	if _, state, ok := fromSQLState(err); ok {
 		return fmt.Sprintf("a value in the request cannot be stored (SQLSTATE %s)", state)
+	}
+	if DependencyDown(err) {
+		return "the database is unavailable; retry later"
 	}
 	return "internal error"
 }

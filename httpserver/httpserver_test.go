@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/httpserver"
@@ -239,6 +241,55 @@ func TestReadyz_NotReadyUntilStarted(t *testing.T) {
 		step.do()
 		if status, _, body := send(t, app, http.MethodGet, "/readyz"); status != step.want {
 			t.Errorf("%s: /readyz %d %s, want %d", step.name, status, body, step.want)
+		}
+	}
+}
+
+// A database that is away — refusing connections, killing ours, not answering before our own
+// deadline — answers 503 with Retry-After through the one error map (issue 14's review: every
+// endpoint answered 500 while PostgreSQL was stopped), while our own SQL bugs stay 500.
+func TestErrorMap_DatabaseAwayIs503WithRetryAfter(t *testing.T) {
+	pool, dbURL := pgtest.Pool(t)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedAddr := closed.Addr().String()
+	closed.Close() // nothing listens there any more: connections are refused
+	refused, err := pgxpool.New(context.Background(), strings.Replace(dbURL, pool.Config().ConnConfig.Host+":"+fmt.Sprint(pool.Config().ConnConfig.Port), refusedAddr, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(refused.Close)
+	app := httpserver.New(httpserver.Config{})
+	query := func(p *pgxpool.Pool, timeout time.Duration, sql string) fiber.Handler {
+		return func(c *fiber.Ctx) error {
+			ctx, cancel := context.WithTimeout(c.UserContext(), timeout)
+			defer cancel()
+			_, err := p.Exec(ctx, sql)
+			if err == nil {
+				return c.SendStatus(http.StatusNoContent)
+			}
+			return fmt.Errorf("store thing: %w", err)
+		}
+	}
+	for _, tc := range []struct {
+		name, route string
+		handler     fiber.Handler
+		want        int
+	}{
+		{"connection refused", "/refused", query(refused, time.Minute, `SELECT 1`), 503},
+		{"57P01 connection terminated", "/terminated", query(pool, time.Minute, `SELECT pg_terminate_backend(pg_backend_pid())`), 503},
+		{"our own deadline", "/deadline", query(pool, 50*time.Millisecond, `SELECT pg_sleep(30)`), 503},
+		{"42P01 our own bug", "/bug", query(pool, time.Minute, `SELECT * FROM no_such_table`), 500},
+	} {
+		app.Get(tc.route, tc.handler)
+		status, header, body := send(t, app, http.MethodGet, tc.route)
+		if status != tc.want || !strings.HasPrefix(body, `{"error":`) {
+			t.Errorf("%s: status %d %s, want %d with a JSON error", tc.name, status, body, tc.want)
+		}
+		if got := header.Get("Retry-After"); (tc.want == 503) != (got != "") {
+			t.Errorf("%s: status %d with Retry-After %q; want Retry-After exactly on 503", tc.name, status, got)
 		}
 	}
 }

@@ -367,8 +367,9 @@ func TestServe_ReadyzReportsBuffer(t *testing.T) {
 // on a media the node knew before the outage. Past the media's cache TTL the node cannot
 // re-check it, and serves its last known decision (stale-if-error, at most
 // PLAYHEAD_CACHE_MAX_STALE): every report is still answered 204 and, once the database is back,
-// the newest one is stored. A PUT for a media the node never saw answers 503 with a JSON error
-// and Retry-After. Before, the expired entry made every PUT for that media answer 500.
+// the newest one is stored. A PUT for a media the node never saw, and every other request that
+// needs the database, answers 503 with a JSON error and Retry-After. Before, the expired entry
+// made every PUT for that media answer 500, and so did every other endpoint.
 func TestOutage_PutsForKnownMediaOutliveTheCacheTTL(t *testing.T) {
 	pg := restartableCluster(t)
 	s := binarytest.Start(t, map[string]string{"PLAYHEAD_CACHE_TTL": "300ms", "PLAYHEAD_FLUSH_INTERVAL": "100ms",
@@ -403,10 +404,20 @@ func TestOutage_PutsForKnownMediaOutliveTheCacheTTL(t *testing.T) {
 	}
 	last = put(last + 1)
 
-	resp := rawDo(t, http.MethodPut, s.URL("/v1/playback/%d", mediaID+1000), member, `{"position_ms": 5}`)
-	if resp.status != http.StatusServiceUnavailable || !strings.HasPrefix(resp.body, `{"error":`) || resp.header.Get("Retry-After") == "" {
-		t.Fatalf("PUT for a media never seen, during the outage: %d %s (Retry-After %q), want 503 with a JSON error and Retry-After",
-			resp.status, resp.body, resp.header.Get("Retry-After"))
+	// Everything that needs the database and cannot do without: 503, JSON, Retry-After.
+	for _, r := range []struct{ what, method, path, body string }{
+		{"PUT for a media never seen", http.MethodPut, fmt.Sprintf("/v1/playback/%d", mediaID+1000), `{"position_ms": 5}`},
+		{"GET a position", http.MethodGet, fmt.Sprintf("/v1/playback/%d", mediaID), ""},
+		{"POST (open) a position", http.MethodPost, fmt.Sprintf("/v1/playback/%d", mediaID), ""},
+		{"DELETE (hide) a position", http.MethodDelete, fmt.Sprintf("/v1/playback/%d", mediaID), ""},
+		{"GET the continue-watching list", http.MethodGet, "/v1/playback", ""},
+		{"GET a media", http.MethodGet, fmt.Sprintf("/v1/media/%d", mediaID), ""},
+	} {
+		resp := rawDo(t, r.method, s.URL("%s", r.path), member, r.body)
+		if resp.status != http.StatusServiceUnavailable || !strings.HasPrefix(resp.body, `{"error":`) || resp.header.Get("Retry-After") == "" {
+			t.Errorf("%s during the outage: %d %s (Retry-After %q), want 503 with a JSON error and Retry-After",
+				r.what, resp.status, resp.body, resp.header.Get("Retry-After"))
+		}
 	}
 
 	startPostgres()
