@@ -5,6 +5,7 @@ package httpserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -31,6 +32,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics records every request. Optional.
 	Metrics *Metrics
+	// RequestContext is every request's context (c.UserContext()): cancelling it ends the
+	// database calls of the requests still running, so a stop cannot wait on a database that
+	// does not answer. Default context.Background().
+	RequestContext context.Context
 }
 
 // New returns the public Fiber app with Playhead's error handler and request metrics.
@@ -50,6 +55,12 @@ func New(cfg Config) *fiber.App {
 		ErrorHandler:                 ErrorHandler(cfg.Logger),
 	})
 	app.Use(noSniff)
+	if ctx := cfg.RequestContext; ctx != nil {
+		app.Use(func(c *fiber.Ctx) error {
+			c.SetUserContext(ctx)
+			return c.Next()
+		})
+	}
 	if cfg.Metrics != nil {
 		app.Use(cfg.Metrics.middleware)
 	}

@@ -9,17 +9,20 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/internal/binarytest"
+	"github.com/playhead/playhead/internal/faultproxy"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/playback"
 )
@@ -504,4 +507,68 @@ func rawDo(t *testing.T, method, url, token, body string) rawResponse {
 		t.Fatal(err)
 	}
 	return rawResponse{status: resp.StatusCode, header: resp.Header, body: string(out)}
+}
+
+// proxiedDatabase returns a fresh test database's URL and a URL to the same database through a
+// fault proxy, whose Partition then holds all traffic (a database that does not answer).
+func proxiedDatabase(t *testing.T) (proxy *faultproxy.Proxy, direct, viaProxy string) {
+	t.Helper()
+	direct = pgtest.URL(t)
+	conf := pgtest.Shared(t).Config
+	proxy, err := faultproxy.Start(net.JoinHostPort(conf.Host, conf.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	if viaProxy, err = proxy.URL(direct); err != nil {
+		t.Fatal(err)
+	}
+	return proxy, direct, viaProxy
+}
+
+// TestOutage_HungDatabaseAtStop: the database stops answering (connections stay open, nothing
+// comes back) while positions are held and a GET waits on it; then SIGTERM. The hung request
+// is cancelled once it has had half the budget and answers 503, the buffer spills what it
+// holds, the process exits 0; with the database answering again, a restart replays the spill
+// and every acknowledged position is stored. Before, the hung request took the whole budget
+// and kept its pool connection, so closing the pool never returned: the process had to be
+// killed.
+func TestOutage_HungDatabaseAtStop(t *testing.T) {
+	proxy, direct, viaProxy := proxiedDatabase(t)
+	spillDir := t.TempDir()
+	s := binarytest.Start(t, map[string]string{"DATABASE_URL": viaProxy, "PLAYHEAD_SPILL_DIR": spillDir,
+		"PLAYHEAD_SHUTDOWN_TIMEOUT": "4s", "PLAYHEAD_FLUSH_INTERVAL": "200ms", "PLAYHEAD_PUT_RATE": "0"})
+	players := binarytest.NewPlayers(t, s, 50, 900_000, 2)
+	load := binarytest.StartLoad(t, s, players, binarytest.LoadConfig{Workers: 8, Pace: 10 * time.Millisecond})
+	load.WaitRounds(t, 2)
+	proxy.Partition()
+	load.WaitRounds(t, 1) // every player reports once more while the database does not answer
+	load.Stop()
+
+	connsBefore := s.Metric(t, "playhead_db_pool_acquired_conns")
+	hung := make(chan rawResponse, 1)
+	go func() {
+		hung <- rawDo(t, http.MethodGet, s.URL("/v1/playback/%d", players[0].Media), players[0].Token, "")
+	}()
+	waitMetric(t, s, "playhead_db_pool_acquired_conns", connsBefore+1) // the GET holds a connection, waiting
+	s.Signal(t, syscall.SIGTERM)
+	if code := s.Wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit status %d after SIGTERM with the database hung, want 0; stderr:\n%s", code, s.Stderr)
+	}
+	if resp := <-hung; resp.status != http.StatusServiceUnavailable {
+		t.Errorf("the GET hung on the database answered %d %s at the stop, want 503", resp.status, resp.body)
+	}
+	files, _ := filepath.Glob(filepath.Join(spillDir, "playback-*.spill"))
+	if len(files) != 1 {
+		t.Fatalf("spill files after the stop: %v, want 1; stderr:\n%s", files, s.Stderr)
+	}
+
+	proxy.Heal()
+	again := binarytest.Start(t, map[string]string{"DATABASE_URL": direct, "PLAYHEAD_SPILL_DIR": spillDir, "PLAYHEAD_PUT_RATE": "0"})
+	again.Stop(t)
+	lost, bad := binarytest.Audit(players, binarytest.StoredPositions(t, direct))
+	if len(lost) > 0 || len(bad) > 0 {
+		t.Fatalf("after the spill and the replay, %d acknowledged positions are missing and %d rows are wrong (first lost: %s; first wrong: %s)",
+			len(lost), len(bad), firstLost(lost), first(bad))
+	}
 }

@@ -75,6 +75,14 @@ type node struct {
 	metricsLn net.Listener
 	httpLn    net.Listener // nil on a worker
 
+	// requests is every public request's context: the public server's stop cancels it once
+	// in-flight requests have had half of the budget (requestBound).
+	requests       context.Context
+	cancelRequests context.CancelFunc
+	// stopDeadline is the end of the stop's budget, set when shutdown begins: closing the
+	// pools waits for their connections only until then (closePool).
+	stopDeadline time.Time
+
 	pool           *pgxpool.Pool
 	queue          *jobqueue.Queue
 	playbackBuffer *buffer.Buffer[playback.Key, playback.Position] // nil on a worker or in sync mode
@@ -102,6 +110,8 @@ func (n *node) add(name string, s lifecycle.Service) {
 func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err error) {
 	// n is not the named result: every error return sets that to nil, and n must still close.
 	n := &node{cfg: cfg, logger: logger, reg: prometheus.NewRegistry()}
+	n.requests, n.cancelRequests = context.WithCancel(context.Background())
+	n.closers = append(n.closers, n.cancelRequests)
 	defer func() {
 		if err != nil {
 			n.closeAll()
@@ -122,7 +132,7 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err e
 	if n.pool, err = dbpool.Open(ctx, cfg.DatabaseURL, poolConns(cfg), n.reg); err != nil {
 		return nil, err
 	}
-	n.closers = append(n.closers, n.pool.Close)
+	n.closers = append(n.closers, func() { n.closePool(n.pool) })
 	if err := waitForDatabase(ctx, n.pool, logger); err != nil {
 		return nil, err
 	}
@@ -163,7 +173,7 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err e
 	if public != nil {
 		publicServer := httpserver.NewAppService("public", public, n.httpLn)
 		n.servers = append(n.servers, publicServer)
-		n.add("public server", publicServer)
+		n.add("public server", requestBound{publicServer, n.cancelRequests})
 	}
 	return n, nil
 }
@@ -219,7 +229,8 @@ func (n *node) wait(ctx context.Context) error {
 func (n *node) shutdown(group *lifecycle.Group) error {
 	n.logger.Info("stopping", "budget", n.cfg.ShutdownTimeout.String())
 	n.health.SetDraining()
-	stopCtx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+	n.stopDeadline = time.Now().Add(n.cfg.ShutdownTimeout)
+	stopCtx, cancel := context.WithDeadline(context.Background(), n.stopDeadline)
 	defer cancel()
 	err := group.Stop(stopCtx)
 	n.closeAll()
@@ -228,6 +239,46 @@ func (n *node) shutdown(group *lifecycle.Group) error {
 	}
 	n.logger.Info("stopped cleanly")
 	return nil
+}
+
+// requestBound is the public server with a bound on its stop: in-flight requests get half of
+// what is left of the budget, then their database calls are cancelled (they answer 503). A
+// request hung on a database that does not answer would otherwise take the whole budget from
+// the playback buffer's final flush, and keep its pool connection.
+type requestBound struct {
+	*httpserver.Service
+	cancelRequests context.CancelFunc
+}
+
+// Stop stops the server, cancelling the requests still running halfway to ctx's deadline.
+func (r requestBound) Stop(ctx context.Context) error {
+	if deadline, ok := ctx.Deadline(); ok {
+		late := time.AfterFunc(time.Until(deadline)/2, r.cancelRequests)
+		defer late.Stop()
+	}
+	err := r.Service.Stop(ctx)
+	r.cancelRequests()
+	return err
+}
+
+// closePool closes pool, waiting for its connections at most until the stop's deadline once a
+// stop began: pgx takes up to 15 s to close a connection whose query was cancelled on a
+// database that does not answer, and by then everything accepted is written or spilled.
+func (n *node) closePool(pool *pgxpool.Pool) {
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		pool.Close()
+	}()
+	if n.stopDeadline.IsZero() {
+		<-closed
+		return
+	}
+	select {
+	case <-closed:
+	case <-time.After(time.Until(n.stopDeadline)):
+		n.logger.Warn("database connections still closing at the stop deadline; exiting without waiting for them")
+	}
 }
 
 // closeAll closes what build opened, last opened first.
@@ -310,7 +361,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	if err != nil {
 		return nil, err
 	}
-	n.closers = append(n.closers, flushPool.Close) // after the buffer's stop: its final flush uses it
+	n.closers = append(n.closers, func() { n.closePool(flushPool) }) // after the buffer's stop: its final flush uses it
 	if cfg.WriteMode == playback.ModeSync {
 		playbackHandler.Access = cache.Direct(mediaStore.LookupAccess)
 	} else {
@@ -336,6 +387,8 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 		IdleTimeout:  cfg.HTTPIdleTimeout,
 		Logger:       n.logger,
 		Metrics:      httpserver.NewMetrics(n.reg),
+		// The public server's stop cancels it when in-flight requests have had half the budget.
+		RequestContext: n.requests,
 	})
 	n.health.Register(app)
 	// Encoded files are fetched by players with signed URLs (GET /v1/media/{id} gives them),
