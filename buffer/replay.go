@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -32,6 +33,10 @@ func (b *Buffer[K, V]) replay(ctx context.Context) error {
 			aside, mvErr := d.moveAside(path)
 			b.cfg.Logger.Error("spill file is corrupt; moved aside, not replayed", "file", path, "moved_to", aside,
 				"err", err, "move_err", mvErr)
+			continue
+		}
+		if errors.Is(err, os.ErrNotExist) { // another node sharing the directory replayed it meanwhile
+			b.cfg.Logger.Info("spill file gone before its replay; another node sharing the directory replayed it", "file", path)
 			continue
 		}
 		if err != nil { // unreadable (permissions, I/O): leave it where it is for a human

@@ -82,7 +82,9 @@ func TestSpill_RoundTripThroughStopAndStart(t *testing.T) {
 	}
 	mustOffer(t, first, 7, val{n: 77, at: 1000}) // a newer value for a held key
 	want[7] = val{n: 77, at: 1000}
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	// The stop keeps a fifth of its deadline to write and fsync the spill: with 300 ms (60 ms)
+	// that overran under -race on this shared machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := first.Stop(ctx); err != nil {
 		t.Fatalf("Stop with a spill directory = %v, want nil (nothing lost)", err)
@@ -245,7 +247,9 @@ func TestBuffer_StopSpillsPastAHungFlush(t *testing.T) {
 		mustOffer(t, b, k, val{n: k, at: 1})
 	}
 	<-entered // the flusher is inside a flush that will not return by itself for 10 s
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// 5 s: the stop keeps a fifth of it (1 s) to write and fsync the spill file. With 1 s
+	// (a 200 ms reserve) an fsync on this shared machine's disk overran it in 3 of 30 runs.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := b.Stop(ctx); err != nil {
 		t.Fatalf("Stop with a hung flush = %v, want nil: it should have spilled in time", err)
