@@ -132,8 +132,13 @@ func TestBuffer_StopRetriesUntilTheDatabaseIsBack(t *testing.T) {
 		defer cancel()
 		stopped <- b.Stop(ctx)
 	}()
-	<-failedWhileStopping
-	<-failedWhileStopping // a second failure after the stop began: the final flush is retrying
+	for range 2 { // a second failure after the stop began: the final flush is retrying
+		select {
+		case <-failedWhileStopping:
+		case err := <-stopped:
+			t.Fatalf("Stop returned (%v) after one failed attempt, a minute before its deadline", err)
+		}
+	}
 	f.down.Store(false)
 	if err := <-stopped; err != nil {
 		t.Fatalf("Stop = %v", err)
@@ -251,5 +256,58 @@ func TestBuffer_ReplaySkipsAFileAnotherNodeRemoved(t *testing.T) {
 	}
 	if files := spillFiles(t, dir); len(files) != 0 {
 		t.Fatalf("spill files left: %v", files)
+	}
+}
+
+// A newer value offered for a key while its older value is being written is not forgotten when
+// that write settles the key: it is written by a later flush.
+func TestBuffer_NewerOfferDuringFlushIsWrittenToo(t *testing.T) {
+	rec := &flaky{}
+	inFlush, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	flush := func(ctx context.Context, batch []buffer.Entry[int, val]) error {
+		first.Do(func() {
+			close(inFlush)
+			<-release
+		})
+		return rec.flush(ctx, batch)
+	}
+	b, _, _ := setup(t, fastRetry(buffer.Config[int, val]{Flush: flush}))
+	mustOffer(t, b, 1, val{n: 1, at: 1})
+	<-inFlush
+	mustOffer(t, b, 1, val{n: 2, at: 2}) // while {1 1} is being written
+	close(release)
+	waitFor(t, "the newer value written", func() bool { return rec.last()[1] == val{n: 2, at: 2} })
+}
+
+// SIGTERM while the start-up replay waits on a database that does not answer (serve passes the
+// signal's context to Start): Start returns at once with the cancellation, and the spill file
+// stays for the next start.
+func TestBuffer_StartCancelledDuringReplayKeepsTheFile(t *testing.T) {
+	dir := t.TempDir()
+	path, err := spillDir(t, dir).Write([]buffer.Entry[int, val]{{Key: 1, Value: val{n: 1, at: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered := make(chan struct{}, 1)
+	hung := func(ctx context.Context, _ []buffer.Entry[int, val]) error {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	b, _ := newSpilling(t, dir, hung)
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan error, 1)
+	go func() { started <- b.Start(ctx) }()
+	<-entered
+	cancel() // the signal
+	if err := <-started; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start cancelled during its replay = %v, want context.Canceled", err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the spill file is gone after a cancelled replay: %v", err)
 	}
 }
