@@ -379,7 +379,6 @@ func TestOutage_PutsForKnownMediaOutliveTheCacheTTL(t *testing.T) {
 		"PLAYHEAD_PUT_RATE": "0", "PLAYHEAD_SPILL_DIR": t.TempDir()})
 	admin, member := binarytest.Token(t, 1, true), binarytest.Token(t, 42, false)
 	mediaID := s.CreateMedia(t, admin, "known before the outage")
-	waitMetric(t, s, "playhead_media_cache_invalidations_total", 1) // the creation's notification is in
 	put := func(pos int) int {
 		t.Helper()
 		status, body, err := s.Do(http.MethodPut, s.URL("/v1/playback/%d", mediaID), member, map[string]any{"position_ms": pos})
@@ -392,7 +391,11 @@ func TestOutage_PutsForKnownMediaOutliveTheCacheTTL(t *testing.T) {
 		}
 		return pos
 	}
+	// Report until one report is answered from the cache: the node knows the media.
 	last := put(1_000)
+	for hits := s.Metric(t, "playhead_media_cache_hits_total"); s.Metric(t, "playhead_media_cache_hits_total") == hits; {
+		last = put(last + 1)
+	}
 
 	startPostgres := stopPostgres(t, pg)
 	waitReady(t, s, http.StatusServiceUnavailable)
@@ -536,7 +539,9 @@ func proxiedDatabase(t *testing.T) (proxy *faultproxy.Proxy, direct, viaProxy st
 func TestOutage_HungDatabaseAtStop(t *testing.T) {
 	proxy, direct, viaProxy := proxiedDatabase(t)
 	spillDir := t.TempDir()
-	s := binarytest.Start(t, map[string]string{"DATABASE_URL": viaProxy, "PLAYHEAD_SPILL_DIR": spillDir,
+	// Role api: the playback node, without the job runners (their stop on a hung database is
+	// not this test's subject).
+	s := binarytest.Start(t, map[string]string{"DATABASE_URL": viaProxy, "PLAYHEAD_ROLE": "api", "PLAYHEAD_SPILL_DIR": spillDir,
 		"PLAYHEAD_SHUTDOWN_TIMEOUT": "4s", "PLAYHEAD_FLUSH_INTERVAL": "200ms", "PLAYHEAD_PUT_RATE": "0"})
 	players := binarytest.NewPlayers(t, s, 50, 900_000, 2)
 	load := binarytest.StartLoad(t, s, players, binarytest.LoadConfig{Workers: 8, Pace: 10 * time.Millisecond})
