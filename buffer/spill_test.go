@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -230,6 +231,7 @@ func TestBuffer_StartKeepsSpillWhileDatabaseIsDown(t *testing.T) {
 // everything in time.
 func TestBuffer_StopSpillsPastAHungFlush(t *testing.T) {
 	dir := t.TempDir()
+	var cutAt atomic.Value // when the hung flush's context ended
 	entered := make(chan struct{}, 1)
 	hung := func(ctx context.Context, _ []buffer.Entry[int, val]) error {
 		select {
@@ -237,6 +239,7 @@ func TestBuffer_StopSpillsPastAHungFlush(t *testing.T) {
 		default:
 		}
 		<-ctx.Done()
+		cutAt.Store(time.Now())
 		return ctx.Err()
 	}
 	b, _ := newSpilling(t, dir, hung)
@@ -252,7 +255,24 @@ func TestBuffer_StopSpillsPastAHungFlush(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := b.Stop(ctx); err != nil {
-		t.Fatalf("Stop with a hung flush = %v, want nil: it should have spilled in time", err)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Stop with a hung flush = %v, want nil: it should have spilled", err)
+		}
+		// The flush was cut off, but writing and fsyncing the spill outlasted the reserve on a
+		// loaded disk. What is promised is the spill, not its speed: wait for the stop to end
+		// (a stop that never cut the hung flush off never ends, and fails here).
+		t.Logf("the stop overran its deadline while spilling (a slow disk); waiting for it to end")
+		giveUp, cancelGiveUp := context.WithTimeout(context.Background(), time.Minute)
+		defer cancelGiveUp()
+		if err := b.Stop(giveUp); err != nil {
+			t.Fatalf("the stop did not end within a minute (%v): the hung flush was not cut off", err)
+		}
+	}
+	// The stop cut the hung flush off when its write window closed, before its own deadline,
+	// not when the deadline ended it.
+	deadline, _ := ctx.Deadline()
+	if at, ok := cutAt.Load().(time.Time); !ok || !at.Before(deadline) {
+		t.Errorf("the hung flush was cut off at %v, want before the stop's deadline %v", at, deadline)
 	}
 	files := spillFiles(t, dir)
 	if len(files) != 1 {
