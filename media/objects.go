@@ -1,6 +1,8 @@
 package media
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -36,6 +38,36 @@ type ObjectsHandler struct {
 	Store  storage.Store
 	Access Checker
 	Links  *Links
+	// StoreTimeout bounds the store's answer to one request: opening the object, and reading
+	// a playlist whole. Default 10 s.
+	StoreTimeout time.Duration
+}
+
+// defaultStoreTimeout is ObjectsHandler.StoreTimeout's default: far above an object store's
+// first-byte latency, far below what the S3 client's own retries of a store that hangs take
+// (ten attempts of up to a minute's wait for headers each).
+const defaultStoreTimeout = 10 * time.Second
+
+// storeRetryAfter is the Retry-After of a 503 for a store that did not answer.
+const storeRetryAfter = "5"
+
+// errStoreDown is the answer when the store fails or does not answer in time: a dependency is
+// down, the client may try again. The cause is joined to it for the log, never shown.
+func errStoreDown(c *fiber.Ctx, cause error) error {
+	c.Set(fiber.HeaderRetryAfter, storeRetryAfter)
+	return errors.Join(apperr.Errorf(apperr.Unavailable, "the object store did not answer: try again shortly"), cause)
+}
+
+// cancelOnClose ends the context of a streamed object once fasthttp has sent (or given up on)
+// its body.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (r cancelOnClose) Close() error {
+	defer r.cancel()
+	return r.ReadCloser.Close()
 }
 
 // Register adds GET (and HEAD) /objects/hls/* to router. The routes need no token: the URL's
@@ -76,19 +108,27 @@ func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	r, err := h.Store.Open(c.UserContext(), key)
+	// The store's wait is bounded by a timer, not a deadline, so that a streamed object's
+	// context can outlive the handler: a segment's body is sent after it returns.
+	ctx, cancel := context.WithCancel(c.UserContext())
+	timer := time.AfterFunc(cmp.Or(h.StoreTimeout, defaultStoreTimeout), cancel)
+	defer timer.Stop() // a no-op once stopped or fired; ends the timer of a playlist or an error
+	r, err := h.Store.Open(ctx, key)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, storage.ErrBadKey) {
+		cancel()
 		return apperr.Errorf(apperr.NotFound, "not found")
 	}
 	if err != nil {
-		return err
+		cancel()
+		return errStoreDown(c, err)
 	}
 	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	if path.Ext(key) == ".m3u8" {
+		defer cancel()
 		defer r.Close()
 		body, err := io.ReadAll(io.LimitReader(r, maxPlaylistBytes+1))
 		if err != nil {
-			return fmt.Errorf("read playlist %s: %w", key, err)
+			return errStoreDown(c, fmt.Errorf("read playlist %s: %w", key, err))
 		}
 		if len(body) > maxPlaylistBytes {
 			return fmt.Errorf("playlist %s is over %d bytes", key, maxPlaylistBytes)
@@ -101,12 +141,17 @@ func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderCacheControl, playlistCacheControl)
 		return c.Send(signed)
 	}
+	if !timer.Stop() { // it fired as the store answered: the stream's context is gone
+		r.Close()
+		return errStoreDown(c, fmt.Errorf("open %s: %w", key, context.Canceled))
+	}
 	size := -1 // unknown: sent chunked
 	if st, ok := r.(interface{ Stat() (fs.FileInfo, error) }); ok {
 		if fi, err := st.Stat(); err == nil {
 			size = int(fi.Size())
 		}
 	}
+	r = cancelOnClose{ReadCloser: r, cancel: cancel}
 	c.Set(fiber.HeaderContentType, contentType)
 	c.Set(fiber.HeaderCacheControl, objectCacheControl)
 	// fasthttp closes the reader once the body is sent (skipped for HEAD, or the client is gone).

@@ -44,7 +44,8 @@ func newSweepFixture(t *testing.T, st storage.Store) *sweepFixture {
 	return f
 }
 
-func (f *sweepFixture) sweeper(t *testing.T, passObjects int) *storage.Sweeper {
+// sweeper returns a sweeper of the fixture's store; lock, when given, is its Lock.
+func (f *sweepFixture) sweeper(t *testing.T, passObjects int, lock ...func(context.Context) (func(), bool, error)) *storage.Sweeper {
 	inUse := func(_ context.Context, groups []string) (map[string]bool, error) {
 		out := map[string]bool{}
 		for _, g := range groups {
@@ -54,13 +55,17 @@ func (f *sweepFixture) sweeper(t *testing.T, passObjects int) *storage.Sweeper {
 		}
 		return out, nil
 	}
-	s, err := storage.NewSweeper(storage.SweepConfig{
+	cfg := storage.SweepConfig{
 		Store: f.st,
 		Rules: []storage.SweepRule{{Prefix: "hls/", Depth: 2, InUse: inUse}, {Prefix: "uploads", Depth: 1, InUse: inUse}},
 		Grace: time.Hour, Interval: 20 * time.Millisecond, PassObjects: passObjects,
 		Metrics: f.metrics, Logger: slog.New(slog.DiscardHandler),
 		Now: func() time.Time { return *f.clock.Load() },
-	})
+	}
+	if len(lock) > 0 {
+		cfg.Lock = lock[0]
+	}
+	s, err := storage.NewSweeper(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +144,34 @@ func TestSweeper(t *testing.T) {
 				}
 				if got := keys(t, f.st, "hls/1/late/", ""); len(got) != 0 {
 					t.Fatalf("an orphan behind the cursor is still there after the passes wrapped: %q", got)
+				}
+			})
+			t.Run("LockHeldElsewhereSweepsNothing", func(t *testing.T) {
+				t.Parallel()
+				f := newSweepFixture(t, newStore(t))
+				f.advance(2 * time.Hour)
+				var held atomic.Bool
+				held.Store(true)
+				var unlocked atomic.Int32
+				s := f.sweeper(t, 0, func(context.Context) (func(), bool, error) {
+					if held.Load() {
+						return nil, false, nil
+					}
+					return func() { unlocked.Add(1) }, true, nil
+				})
+				res, err := s.Sweep(t.Context())
+				if err != nil || !res.Skipped || res.Groups != 0 {
+					t.Fatalf("a pass while another node holds the lock: %+v, %v; want skipped, nothing removed", res, err)
+				}
+				if got := keys(t, f.st, "", ""); len(got) != 11 {
+					t.Fatalf("a skipped pass removed objects: the store holds %q", got)
+				}
+				held.Store(false)
+				if res, err := s.Sweep(t.Context()); err != nil || res.Skipped || res.Groups != 3 {
+					t.Fatalf("a pass holding the lock: %+v, %v; want 3 groups removed", res, err)
+				}
+				if unlocked.Load() != 1 {
+					t.Errorf("the lock was released %d times after one pass, want 1", unlocked.Load())
 				}
 			})
 			t.Run("Lifecycle", func(t *testing.T) {
