@@ -42,7 +42,7 @@ const chromiumPath = "/usr/bin/chromium"
 const screenshotsEnv = "PLAYHEAD_TEST_SCREENSHOTS"
 
 // playerTimeout bounds the whole browser script.
-const playerTimeout = 4 * time.Minute
+const playerTimeout = 10 * time.Minute
 
 // playerEvent is one line the browser script prints.
 type playerEvent struct {
