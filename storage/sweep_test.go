@@ -146,6 +146,41 @@ func TestSweeper(t *testing.T) {
 					t.Fatalf("an orphan behind the cursor is still there after the passes wrapped: %q", got)
 				}
 			})
+			t.Run("GraceCountsPerGroup", func(t *testing.T) {
+				// Two orphans in one pass, one older than the grace period and one younger:
+				// only the older goes. (A pass of only old or only young groups cannot tell
+				// a per-group check from a per-pass one.)
+				t.Parallel()
+				st := newStore(t)
+				f := &sweepFixture{st: st, reg: prometheus.NewRegistry()}
+				f.metrics = storage.NewSweepMetrics(f.reg)
+				put(t, st, "hls/5/old/master.m3u8", "x")
+				older := modTime(t, st, "hls/5/old/master.m3u8")
+				// The store's clock may count whole seconds (S3): write the younger group until
+				// its time differs.
+				deadline := time.Now().Add(time.Minute)
+				var younger time.Time
+				for {
+					put(t, st, "hls/5/young/master.m3u8", "x")
+					if younger = modTime(t, st, "hls/5/young/master.m3u8"); younger.After(older) {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("the store's modification time did not move past %v in a minute", older)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				// The grace period (an hour) ends between the two.
+				at := older.Add((younger.Sub(older)+1)/2 + time.Hour)
+				f.clock.Store(&at)
+				res, err := f.sweeper(t, 0).Sweep(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := keys(t, st, "", ""); !slices.Equal(got, []string{"hls/5/young/master.m3u8"}) || res.Groups != 1 {
+					t.Fatalf("after a pass the store holds %q (%+v); want only the group younger than the grace period", got, res)
+				}
+			})
 			t.Run("LockHeldElsewhereSweepsNothing", func(t *testing.T) {
 				t.Parallel()
 				f := newSweepFixture(t, newStore(t))
@@ -207,6 +242,21 @@ func TestSweeper(t *testing.T) {
 			})
 		})
 	}
+}
+
+// modTime is the modification time the store lists for key.
+func modTime(t *testing.T, st storage.Store, key string) time.Time {
+	t.Helper()
+	for obj, err := range st.List(t.Context(), "", "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if obj.Key == key {
+			return obj.ModTime
+		}
+	}
+	t.Fatalf("%s is not listed", key)
+	return time.Time{}
 }
 
 // counter reads the counter name{prefix} from the fixture's registry (0 when absent).
