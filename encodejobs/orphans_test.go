@@ -109,7 +109,13 @@ func TestOrphanRules_InUse(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("first lock: %v %v", ok, err)
 	}
-	if _, ok2, err := lock(ctx); err != nil || ok2 {
+	if unlockSecond, ok2, err := lock(ctx); err != nil || ok2 {
+		// Release both before failing: the pool's Close in the cleanup waits for every
+		// acquired connection, so a held one would hang the test until its timeout.
+		if ok2 {
+			unlockSecond()
+		}
+		unlock()
 		t.Fatalf("second lock while the first is held: %v %v, want refused", ok2, err)
 	}
 	unlock()
