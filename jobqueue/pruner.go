@@ -46,27 +46,20 @@ func NewPruner(q *Queue, cfg PrunerConfig) *Pruner {
 }
 
 // Start launches the prunes.
-func (p *Pruner) Start(ctx context.Context) error { return p.loop.Start(ctx, p.run) }
+func (p *Pruner) Start(ctx context.Context) error {
+	return p.loop.Every(ctx, p.cfg.Interval, p.tick)
+}
 
 // Stop ends the prunes and waits for the one in progress (its batch rolls back if cancelled).
 func (p *Pruner) Stop(ctx context.Context) error { return p.loop.Stop(ctx) }
 
-func (p *Pruner) run(ctx context.Context) {
-	ticker := time.NewTicker(p.cfg.Interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		n, err := p.Prune(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			p.cfg.Logger.Warn("job retention failed", "err", err)
-		case n > 0:
-			p.cfg.Logger.Info("pruned finished jobs", "deleted", n)
-		}
+func (p *Pruner) tick(ctx context.Context) {
+	n, err := p.Prune(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		p.cfg.Logger.Warn("job retention failed", "err", err)
+	case n > 0:
+		p.cfg.Logger.Info("pruned finished jobs", "deleted", n)
 	}
 }
 

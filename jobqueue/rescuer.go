@@ -48,28 +48,21 @@ func NewRescuer(q *Queue, cfg RescuerConfig) *Rescuer {
 }
 
 // Start launches the sweeps.
-func (r *Rescuer) Start(ctx context.Context) error { return r.loop.Start(ctx, r.run) }
+func (r *Rescuer) Start(ctx context.Context) error {
+	return r.loop.Every(ctx, r.cfg.Interval, r.tick)
+}
 
 // Stop ends the sweeps and waits for the one in progress.
 func (r *Rescuer) Stop(ctx context.Context) error { return r.loop.Stop(ctx) }
 
-func (r *Rescuer) run(ctx context.Context) {
-	ticker := time.NewTicker(r.cfg.Interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		swept, err := r.Sweep(ctx)
-		if err != nil && ctx.Err() == nil {
-			r.cfg.Logger.Warn("sweep of expired jobs failed", "err", err)
-		}
-		for _, j := range swept {
-			r.cfg.Metrics.observe(j.Kind, "dead", 0)
-			r.cfg.Logger.Error("job is dead: its lease expired on the last attempt", "job", j.ID, "kind", j.Kind, "subject", j.Subject)
-		}
+func (r *Rescuer) tick(ctx context.Context) {
+	swept, err := r.Sweep(ctx)
+	if err != nil && ctx.Err() == nil {
+		r.cfg.Logger.Warn("sweep of expired jobs failed", "err", err)
+	}
+	for _, j := range swept {
+		r.cfg.Metrics.observe(j.Kind, "dead", 0)
+		r.cfg.Logger.Error("job is dead: its lease expired on the last attempt", "job", j.ID, "kind", j.Kind, "subject", j.Subject)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Service is a long-lived component.
@@ -57,6 +58,25 @@ func (l *Loop) Start(ctx context.Context, run func(ctx context.Context)) error {
 		run(runCtx)
 	}()
 	return nil
+}
+
+// Every starts a loop that calls tick(ctx) once per interval, the first time one interval
+// after Start, until Stop: the shape of every periodic background task (the job rescuer and
+// pruner, the orphan sweep, the rate limiter's sweep). A tick still running when the next is
+// due delays it; Stop cancels the running tick's ctx and waits for it.
+func (l *Loop) Every(ctx context.Context, interval time.Duration, tick func(ctx context.Context)) error {
+	return l.Start(ctx, func(ctx context.Context) {
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				tick(ctx)
+			}
+		}
+	})
 }
 
 // Stop cancels run's context and waits for run to return, or for ctx to end (then it returns

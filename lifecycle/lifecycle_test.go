@@ -5,7 +5,9 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -50,6 +52,38 @@ func TestLoop_StartStop(t *testing.T) {
 }
 
 // A Stop whose deadline passes first returns the deadline's error; a later Stop still waits.
+// TestLoop_Every: the tick runs again and again until Stop; Stop cancels the running tick's
+// ctx and returns only once it has returned; no tick runs after Stop.
+func TestLoop_Every(t *testing.T) {
+	var l lifecycle.Loop
+	ticks := make(chan struct{})
+	var inTick, ended atomic.Bool
+	err := l.Every(context.Background(), time.Millisecond, func(ctx context.Context) {
+		if ended.Load() {
+			t.Error("a tick ran after Stop returned")
+		}
+		inTick.Store(true)
+		defer inTick.Store(false)
+		select {
+		case ticks <- struct{}{}:
+		case <-ctx.Done(): // Stop while this tick waits to be counted
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		<-ticks
+	}
+	if err := l.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ended.Store(true)
+	if inTick.Load() {
+		t.Error("Stop returned while a tick was still running")
+	}
+}
+
 func TestLoop_StopDeadline(t *testing.T) {
 	var l lifecycle.Loop
 	release := make(chan struct{})

@@ -21,18 +21,7 @@ func NewSweeper(l *Limiter, interval time.Duration) *Sweeper {
 
 // Start launches the sweeps.
 func (s *Sweeper) Start(ctx context.Context) error {
-	return s.loop.Start(ctx, func(ctx context.Context) {
-		ticker := time.NewTicker(s.interval)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-				s.limiter.Sweep()
-			}
-		}
-	})
+	return s.loop.Every(ctx, s.interval, func(context.Context) { s.limiter.Sweep() })
 }
 
 // Stop ends the sweeps and waits for the one in progress.

@@ -112,24 +112,17 @@ func NewSweeper(cfg SweepConfig) (*Sweeper, error) {
 
 // Start launches the passes, the first one Interval from now. It is idempotent; after Stop it
 // fails.
-func (s *Sweeper) Start(ctx context.Context) error { return s.loop.Start(ctx, s.run) }
+func (s *Sweeper) Start(ctx context.Context) error {
+	return s.loop.Every(ctx, s.cfg.Interval, s.tick)
+}
 
 // Stop cancels a pass in progress and waits for the passes to end, at most until ctx ends. It
 // is idempotent and safe when the sweeper never started.
 func (s *Sweeper) Stop(ctx context.Context) error { return s.loop.Stop(ctx) }
 
-func (s *Sweeper) run(ctx context.Context) {
-	ticker := time.NewTicker(s.cfg.Interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
-				s.cfg.Logger.Warn("orphan sweep failed; the next pass tries again", "err", err)
-			}
-		}
+func (s *Sweeper) tick(ctx context.Context) {
+	if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+		s.cfg.Logger.Warn("orphan sweep failed; the next pass tries again", "err", err)
 	}
 }
 
