@@ -1,76 +1,25 @@
 package media_test
 
 import (
-	"bufio"
-	"fmt"
 	"io"
-	"mime/multipart"
-	"net"
 	"net/http"
-	"net/url"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/media"
 )
 
-// slowUpload is an upload whose client sends its headers and the start of the file, then one
-// byte every tick until told to stop, and reads the server's answer.
-type slowUpload struct {
-	conn   net.Conn
-	stop   chan struct{}
-	answer chan *http.Response
-}
-
-// startSlowUpload begins an upload by member to rawURL (http://host/v1/media).
-func startSlowUpload(t *testing.T, rawURL string, member int64, tick time.Duration) *slowUpload {
+// startSlowUpload begins a slow upload by member to rawURL (http://host/v1/media).
+func startSlowUpload(t *testing.T, rawURL string, member int64, tick time.Duration) *binarytest.SlowUpload {
 	t.Helper()
-	u, _ := url.Parse(rawURL)
-	conn, err := net.Dial("tcp", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
 	token, err := auth.Mint([]byte(secret), member, false, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw := multipart.NewWriter(io.Discard)
-	// fasthttp reads the first 8 KiB of a body before it calls the handler (within the server's
-	// read timeout), so the upload starts with more than that.
-	preamble := fmt.Sprintf("--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.mp4\"\r\nContent-Type: video/mp4\r\n\r\n%s",
-		mw.Boundary(), strings.Repeat("x", 16<<10))
-	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s",
-		u.Path, u.Host, token, mw.FormDataContentType(), 1<<20, preamble)
-	s := &slowUpload{conn: conn, stop: make(chan struct{}), answer: make(chan *http.Response, 1)}
-	go func() {
-		ticker := time.NewTicker(tick)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-s.stop:
-				return
-			case <-ticker.C:
-				if _, err := conn.Write([]byte("x")); err != nil {
-					return
-				}
-			}
-		}
-	}()
-	go func() {
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			close(s.answer)
-			return
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		s.answer <- resp
-	}()
-	return s
+	return binarytest.StartSlowUpload(t, rawURL, token, tick)
 }
 
 // inProgress counts the uploads the server is writing to storage (their temporary files).
@@ -126,11 +75,11 @@ func TestUpload_ConcurrencyLimitsAndIdleTimeout(t *testing.T) {
 
 	// a1 goes silent: cut with 408 after the idle timeout; its slot frees, so member 21 may
 	// upload again. a2, b1 and b2 keep trickling and are not cut.
-	close(a1.stop)
+	a1.Stop()
 	select {
-	case resp, ok := <-a1.answer:
-		if !ok || resp.StatusCode != http.StatusRequestTimeout {
-			t.Fatalf("the silent upload's answer: %v (ok %v), want 408", resp, ok)
+	case status := <-a1.Answer:
+		if status != http.StatusRequestTimeout {
+			t.Fatalf("the silent upload's answer: %d, want 408", status)
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the silent upload was not cut by the idle timeout")
@@ -139,16 +88,16 @@ func TestUpload_ConcurrencyLimitsAndIdleTimeout(t *testing.T) {
 	if resp := post(21); resp.StatusCode != http.StatusAccepted {
 		t.Errorf("an upload after the member's silent one was cut: %d, want 202", resp.StatusCode)
 	}
-	for name, u := range map[string]*slowUpload{"a2": a2, "b1": b1, "b2": b2} {
+	for name, u := range map[string]*binarytest.SlowUpload{"a2": a2, "b1": b1, "b2": b2} {
 		select {
-		case resp := <-u.answer:
-			t.Errorf("the steady upload %s was answered %v while still sending", name, resp)
+		case status := <-u.Answer:
+			t.Errorf("the steady upload %s was answered %d while still sending", name, status)
 		default:
 		}
 	}
-	close(a2.stop)
-	close(b1.stop)
-	close(b2.stop)
+	a2.Stop()
+	b1.Stop()
+	b2.Stop()
 	if n := s.count(t, `SELECT count(*) FROM media`); n != 1 {
 		t.Errorf("%d media rows, want 1 (the one upload that finished)", n)
 	}

@@ -143,22 +143,22 @@ func xlsxBomb(t *testing.T) []byte {
 func (f *hostileFixture) slowClients(t *testing.T) int {
 	t.Helper()
 	tick := 250 * time.Millisecond
-	first, second := startSlowUpload(t, f.s, f.b, tick), startSlowUpload(t, f.s, f.b, tick)
+	first, second := binarytest.StartSlowUpload(t, f.s.URL("/v1/media"), f.b, tick), binarytest.StartSlowUpload(t, f.s.URL("/v1/media"), f.b, tick)
 	waitUploadsInProgress(t, f.storageDir, 2)
-	third := startSlowUpload(t, f.s, f.b, tick)
+	third := binarytest.StartSlowUpload(t, f.s.URL("/v1/media"), f.b, tick)
 	select {
-	case status := <-third.answer:
+	case status := <-third.Answer:
 		if status != http.StatusTooManyRequests {
 			t.Errorf("[slow] a third upload of one member: %d, want 429", status)
 		}
 	case <-time.After(60 * time.Second):
 		t.Error("[slow] a third upload of one member was not refused")
 	}
-	close(first.stop)
-	close(second.stop)
-	for _, u := range []*slowUpload{first, second} {
+	first.Stop()
+	second.Stop()
+	for _, u := range []*binarytest.SlowUpload{first, second} {
 		select {
-		case status := <-u.answer:
+		case status := <-u.Answer:
 			if status != http.StatusRequestTimeout {
 				t.Errorf("[slow] a silent upload: %d, want 408", status)
 			}
@@ -166,7 +166,7 @@ func (f *hostileFixture) slowClients(t *testing.T) int {
 			t.Error("[slow] a silent upload was not cut")
 		}
 	}
-	close(third.stop)
+	third.Stop()
 	// Slow loris on the API: headers trickled forever are cut by the read timeout.
 	conn, err := net.Dial("tcp", strings.TrimPrefix(f.s.HTTPURL, "http://"))
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net"
 	"net/http"
 	"os"
@@ -225,55 +224,6 @@ func TestSecurity_HugeFramesFail(t *testing.T) {
 	t.Logf("a %d KiB file of 8000×8000 frames: FAILED, %q", fi.Size()>>10, v.FailureReason)
 }
 
-// slowUpload is an upload whose client sends its headers and the start of a file, then one
-// byte every tick until stopped, and collects the server's answer.
-type slowUpload struct {
-	conn   net.Conn
-	stop   chan struct{}
-	answer chan int // the status, or 0 when the connection closed without one
-}
-
-func startSlowUpload(t *testing.T, s *binarytest.Server, token string, tick time.Duration) *slowUpload {
-	t.Helper()
-	host := strings.TrimPrefix(s.HTTPURL, "http://")
-	conn, err := net.Dial("tcp", host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	mw := multipart.NewWriter(io.Discard)
-	// More than the 8 KiB of body fasthttp reads before it calls the handler.
-	preamble := fmt.Sprintf("--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.mp4\"\r\n\r\n%s",
-		mw.Boundary(), strings.Repeat("x", 16<<10))
-	fmt.Fprintf(conn, "POST /v1/media HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s",
-		host, token, mw.FormDataContentType(), 100<<20, preamble)
-	u := &slowUpload{conn: conn, stop: make(chan struct{}), answer: make(chan int, 1)}
-	go func() {
-		ticker := time.NewTicker(tick)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-u.stop:
-				return
-			case <-ticker.C:
-				if _, err := conn.Write([]byte("x")); err != nil {
-					return
-				}
-			}
-		}
-	}()
-	go func() {
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			u.answer <- 0
-			return
-		}
-		resp.Body.Close()
-		u.answer <- resp.StatusCode
-	}()
-	return u
-}
-
 // waitUploadsInProgress waits until n uploads are being written to storage (their temporary
 // files under uploads/).
 func waitUploadsInProgress(t *testing.T, storageDir string, n int) {
@@ -322,17 +272,17 @@ func TestSecurity_SlowUploadsAreBounded(t *testing.T) {
 
 	const attackers = 100
 	tick := idle / 8 // never idle
-	var uploads []*slowUpload
+	var uploads []*binarytest.SlowUpload
 	for range attackers {
-		uploads = append(uploads, startSlowUpload(t, s, a, tick))
+		uploads = append(uploads, binarytest.StartSlowUpload(t, s.URL("/v1/media"), a, tick))
 	}
 	// All but the member's two are refused at once.
 	refused := 0
-	var held []*slowUpload
+	var held []*binarytest.SlowUpload
 	deadline := time.After(60 * time.Second)
 	for _, u := range uploads {
 		select {
-		case status := <-u.answer:
+		case status := <-u.Answer:
 			if status != http.StatusTooManyRequests {
 				t.Fatalf("a slow upload over the member's limit was answered %d, want 429", status)
 			}
@@ -353,7 +303,7 @@ func TestSecurity_SlowUploadsAreBounded(t *testing.T) {
 		t.Errorf("the server holds %d file descriptors with %d slow uploads, %d before: refused uploads keep theirs", fdsDuring, attackers, fdsBefore)
 	}
 	// Another member gets the node's last slot; a fourth upload is refused by the node's total.
-	other := startSlowUpload(t, s, b, tick)
+	other := binarytest.StartSlowUpload(t, s.URL("/v1/media"), b, tick)
 	waitUploadsInProgress(t, storageDir, 3)
 	fdsWithOther := openFDs(t, pid)
 	status, out, err := s.PostMultipart(s.URL("/v1/media"), binarytest.Token(t, 133, false), nil, "c.mp4", strings.NewReader("small"))
@@ -361,18 +311,18 @@ func TestSecurity_SlowUploadsAreBounded(t *testing.T) {
 		t.Errorf("an upload while the node holds its total: %d %s (%v), want 429", status, out, err)
 	}
 	select {
-	case status := <-other.answer:
+	case status := <-other.Answer:
 		t.Fatalf("member B's only upload was answered %d while it was still sending (%d fds)", status, fdsWithOther)
 	default:
 	}
 
 	// Member A's uploads go silent: both are cut with 408, and A can upload again.
 	for _, u := range held {
-		close(u.stop)
+		u.Stop()
 	}
 	for _, u := range held {
 		select {
-		case status := <-u.answer:
+		case status := <-u.Answer:
 			if status != http.StatusRequestTimeout {
 				t.Errorf("a silent upload was answered %d, want 408", status)
 			}
@@ -382,5 +332,5 @@ func TestSecurity_SlowUploadsAreBounded(t *testing.T) {
 	}
 	src := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 1, Width: 160, Height: 120})
 	s.Upload(t, a, binarytest.Upload{Path: src, Title: "after the cut"})
-	close(other.stop)
+	other.Stop()
 }
