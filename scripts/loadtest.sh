@@ -33,7 +33,7 @@ for mode in $MODES; do
   : > "$table"
   for players in $SIZES; do
     # Start each run from empty playback and media tables, so runs do not carry rows over.
-    psql "$DATABASE_URL" -qc "TRUNCATE playback; DELETE FROM media WHERE title LIKE 'loadgen %' AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.media_id = media.id)" >/dev/null
+    psql "$DATABASE_URL" -qc "TRUNCATE playback; DELETE FROM media WHERE title LIKE 'loadgen %' AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.subject_id = media.id)" >/dev/null
     # The players' ramp: 2 000 new players a second at most (each opens its media with a POST).
     ramp=$(( players / 2000 > 10 ? players / 2000 : 10 ))s
     PLAYHEAD_ROLE=api PLAYHEAD_HTTP_ADDR=$http PLAYHEAD_METRICS_ADDR=$metrics PLAYHEAD_LOG_LEVEL=warn \
