@@ -382,3 +382,36 @@ func upload256MiB(t *testing.T, s *uploadServer) string {
 	}
 	return key
 }
+
+// The media row and its encode job are committed in one transaction: when the enqueue fails,
+// the upload is refused and leaves no media row and no stored file behind (an orphan row would
+// stay PROCESSING for ever, with no job to finish it).
+func TestUpload_FailedEnqueueLeavesNothing(t *testing.T) {
+	t.Parallel()
+	s := startUploadServer(t, 1<<20)
+	// This test's own database refuses every new job.
+	if _, err := s.pool.Exec(t.Context(), `
+		CREATE FUNCTION refuse_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'enqueue refused by the test'; END $$;
+		CREATE TRIGGER refuse_jobs BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION refuse_jobs();`); err != nil {
+		t.Fatal(err)
+	}
+	ct, body := multipartBody(t, map[string]string{"title": "Orphan"}, []byte("fake video bytes"))
+	status, out := s.post(t, ct, body, int64(body.Len()))
+	if status != http.StatusInternalServerError {
+		t.Fatalf("upload whose job cannot be enqueued: %d %s, want 500", status, out)
+	}
+	if n := s.count(t, `SELECT count(*) FROM media`); n != 0 {
+		t.Fatalf("%d media rows after an upload whose enqueue failed, want 0", n)
+	}
+	var files []string
+	err := filepath.WalkDir(s.storage, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil || len(files) != 0 {
+		t.Fatalf("stored files after an upload whose enqueue failed: %v (%v), want none", files, err)
+	}
+}
