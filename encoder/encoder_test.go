@@ -6,9 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/internal/testvideo"
@@ -89,25 +89,30 @@ func TestEncoder_NotVideo(t *testing.T) {
 	}
 }
 
-func TestEncoder_CancelKillsFFmpeg(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	input := testvideo.MP4(t, dir, testvideo.Spec{Seconds: 10, Width: 1280, Height: 720})
-	ctx, cancel := context.WithCancelCause(context.Background())
-	cause := errors.New("claim lost")
-	time.AfterFunc(300*time.Millisecond, func() { cancel(cause) }) // mid-encode
-	_, err := newEncoder(t).Encode(ctx, input, filepath.Join(dir, "out"))
-	if !errors.Is(err, cause) {
-		t.Fatalf("Encode with a cancelled context = %v, want the cancel cause", err)
-	}
-}
-
+// PlanLadder never upscales, and never leaves an input without a rendition: every rung at
+// or below the input's height, or one rendition at the input's own even height when it is
+// below the lowest rung. (An empty ladder also "never upscales".)
 func TestPlanLadder_NeverUpscales(t *testing.T) {
 	for h := 2; h <= 2200; h += 7 {
-		for _, r := range encoder.PlanLadder(h) {
+		ladder := encoder.PlanLadder(h)
+		var want []int
+		for _, r := range encoder.Ladder {
+			if r.Height <= h {
+				want = append(want, r.Height)
+			}
+		}
+		if len(want) == 0 {
+			want = []int{h &^ 1}
+		}
+		got := make([]int, len(ladder))
+		for i, r := range ladder {
+			got[i] = r.Height
 			if r.Height > h {
 				t.Fatalf("PlanLadder(%d) has a %dp rendition", h, r.Height)
 			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("PlanLadder(%d) heights = %v, want %v", h, got, want)
 		}
 	}
 }
