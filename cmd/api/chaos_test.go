@@ -8,10 +8,12 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -52,12 +54,13 @@ func first(msgs []string) string {
 }
 
 // TestChaos_SlowDatabase puts a proxy (internal/faultproxy) between Playhead and PostgreSQL
-// that first adds 300 ms to every answer, then holds all traffic back (a partition). PUT
-// latency stays far below the injected delay because the request path never waits on the
-// database. While the database is cut off, the players' newest positions are held in place;
+// that first adds 1 s to every answer, then holds all traffic back (a partition). The PUT p99
+// stays below the injected delay because the request path never waits on the database. While
+// the database is cut off, the players' newest positions are held in place (no drop);
 // new viewers who arrive then fill the buffer up to PLAYHEAD_BUFFER_MAX_KEYS, beyond which
 // their positions are dropped (counted). When the database answers again, flushing catches up
-// and every player's last report is stored.
+// while the node runs (depth 0, nothing held) and every player's last report is stored before
+// the stop.
 func TestChaos_SlowDatabase(t *testing.T) {
 	dbURL := pgtest.URL(t)
 	conf := pgtest.Shared(t).Config
@@ -83,7 +86,9 @@ func TestChaos_SlowDatabase(t *testing.T) {
 		newcomers[i] = &binarytest.Player{Member: m, Media: players[i%len(players)].Media, Token: binarytest.Token(t, m, false)}
 	}
 
-	const injected = 300 * time.Millisecond
+	// Large enough that a PUT that waited on the database at all is far beyond its p99 even on
+	// a loaded machine (the p99 of a normal phase is tens of milliseconds).
+	const injected = time.Second
 	dropped := func() float64 { return s.Metric(t, `playhead_playback_buffer_lost_total{reason="full"}`) }
 	// phase records the latencies of the PUTs answered while wait runs.
 	phase := func(name string, wait func()) []time.Duration {
@@ -124,6 +129,7 @@ func TestChaos_SlowDatabase(t *testing.T) {
 	})
 	droppedDuring := dropped() - droppedBefore
 	flood.Stop()
+	flushedAtHeal := s.Metric(t, "playhead_playback_buffer_flushed_rows_total")
 	proxy.Heal()
 	proxy.SetLatency(0)
 	phase("back", func() {
@@ -143,7 +149,25 @@ func TestChaos_SlowDatabase(t *testing.T) {
 		}
 	})
 	load.Stop()
+	// Recovery without the stop's final drain: the backlog flushes while the node runs, until
+	// nothing is waiting in the channel or held for writing.
+	giveUp := time.Now().Add(time.Minute)
+	for s.Metric(t, "playhead_playback_buffer_depth") != 0 || s.Metric(t, "playhead_playback_buffer_held_keys") != 0 {
+		if time.Now().After(giveUp) {
+			t.Fatalf("a minute after the load stopped, the buffer still holds %v keys (depth %v, held for retry %v)",
+				s.Metric(t, "playhead_playback_buffer_held_keys"), s.Metric(t, "playhead_playback_buffer_depth"),
+				s.Metric(t, "playhead_playback_buffer_retry_held_keys"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	flushedAfter := s.Metric(t, "playhead_playback_buffer_flushed_rows_total") - flushedAtHeal
+	stored := binarytest.StoredPositions(t, dbURL) // before the stop: what the running node wrote
+	t.Logf("after recovery: %v rows flushed, buffer depth 0, 0 keys held; drops: %v before the newcomers, %v in all",
+		flushedAfter, droppedBefore, dropped())
 	s.Stop(t)
+	if flushedAfter < float64(len(players)) {
+		t.Errorf("%v rows flushed after the database came back, want at least one per player (%d)", flushedAfter, len(players))
+	}
 
 	if counts := load.Counts(); !counts.AllOK() {
 		t.Errorf("PUTs: %s; want every one answered 204 whatever the database does", counts)
@@ -153,22 +177,25 @@ func TestChaos_SlowDatabase(t *testing.T) {
 	}
 	for name, lat := range map[string][]time.Duration{"slow": slow, "cut off": cut} {
 		// A PUT that waited for the database could not be faster than the delay the proxy adds
-		// to every answer; the median PUT is.
-		if len(lat) == 0 || binarytest.Quantile(lat, 0.5) >= injected {
-			t.Errorf("%s database: %d PUTs, median %v; want many, with a median below the injected %v (normal median %v)",
-				name, len(lat), binarytest.Quantile(lat, 0.5), injected, binarytest.Quantile(normal, 0.5))
+		// to every answer; 99 of 100 PUTs are (a threshold against the injected delay, not a
+		// measurement of speed).
+		if len(lat) == 0 || binarytest.Quantile(lat, 0.99) >= injected {
+			t.Errorf("%s database: %d PUTs, p99 %v; want many, with a p99 below the injected %v (normal p99 %v)",
+				name, len(lat), binarytest.Quantile(lat, 0.99), injected, binarytest.Quantile(normal, 0.99))
 		}
+	}
+	if droppedBefore != 0 {
+		t.Errorf("%v drops before the newcomers arrived, want 0 (200 players fit the bound of %d keys)", droppedBefore, maxKeys)
 	}
 	if droppedDuring == 0 {
 		t.Error("no drop was counted while the database was cut off and the buffer full")
 	}
-	stored := binarytest.StoredPositions(t, dbURL)
 	lost, bad := binarytest.Audit(append(players[:len(players):len(players)], newcomers...), stored)
 	if len(bad) > 0 {
 		t.Errorf("%d stored rows were never sent: %v", len(bad), bad[:min(3, len(bad))])
 	}
-	// What the players reported once the database answered again must all be there. (The
-	// newcomers stopped during the cut-off: what of theirs was dropped is lost by design.)
+	// What the players reported once the database answered again was written before the stop.
+	// (The newcomers stopped during the cut-off: what of theirs was dropped is lost by design.)
 	for _, l := range lost {
 		if l.Player.Member < 450_000 && l.Player.LastAcked == l.Pos {
 			t.Errorf("member %d: its last report (%d ms), after the database came back, is not stored", l.Player.Member, l.Pos)
@@ -208,27 +235,31 @@ func TestChaos_SIGTERMWithFullBuffer(t *testing.T) {
 }
 
 // TestChaos_Kill9LossWindow kills the server with SIGKILL in the middle of a load, in rounds,
-// and measures what is lost: only positions acknowledged within about one flush interval
-// before the kill (the documented loss window).
+// and measures what is lost: only positions acknowledged within one flush interval plus the
+// flush in progress before the kill (the documented loss window). A position acknowledged after
+// flush k read its key is written by flush k+1, which starts one interval after flush k and
+// commits one flush time later; the flush time is measured in the round (the slowest completed
+// flush, as the upper bound of its histogram bucket).
 func TestChaos_Kill9LossWindow(t *testing.T) {
 	const interval = time.Second
-	// A flush in progress at the kill also loses what it was writing: one interval plus that
-	// flush's own time. The slack bounds the latter generously on a shared machine.
-	const window = interval + time.Second
 	rounds := chaosRounds(t)
 	var acked, lostTotal, playersBehind int
-	var worst time.Duration
+	var worst, slowest time.Duration
 	for round := range rounds {
 		s := binarytest.Start(t, map[string]string{"PLAYHEAD_PUT_RATE": "0", "PLAYHEAD_FLUSH_INTERVAL": interval.String()})
 		players := binarytest.NewPlayers(t, s, 300, int64(600_000+round*1_000), 3)
 		load := binarytest.StartLoad(t, s, players, binarytest.LoadConfig{Workers: 32, Pace: 5 * time.Millisecond})
 		load.WaitAccepted(t, 2_000)
-		// Let a few flushes of the load complete, then kill at a random point of a flush cycle.
+		// Let a few flushes of the load complete, then kill at a random point: anywhere in two
+		// intervals after a flush, so that a flusher slower than its interval is caught too.
 		waitFlushes(t, s, 3)
-		time.Sleep(time.Duration(rand.Int64N(int64(interval))))
+		time.Sleep(time.Duration(rand.Int64N(int64(2 * interval))))
+		flushTime := slowestFlush(t, s)
 		killAt := time.Now()
 		s.Kill(t)
 		load.Stop()
+		window := interval + flushTime
+		slowest = max(slowest, flushTime)
 		lost, bad := binarytest.Audit(players, binarytest.StoredPositions(t, s.DBURL))
 		if len(bad) > 0 {
 			t.Fatalf("round %d: rows never sent: %v", round, bad[:min(3, len(bad))])
@@ -244,15 +275,49 @@ func TestChaos_Kill9LossWindow(t *testing.T) {
 			age := killAt.Sub(l.At)
 			worst = max(worst, age)
 			if age > window {
-				t.Errorf("round %d: member %d's position %d, acknowledged %v before the kill, was lost: older than the %v window",
-					round, l.Player.Member, l.Pos, age.Round(time.Millisecond), window)
+				t.Errorf("round %d: member %d's position %d, acknowledged %v before the kill, was lost: older than the window of %v "+
+					"(interval %v + slowest flush %v)", round, l.Player.Member, l.Pos, age.Round(time.Millisecond), window, interval, flushTime)
 				break
 			}
 		}
 	}
 	t.Logf("%d rounds: %d positions acknowledged, %d lost to kill -9 (%.2f%%, %d player-rounds left behind their last report); "+
-		"the oldest lost was acknowledged %v before the kill (flush interval %v)",
-		rounds, acked, lostTotal, 100*float64(lostTotal)/float64(max(acked, 1)), playersBehind, worst.Round(time.Millisecond), interval)
+		"the oldest lost was acknowledged %v before the kill (flush interval %v, slowest flush at most %v)",
+		rounds, acked, lostTotal, 100*float64(lostTotal)/float64(max(acked, 1)), playersBehind, worst.Round(time.Millisecond), interval, slowest)
+}
+
+// slowestFlush returns the upper bound of the histogram bucket of the server's slowest
+// completed flush so far.
+func slowestFlush(t *testing.T, s *binarytest.Server) time.Duration {
+	t.Helper()
+	const name = "playhead_playback_buffer_flush_duration_seconds"
+	total := s.Metric(t, name+"_count")
+	bound := math.Inf(1)
+	for line := range strings.Lines(s.Metrics(t)) {
+		le, count, ok := bucket(line, name)
+		if ok && count == total && le < bound {
+			bound = le
+		}
+	}
+	if math.IsInf(bound, 1) {
+		t.Fatalf("no bucket of %s holds every flush (%v flushes)", name, total)
+	}
+	return time.Duration(bound * float64(time.Second))
+}
+
+// bucket parses a histogram bucket line of metric name: its upper bound and its count.
+func bucket(line, name string) (le, count float64, ok bool) {
+	rest, found := strings.CutPrefix(line, name+`_bucket{le="`)
+	if !found {
+		return 0, 0, false
+	}
+	bound, value, found := strings.Cut(rest, `"} `)
+	if !found {
+		return 0, 0, false
+	}
+	le, err1 := strconv.ParseFloat(bound, 64)
+	count, err2 := strconv.ParseFloat(strings.TrimSpace(value), 64)
+	return le, count, err1 == nil && err2 == nil
 }
 
 // waitFlushes waits until the server's playback buffer has completed n more flushes.
