@@ -6,6 +6,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +19,12 @@ import (
 
 // TestChaos_MediaJobs runs uploads through two workers and, at a random moment of each encode,
 // kills the worker (SIGKILL), stops it (SIGTERM), or makes it lose its claim by expiring its
-// lease under it. No job is lost or completed twice, no notification is duplicated, and no
-// losing claim's files remain.
+// lease under it; each kind of fault at least once per three rounds. No job is lost or
+// completed twice, each fault ends on the attempt it must (a kill or a lost claim costs an
+// attempt, a graceful stop gives it back), no notification is duplicated, and no losing
+// claim's files remain: before each fault the test leaves a dead claim's output prefix in
+// storage (what a worker killed while storing its outputs leaves), and the winner must remove
+// it with whatever the fault's loser left.
 func TestChaos_MediaJobs(t *testing.T) {
 	rounds := chaosRounds(t)
 	api, pool, storageDir := startPipeline(t)
@@ -35,6 +42,9 @@ func TestChaos_MediaJobs(t *testing.T) {
 	}
 	spawn()
 	spawn()
+	kinds := []string{"kill -9", "SIGTERM", "lost claim"}
+	// The attempt each fault's job must complete on.
+	wantAttempts := map[string]int{"kill -9": 2, "SIGTERM": 1, "lost claim": 2, none: 1}
 	faults := map[string]int{}
 	for round := range rounds {
 		id := api.Upload(t, member, binarytest.Upload{Path: video, FileName: "clip.mp4", Title: fmt.Sprintf("round %d", round), Visibility: "PRIVATE"})
@@ -43,11 +53,24 @@ func TestChaos_MediaJobs(t *testing.T) {
 			alive = append(alive, w)
 		}
 		j := waitJob(t, pool, id, "claimed", func(j jobRow) bool { return j.Status == "PROCESSING" || isDone(j) }, nil, alive...)
+		dead := filepath.Join(storageDir, "hls", strconv.FormatInt(id, 10), "00000000-0000-4000-8000-00000000dead")
+		if err := os.MkdirAll(dead, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dead, "master.m3u8"), []byte("#EXTM3U\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		time.Sleep(time.Duration(rand.Int64N(int64(1500 * time.Millisecond))))
 		j = mediaJob(t, pool, id)
-		fault := []string{"kill -9", "SIGTERM", "lost claim"}[rand.IntN(3)]
+		// The kind injected least so far, so that every kind lands even when a job finishes first.
+		fault := kinds[round%len(kinds)]
+		for _, k := range kinds {
+			if faults[k] < faults[fault] {
+				fault = k
+			}
+		}
 		if j.Status != "PROCESSING" || j.ClaimedBy == nil {
-			fault = "none (finished first)"
+			fault = none
 		} else {
 			holder := *j.ClaimedBy
 			switch fault {
@@ -62,9 +85,13 @@ func TestChaos_MediaJobs(t *testing.T) {
 			case "lost claim":
 				// The lease runs out under the running worker: its next heartbeat finds the claim
 				// gone and kills its ffmpeg; a worker claims the job again.
-				if _, err := pool.Exec(context.Background(),
-					`UPDATE jobs SET lease_until = statement_timestamp() - interval '1 second' WHERE id = $1 AND status = 'PROCESSING'`, j.ID); err != nil {
+				tag, err := pool.Exec(context.Background(),
+					`UPDATE jobs SET lease_until = statement_timestamp() - interval '1 second' WHERE id = $1 AND status = 'PROCESSING' AND attempt_count = 1`, j.ID)
+				if err != nil {
 					t.Fatal(err)
+				}
+				if tag.RowsAffected() != 1 {
+					fault = none // it finished between the read and the update
 				}
 			}
 		}
@@ -76,6 +103,9 @@ func TestChaos_MediaJobs(t *testing.T) {
 		done := waitJob(t, pool, id, "completed", isDone, nil, alive...)
 		if done.Status != "COMPLETED" {
 			t.Fatalf("round %d (%s): job ended %v", round, fault, done)
+		}
+		if done.AttemptCount != wantAttempts[fault] {
+			t.Fatalf("round %d (%s): completed on attempt %d, want %d", round, fault, done.AttemptCount, wantAttempts[fault])
 		}
 		status, hlsKey, _ := mediaRow(t, pool, id)
 		if status != "READY" {
@@ -91,7 +121,18 @@ func TestChaos_MediaJobs(t *testing.T) {
 		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM jobs WHERE subject_id = $1`, id).Scan(&jobs); err != nil || jobs != 1 {
 			t.Fatalf("round %d: %d jobs for one upload (%v)", round, jobs, err)
 		}
-		t.Logf("round %d: %s → COMPLETED after %d attempt(s)", round, fault, done.AttemptCount)
+		t.Logf("round %d: %s → COMPLETED on attempt %d", round, fault, done.AttemptCount)
 	}
-	t.Logf("%d rounds, faults: %v; every job completed once, one notification each, no losing claim's files left", rounds, faults)
+	if rounds >= len(kinds) {
+		for _, k := range kinds {
+			if faults[k] == 0 {
+				t.Errorf("no %s fault landed in %d rounds (faults: %v): that promise was not tested", k, rounds, faults)
+			}
+		}
+	}
+	t.Logf("%d rounds, faults: %v; every job completed once on the attempt its fault implies, one notification each, "+
+		"no losing or dead claim's files left", rounds, faults)
 }
+
+// none is the fault of a round whose job finished before a fault could be injected.
+const none = "none (finished first)"

@@ -205,19 +205,24 @@ func TestChaos_SlowDatabase(t *testing.T) {
 }
 
 // TestChaos_SIGTERMWithFullBuffer stops the server while its buffer holds every position of
-// the run (nothing flushed yet: a 10 s interval and a huge batch), in rounds: every position
+// the run (nothing flushed yet: a 1 h interval and a huge batch), in rounds: every position
 // answered 204 is stored.
 func TestChaos_SIGTERMWithFullBuffer(t *testing.T) {
 	rounds := chaosRounds(t)
 	var total, held int64
 	for round := range rounds {
-		s := binarytest.Start(t, map[string]string{"PLAYHEAD_PUT_RATE": "0", "PLAYHEAD_FLUSH_INTERVAL": "10s",
+		s := binarytest.Start(t, map[string]string{"PLAYHEAD_PUT_RATE": "0", "PLAYHEAD_FLUSH_INTERVAL": "1h",
 			"PLAYHEAD_FLUSH_BATCH": "100000", "PLAYHEAD_BUFFER_CAPACITY": "100000"})
 		players := binarytest.NewPlayers(t, s, 300, int64(500_000+round*1_000), 3)
 		load := binarytest.StartLoad(t, s, players, binarytest.LoadConfig{Workers: 32})
 		load.WaitAccepted(t, int64(3_000+rand.IntN(3_000)))
+		// The buffer must hold the run at the signal, or the stop's drain is not what is tested.
 		depth := s.Metric(t, "playhead_playback_buffer_depth") + s.Metric(t, "playhead_playback_buffer_held_keys")
+		flushed := s.Metric(t, "playhead_playback_buffer_flush_rows_count")
 		s.Signal(t, syscall.SIGTERM)
+		if flushed != 0 || depth == 0 {
+			t.Fatalf("round %d: at the signal the buffer had flushed %v times and held %v keys; want no flush yet and keys held", round, flushed, depth)
+		}
 		code := s.Wait(t, binarytest.ExitTimeout)
 		load.Stop()
 		if code != 0 {
