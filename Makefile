@@ -2,7 +2,7 @@
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run test build deps system-deps lint fuzz chaos chaos-queue loadtest screenshots clean
+.PHONY: run test build deps system-deps lint fuzz chaos chaos-queue mutants loadtest screenshots clean
 
 build: web
 	$(GO) build -o bin/playhead ./cmd/api
@@ -66,6 +66,16 @@ chaos-queue:
 		PLAYHEAD_QUEUE_CHAOS_SEED=$$seed PLAYHEAD_QUEUE_CHAOS_JOBS=$(QUEUE_CHAOS_JOBS) \
 			$(GO) test -count=1 -timeout 30m -run '^TestChaos_Queue$$' -v ./jobqueue || exit 1; \
 	done
+
+# Every promise of the reliability suite is checked by breaking it: each mutants/*.patch is a
+# small named breakage of production code, headed by the tests that must catch it (see
+# scripts/mutants.sh). Each is applied to a scratch copy of the working tree (never the tree
+# itself), only its tests run, and a breakage the tests miss fails the target. It prints the
+# table of docs/reliability.md. About 30 minutes on 2 cores, so not part of make test; a few:
+# make mutants MUTANTS="mutants/01-*.patch mutants/17-*.patch".
+MUTANTS ?=
+mutants: deps web
+	@GO="$(GO)" scripts/mutants.sh $(MUTANTS)
 
 # The screenshots of the player in README.md (docs/img), taken by the browser test, which
 # otherwise saves them to a temporary folder so that make test leaves the tree as it was.
