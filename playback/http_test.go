@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/playhead/playhead/buffer"
+	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/notify"
 	"github.com/playhead/playhead/playback"
 	"github.com/playhead/playhead/ratelimit"
 )
@@ -239,10 +242,26 @@ func TestPlayback_HideIsNotUndoneByOlderBufferedPosition(t *testing.T) {
 	}
 }
 
-// A media made private by an admin stops accepting other members' positions.
+// A media made private by an admin stops accepting other members' positions: the PATCH's
+// notification evicts the cached entry (the cache's TTL is far longer than the test).
 func TestPlayback_AdminChangeTakesEffect(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
+	connected := make(chan struct{}, 1)
+	listener := notify.NewListener(b.dbURL, slog.Default())
+	listener.Handle(media.ChannelChanged, b.cache.EvictPayload, func() {
+		b.cache.Clear()
+		connected <- struct{}{}
+	})
+	if err := listener.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = listener.Stop(context.Background()) })
+	select {
+	case <-connected:
+	case <-time.After(30 * time.Second):
+		t.Fatal("listener did not connect")
+	}
 	id := b.createMedia(t, map[string]any{"title": "film", "duration_ms": 600_000})
 	tok := token(t, 9, false)
 	if status, _ := b.do(t, http.MethodPut, fmt.Sprintf("/v1/playback/%d", id), tok, `{"position_ms": 1}`); status != http.StatusNoContent {
@@ -251,10 +270,17 @@ func TestPlayback_AdminChangeTakesEffect(t *testing.T) {
 	if status, body := b.do(t, http.MethodPatch, fmt.Sprintf("/v1/admin/media/%d", id), b.admin, `{"visibility":"PRIVATE"}`); status != http.StatusOK {
 		t.Fatalf("PATCH: %d %s", status, body)
 	}
-	// This test has no listener, so it evicts by hand what a notification would.
-	b.cache.Evict(id)
-	if status, _ := b.do(t, http.MethodPut, fmt.Sprintf("/v1/playback/%d", id), tok, `{"position_ms": 2}`); status != http.StatusNotFound {
-		t.Fatalf("PUT after the media went private = %d, want 404", status)
+	// The notification arrives asynchronously: wait for it (the deadline is only for failure).
+	giveUp := time.Now().Add(time.Minute)
+	for {
+		status, _ := b.do(t, http.MethodPut, fmt.Sprintf("/v1/playback/%d", id), tok, `{"position_ms": 2}`)
+		if status == http.StatusNotFound {
+			return
+		}
+		if status != http.StatusNoContent || time.Now().After(giveUp) {
+			t.Fatalf("PUT after the media went private = %d, want 404 once the change's notification arrived", status)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -31,6 +31,7 @@ var secret = []byte("test-secret-test-secret-test-secret!")
 // port, and what the test needs to look behind them.
 type bundle struct {
 	pool    *pgxpool.Pool
+	dbURL   string
 	store   *playback.Store
 	media   *media.Store
 	cache   *cache.Cache
@@ -48,8 +49,8 @@ type options struct {
 
 func setup(t *testing.T, opts options) *bundle {
 	t.Helper()
-	pool, _ := pgtest.Pool(t)
-	b := &bundle{pool: pool, store: playback.NewStore(pool), media: media.NewStore(pool), reg: prometheus.NewRegistry()}
+	pool, dbURL := pgtest.Pool(t)
+	b := &bundle{pool: pool, dbURL: dbURL, store: playback.NewStore(pool), media: media.NewStore(pool), reg: prometheus.NewRegistry()}
 	var err error
 	b.cache, err = cache.New(cache.Config{Load: b.media.LookupAccess, Registerer: b.reg})
 	if err != nil {
