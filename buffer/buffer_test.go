@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,23 +224,32 @@ func TestBuffer_PendingUntilFlushed(t *testing.T) {
 	}
 }
 
-// Close under concurrent Offers: every accepted entry is flushed, every Offer after Close
-// began is refused with ErrClosed, and nothing else is lost.
+// Close under concurrent Offers: every accepted entry is flushed, every Offer that began after
+// Stop returned is refused with ErrClosed, and nothing else is lost. The producers offer until
+// they are refused, so Stop always lands while they run.
 func TestBuffer_CloseFlushesEveryAcceptedEntry(t *testing.T) {
 	rec := &recorder{}
 	b, _, _ := setup(t, buffer.Config[int, val]{Capacity: 100_000, FlushBatch: 100, FlushInterval: time.Millisecond, Flush: rec.flush})
 	const producers, perProducer = 8, 5000
 	accepted := make([]map[int]val, producers)
+	var offered, refusedAfterStop, acceptedAfterStop atomic.Int64
+	var stopped atomic.Bool
 	var wg sync.WaitGroup
 	for p := range producers {
 		accepted[p] = map[int]val{}
 		wg.Go(func() {
-			for i := range perProducer {
+			for i := 0; ; i++ {
 				k := p*perProducer + i%500 // each producer owns 500 keys and rewrites them
 				v := val{n: i, at: i}
+				afterStop := stopped.Load()
 				ok, err := b.Offer(k, v)
+				offered.Add(1)
 				if errors.Is(err, buffer.ErrClosed) {
+					refusedAfterStop.Add(1)
 					return
+				}
+				if afterStop {
+					acceptedAfterStop.Add(1)
 				}
 				if ok {
 					accepted[p][k] = v
@@ -246,11 +257,20 @@ func TestBuffer_CloseFlushesEveryAcceptedEntry(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(2 * time.Millisecond)
+	for offered.Load() < 1000 { // some load first; the deadline is the test's timeout
+		runtime.Gosched()
+	}
 	if err := b.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	stopped.Store(true)
 	wg.Wait()
+	if n := acceptedAfterStop.Load(); n > 0 {
+		t.Fatalf("%d Offers that began after Stop returned were not refused with ErrClosed", n)
+	}
+	if n := refusedAfterStop.Load(); n != producers {
+		t.Fatalf("%d of %d producers were refused with ErrClosed, want all", n, producers)
+	}
 	if _, err := b.Offer(1, val{}); !errors.Is(err, buffer.ErrClosed) {
 		t.Fatalf("Offer after Close = %v, want ErrClosed", err)
 	}

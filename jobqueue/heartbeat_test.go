@@ -110,7 +110,10 @@ func TestRunner_Heartbeat(t *testing.T) {
 		b := setup(t)
 		b.enqueue(t, "slow", 1)
 		job := newRunningJob()
-		q := newQueue(t, b.pool, 300*time.Millisecond, mediaKind("slow", job.run))
+		// A lease long enough that the heartbeat finding the new token ends the run, not the
+		// local deadline (lease − lease/5 without a good heartbeat), which a loaded machine
+		// reached with a 300 ms lease whatever the heartbeat checked.
+		q := newQueue(t, b.pool, 3*time.Second, mediaKind("slow", job.run))
 		startRunner(t, q, jobqueue.RunnerConfig{Kind: "slow", Node: "a", PollInterval: 10 * time.Millisecond})
 		receive(t, job.started, "the job to start")
 		// Someone else took the job (as after an expired lease): the token changes.
