@@ -24,7 +24,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 GO=${GO:-go}
-TIMEOUT=${MUTANT_TIMEOUT:-15m}
+TIMEOUT=${MUTANT_TIMEOUT:-8m}
 
 patches=("$@")
 if [ ${#patches[@]} -eq 0 ]; then
@@ -71,7 +71,11 @@ for p in "${patches[@]}"; do
 			if [ "$ran" -eq 0 ]; then
 				result="BROKEN PATCH (no test matches $pattern)"
 			elif [ $status -ne 0 ]; then
-				result="caught ($(grep -m1 -oE -- '--- FAIL: [^ ]+' "$log" | sed 's/--- FAIL: //' || echo "exit $status"), ${took} s)"
+				failed=$(grep -m1 -oE -- '--- FAIL: [^ ]+' "$log" | sed 's/--- FAIL: //')
+				if [ -z "$failed" ] && grep -q 'panic: test timed out' "$log"; then
+					failed="the test hung: timed out after $TIMEOUT"
+				fi
+				result="caught (${failed:-exit $status}, ${took} s)"
 			else
 				result="MISSED (${took} s)"
 			fi
