@@ -250,6 +250,7 @@ func TestBuffer_CloseFlushesEveryAcceptedEntry(t *testing.T) {
 				}
 				if afterStop {
 					acceptedAfterStop.Add(1)
+					return
 				}
 				if ok {
 					accepted[p][k] = v
