@@ -85,6 +85,12 @@ func (s *Service) Stop(ctx context.Context) error {
 		// A shutdown that ran before the serving goroutine reached Serve did not see the
 		// listener (fasthttp only closes listeners it already serves): close it here too.
 		_ = s.ln.Close()
+		if err == nil {
+			// Every connection is closed and so is the listener: serving returns at once, also
+			// when ctx's deadline has already passed (a select on both would pick either).
+			<-done
+			return nil
+		}
 	}
 	select {
 	case <-done:
