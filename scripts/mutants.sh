@@ -46,7 +46,10 @@ missed=0 broken=0
 printf '| %s | %s | %s |\n' "breakage" "tests" "result"
 printf '| --- | --- | --- |\n'
 for p in "${patches[@]}"; do
-	patch=$root/${p#"$root"/}
+	case $p in
+	/*) patch=$p ;; # absolute: a patch kept outside the tree is fine
+	*) patch=$root/$p ;;
+	esac
 	name=$(basename "$patch" .patch)
 	breaks=$(header "$patch" Breaks)
 	read -r pkg pattern <<<"$(header "$patch" Tests)"
