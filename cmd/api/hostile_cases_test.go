@@ -1,0 +1,268 @@
+package main
+
+// The cases of the hostile-input suite (hostile_test.go): per route and input class, what is
+// sent and what must come back.
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"mime/multipart"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostileParams are path parameter values no route may take for an id, and no route may
+// answer with a 500.
+var hostileParams = []string{
+	"..", "%2e%2e", "..%2f..%2f", "1%2f..%2f2", "%2e%2e%2f%2e%2e%2fetc%2fpasswd", `..\..\`, "..%5c..%5c", "%252e%252e",
+	"%c0%ae%c0%ae", "%00", "1%00", "%ff", "%ff%fe", "-1", "0", "99999999999999999999", "1e3", "0x10", "%201", "1;select",
+	"%27", "%22%3E%3Cscript%3E", strings.Repeat("9", 4096), strings.Repeat("a", 4096), "%0d%0aX-Injected:%201",
+}
+
+// hostileTexts are JSON string values, as written in the JSON, that PostgreSQL cannot store
+// or that have no place in a one-line field (refused: 422), or that the JSON decoder turns
+// into valid text (a lone surrogate or raw invalid UTF-8 becomes U+FFFD: any status below
+// 500), or that make the body too large (413).
+var hostileTexts = []struct {
+	value   string
+	refused bool
+}{
+	{`\u0000`, true}, {`a\u0000b`, true}, {`\u001b[2J`, true}, {`bell\u0007`, true}, {`c1\u0085x`, true},
+	{`line\nbreak`, true}, {`\ud800`, false}, {"\xff\xfe", false}, {strings.Repeat("long", 30_000), true},
+}
+
+// hostileQueryTexts are the same for query and path parameters, percent-encoded.
+var hostileQueryTexts = []string{"%00", "a%00b", "%ff%fe", "%1b%5b2J", "%c0%80", "%0d%0a", strings.Repeat("x", 8000)}
+
+// casesFor returns every synchronous case of route r.
+func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string]string) []hostileCase {
+	var out []hostileCase
+	target, tok := r.target(f, ""), f.tokenFor(r)
+	body := validBody(r)
+	methods := []string{r.method}
+	if r.method == "GET" {
+		methods = append(methods, "HEAD")
+	}
+	// auth: the anonymous client and the other member.
+	for _, m := range methods {
+		if r.access == signed {
+			out = append(out, signedLinkCases(f, m, forged)...)
+			continue
+		}
+		if r.access == public {
+			out = append(out, hostileCase{class: classAuth, method: m, target: target, header: bearer(forged["garbage"])})
+			continue
+		}
+		out = append(out, hostileCase{class: classAuth, method: m, target: target, body: body, want: []int{401}})
+		for _, forgedTok := range forged {
+			out = append(out, hostileCase{class: classAuth, method: m, target: target, header: jsonHeader(forgedTok), body: body, want: []int{401}})
+		}
+		out = append(out, hostileCase{class: classAuth, method: m, target: target, header: map[string]string{"Authorization": "Basic YTpi"}, want: []int{401}})
+		if r.access == admin {
+			out = append(out, hostileCase{class: classAuth, method: m, target: target, header: jsonHeader(f.a), body: body, want: []int{403}})
+		}
+		if r.access == member && r.idParam {
+			// Member B on A's private media: as if it did not exist.
+			out = append(out, hostileCase{class: classAuth, method: m, target: target, header: jsonHeader(f.b), body: body, want: []int{404}})
+		}
+	}
+	// path: traversal and encoded variants of the parameter.
+	if r.hasParam {
+		params := hostileParams
+		if r.pattern == "/objects/hls/*" {
+			params = objectTraversals(f)
+		}
+		for _, p := range params {
+			var want []int
+			switch {
+			case r.pattern == "/objects/hls/*":
+				want = []int{400, 403, 404}
+			case r.idParam || r.pattern == "/static/*":
+				want = []int{400, 404}
+			}
+			for _, m := range methods {
+				out = append(out, hostileCase{class: classPath, method: m, target: r.target(f, p), header: jsonHeader(tok), body: body, want: want})
+			}
+		}
+	}
+	// text: every text field, query parameter and text path parameter.
+	for _, field := range r.textFields {
+		for _, v := range hostileTexts {
+			var want []int
+			if v.refused {
+				want = []int{400, 413, 422}
+			}
+			out = append(out, hostileCase{class: classText, method: r.method, target: target, header: jsonHeader(tok),
+				body: jsonWith(r.jsonBody, field, v.value), want: want})
+		}
+	}
+	for _, q := range r.query {
+		for _, v := range hostileQueryTexts {
+			if r.access == signed {
+				// In place of the parameter's value, and added once more: a changed link.
+				path, query, _ := strings.Cut(target, "?")
+				var kept []string
+				for part := range strings.SplitSeq(query, "&") {
+					if !strings.HasPrefix(part, q+"=") {
+						kept = append(kept, part)
+					}
+				}
+				out = append(out,
+					hostileCase{class: classText, method: r.method, target: path + "?" + strings.Join(append(kept, q+"="+v), "&"), want: []int{403}},
+					hostileCase{class: classText, method: r.method, target: target + "&" + q + "=" + v, want: []int{403}})
+				continue
+			}
+			out = append(out, hostileCase{class: classText, method: r.method, target: target + "?" + q + "=" + v, header: bearer(tok), want: []int{400}})
+		}
+	}
+	if r.pattern == "/v1/collections/:collection" {
+		for _, v := range hostileQueryTexts[:6] {
+			out = append(out, hostileCase{class: classText, method: r.method, target: r.target(f, v), header: bearer(tok), want: []int{400}})
+		}
+	}
+	// body: malformed bodies, for every route that reads one.
+	if r.jsonBody != nil {
+		for _, b := range []string{"", "{", "[]", "null", `""`, "{} {}", `{"position_ms":"x"}`, `{"position_ms":1e309}`,
+			`{"position_ms":-1}`, `{"position_ms":9223372036854775808}`, `{"duration_ms":-5,"title":"t"}`, `{"title":5}`,
+			`{"unknown":1}`, `{"title":"t","status":"DELETED"}`, `{"title":"t","visibility":"FRIENDS"}`, `{"owner_id":-1,"title":"t"}`,
+			strings.Repeat("[", 100_000), "\xff\xfe{}", `{"title":"` + strings.Repeat("x", 70_000) + `"}`} {
+			out = append(out, hostileCase{class: classBody, method: r.method, target: target, header: jsonHeader(tok), body: []byte(b),
+				want: []int{400, 404, 413, 422}})
+		}
+		out = append(out, hostileCase{class: classBody, method: r.method, target: target, header: jsonHeader(tok),
+			body: bytes.Repeat([]byte("x"), 1<<20), chunked: true, want: []int{413}})
+		// 1 GiB announced, nothing sent: refused by its length, or cut by the read timeout
+		// while fasthttp waits for the body's first bytes.
+		out = append(out, hostileCase{class: classBody, method: r.method, target: target,
+			header: map[string]string{"Authorization": "Bearer " + tok, "Content-Type": "application/json", "Content-Length": "1073741824"},
+			want:   []int{408, 413}})
+	}
+	if r.pattern == "/v1/media" || r.pattern == "/v1/admin/imports" {
+		out = append(out, multipartBodyCases(t, r, tok)...)
+	}
+	return out
+}
+
+// signedLinkCases are the auth cases of the signed object URLs: no signature, a token or the
+// old cookie instead of one, a forged, expired or altered signature (403), and a correctly
+// signed link for a member who may not play the media (404: as if it did not exist).
+func signedLinkCases(f *hostileFixture, method string, forged map[string]string) []hostileCase {
+	mineKey := f.minePrefix + "master.m3u8"
+	path, query, _ := strings.Cut(f.mineURL, "?")
+	later := time.Now().Add(time.Hour)
+	sign := func(member int64, key string, expires time.Time) string { return f.signer.URL(member, key, expires) }
+	withQuery := func(q string) string { return path + "?" + q }
+	forbidden, notFound := []int{403}, []int{404}
+	cases := []struct {
+		target string
+		header map[string]string
+		want   []int
+	}{
+		{path, nil, forbidden},
+		{path, bearer(f.a), forbidden},
+		{path, map[string]string{"Cookie": "playhead_token=" + f.a}, forbidden},
+		{path, map[string]string{"Cookie": "playhead_token=" + forged["expired"]}, forbidden},
+		{sign(201, mineKey, time.Now().Add(-time.Second)), nil, forbidden}, // expired
+		{withQuery(strings.Replace(query, "member=201", "member=202", 1)), nil, forbidden},
+		{withQuery(strings.Replace(query, "sig=", "sig=A", 1)), nil, forbidden},
+		{withQuery(query[:len(query)-1]), nil, forbidden},
+		{withQuery(query + "&" + query), nil, forbidden},
+		{withQuery("sig=" + strings.Repeat("A", 43) + "&member=201&expires=99999999999"), nil, forbidden},
+		{"/objects/" + f.theirsPath + "?" + query, nil, forbidden}, // A's signature on B's file
+		{sign(202, mineKey, later), nil, notFound},                 // B may not play A's media
+		{sign(201, f.theirsPath, later), nil, notFound},            // A may not play B's media
+		{sign(201, "hls/999999999/x/master.m3u8", later), nil, notFound},
+	}
+	var out []hostileCase
+	for _, c := range cases {
+		out = append(out, hostileCase{class: classAuth, method: method, target: c.target, header: c.header, want: c.want})
+	}
+	return out
+}
+
+// jsonWith returns base as JSON with field set to raw, written into the JSON as is (already
+// escaped, or deliberately not).
+func jsonWith(base map[string]any, field, raw string) []byte {
+	others := maps.Clone(base)
+	delete(others, field)
+	rest, _ := json.Marshal(others)
+	tail := strings.TrimPrefix(string(rest), "{")
+	if tail != "}" {
+		tail = "," + tail
+	}
+	return []byte(`{"` + field + `":"` + raw + `"` + tail)
+}
+
+// objectTraversals are the ways of writing a path from A's media into B's private media, or
+// out of the HLS prefix, or out of the store.
+func objectTraversals(f *hostileFixture) []string {
+	m := strconv.FormatInt(f.mine, 10)
+	b := strings.TrimPrefix(f.theirsPath, "hls/")
+	return []string{
+		b, m + "/../" + b, m + "/%2e%2e/" + b, m + "/%2E%2E/" + b, m + "/.%2e/" + b, m + "/..%2f" + b,
+		m + "/..%2F" + strings.ReplaceAll(b, "/", "%2F"), m + "/./../" + b, m + "/x/../../" + b, m + "/%252e%252e/" + b,
+		m + `/..\` + strings.ReplaceAll(b, "/", `\`), m + "/..%5c" + b, m + "/%00/../../" + b, m + "%00/../" + b,
+		m + "//../" + b, m + "/%c0%ae%c0%ae/" + b, "0" + b, "../uploads", "%2e%2e/uploads", m + "/../../uploads",
+		"../../../../etc/passwd", "%2e%2e%2f%2e%2e%2f%2e%2e%2fetc%2fpasswd", m + "/" + strings.TrimSuffix(strings.TrimPrefix(f.minePrefix, "hls/"+m+"/"), "/") + "/",
+	}
+}
+
+// multipartBodyCases are the malformed multipart bodies of the two upload routes.
+func multipartBodyCases(t *testing.T, r hostileRoute, tok string) []hostileCase {
+	t.Helper()
+	var out []hostileCase
+	form := func(fields map[string]string, disposition string, content []byte) ([]byte, string) {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		for _, k := range slices.Sorted(maps.Keys(fields)) {
+			_ = mw.WriteField(k, fields[k])
+		}
+		if disposition != "" {
+			fw, _ := mw.CreatePart(map[string][]string{"Content-Disposition": {`form-data; name="file"; ` + disposition}})
+			_, _ = fw.Write(content)
+		}
+		_ = mw.Close()
+		return buf.Bytes(), mw.FormDataContentType()
+	}
+	add := func(class string, body []byte, contentType string, want ...int) {
+		out = append(out, hostileCase{class: class, method: r.method, target: r.pattern,
+			header: map[string]string{"Authorization": "Bearer " + tok, "Content-Type": contentType}, body: body, want: want})
+	}
+	sheet := []byte("collection,chapter,order,video_url\nc,1,1,https://example.com/a.mp4\n")
+	file := []byte("not a video, never encoded: the case is refused first")
+	good, goodType := form(nil, `filename="a.csv"`, sheet)
+	add(classBody, good, "application/json", 400)
+	add(classBody, good, "multipart/form-data", 400)
+	add(classBody, good[:len(good)/2], goodType, 400)
+	add(classBody, []byte("--x\r\n\r\n"), "multipart/form-data; boundary=x", 400, 422)
+	noFile, noFileType := form(map[string]string{"title": "t"}, "", nil)
+	add(classBody, noFile, noFileType, 400, 422)
+	unknown, unknownType := form(map[string]string{"colour": "red"}, `filename="a.csv"`, sheet)
+	if r.pattern == "/v1/media" {
+		add(classBody, unknown, unknownType, 400)
+		big, bigType := form(map[string]string{"title": strings.Repeat("t", 5000)}, `filename="a.mp4"`, file)
+		add(classBody, big, bigType, 422)
+		for _, v := range []string{"\x00", "a\x00b", "\xff\xfe", "\x1b[2J", "\xc0\x80", "a\r\nb"} {
+			for _, field := range []string{"title", "visibility"} {
+				b, ct := form(map[string]string{field: v}, `filename="a.mp4"`, file)
+				add(classText, b, ct, 422)
+			}
+		}
+	} else {
+		for _, v := range []string{"sheet%00.csv", "%1b%5b2J.csv", "%ff.csv"} {
+			b, ct := form(nil, `filename*=UTF-8''`+v, sheet)
+			add(classText, b, ct, 422)
+		}
+		for _, cell := range []string{"bad\x00name", "\x1b[2J", "a\x01b"} {
+			b, ct := form(nil, `filename="a.csv"`, []byte("collection,chapter,order,video_url\n"+cell+",1,1,https://example.com/x\n"))
+			add(classText, b, ct, 202)
+		}
+		notUTF8, ct := form(nil, `filename="a.csv"`, []byte("collection,chapter,order,video_url\n\xff\xfe,1,1,https://example.com/x\n"))
+		add(classText, notUTF8, ct, 422)
+	}
+	return out
+}
