@@ -17,7 +17,8 @@ func FuzzParseCSV(f *testing.F) {
 	f.Add([]byte("레벨,과번호,순서,영상 URL\n레벨1,3.0,1,http://x/y\n,,,\nL,-1,0,ftp://x\n"))
 	f.Add([]byte("\xef\xbb\xbfcollection,chapter,order,video_url\n\"a,b\",1,1,\"https://x/\"\"\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rows, err := ingest.Parse("sheet.csv", data)
+		sheet, err := ingest.Parse("sheet.csv", data)
+		rows := sheet.Rows
 		if err != nil {
 			if c := apperr.CodeOf(err); c != apperr.Unprocessable && c != apperr.Invalid {
 				t.Fatalf("Parse error %v, want a client error", err)

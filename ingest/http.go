@@ -31,40 +31,33 @@ func (h *AdminHandler) Register(router fiber.Router) {
 }
 
 type createResponse struct {
-	ID       int64       `json:"id"`
+	ID       int64       `json:"id,omitempty"`
+	DryRun   bool        `json:"dry_run,omitempty"`
+	Sheet    string      `json:"sheet,omitempty"`
 	Accepted int         `json:"accepted"`
 	Rejected int         `json:"rejected"`
 	Rows     []RowStatus `json:"rows"`
 }
 
+// create imports a sheet; with ?dry_run=true it parses and checks it the same way and answers
+// 200 with what the import would do, writing nothing.
 func (h *AdminHandler) create(c *fiber.Ctx) error {
-	fh, err := c.FormFile("file")
-	if err != nil {
-		return apperr.Errorf(apperr.Invalid, "expected a multipart/form-data body with a file field (.xlsx or .csv)")
-	}
-	if err := httpserver.CheckText("filename", fh.Filename); err != nil {
-		return err
-	}
-	if fh.Size > MaxFileBytes {
-		return apperr.Errorf(apperr.TooLarge, "file is %d bytes, the limit is %d", fh.Size, MaxFileBytes)
-	}
-	f, err := fh.Open()
+	dryRun, err := queryBool(c, "dry_run")
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	filename, data, err := uploadedFile(c)
 	if err != nil {
 		return err
 	}
-	if len(data) > MaxFileBytes {
-		return apperr.Errorf(apperr.TooLarge, "file is over the limit of %d bytes", MaxFileBytes)
-	}
-	rows, err := Parse(fh.Filename, data)
+	sheet, err := Parse(filename, data)
 	if err != nil {
 		return err
 	}
-	id, err := h.Store.Create(c.UserContext(), auth.From(c).MemberID, fh.Filename, rows)
+	if dryRun {
+		return c.JSON(preview(sheet))
+	}
+	id, err := h.Store.Create(c.UserContext(), auth.From(c).MemberID, filename, sheet)
 	if err != nil {
 		return err
 	}
@@ -72,7 +65,64 @@ func (h *AdminHandler) create(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.Status(fiber.StatusAccepted).JSON(createResponse{ID: id, Accepted: imp.Accepted, Rejected: imp.Rejected, Rows: imp.Rows})
+	return c.Status(fiber.StatusAccepted).JSON(createResponse{ID: id, Sheet: imp.Sheet, Accepted: imp.Accepted, Rejected: imp.Rejected, Rows: imp.Rows})
+}
+
+// queryBool reads an optional true/false query parameter.
+func queryBool(c *fiber.Ctx, name string) (bool, error) {
+	switch v := c.Query(name); v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	default:
+		return false, apperr.Errorf(apperr.Invalid, "%s must be true or false, got %q", name, v)
+	}
+}
+
+// uploadedFile returns the name and bytes of the multipart body's file field.
+func uploadedFile(c *fiber.Ctx) (string, []byte, error) {
+	fh, err := c.FormFile("file")
+	if err != nil {
+		return "", nil, apperr.Errorf(apperr.Invalid, "expected a multipart/form-data body with a file field (.xlsx or .csv)")
+	}
+	if err := httpserver.CheckText("filename", fh.Filename); err != nil {
+		return "", nil, err
+	}
+	if fh.Size > MaxFileBytes {
+		return "", nil, apperr.Errorf(apperr.TooLarge, "file is %d bytes, the limit is %d", fh.Size, MaxFileBytes)
+	}
+	f, err := fh.Open()
+	if err != nil {
+		return "", nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return "", nil, err
+	}
+	if len(data) > MaxFileBytes {
+		return "", nil, apperr.Errorf(apperr.TooLarge, "file is over the limit of %d bytes", MaxFileBytes)
+	}
+	return fh.Filename, data, nil
+}
+
+// preview is what importing sheet would do: each row ACCEPTED (it would get a media item and
+// an ingest job) or REJECTED with its reason.
+func preview(sheet Sheet) createResponse {
+	out := createResponse{DryRun: true, Sheet: sheet.Name, Rows: make([]RowStatus, 0, len(sheet.Rows))}
+	for _, r := range sheet.Rows {
+		rs := RowStatus{Row: r.Number, Collection: r.Collection, VideoURL: r.VideoURL, Label: r.Label, State: StateAccepted}
+		if r.Reject != "" {
+			rs.State, rs.Reason = StateRejected, r.Reject
+			out.Rejected++
+		} else {
+			rs.Chapter, rs.Order = &r.Chapter, &r.Order
+			out.Accepted++
+		}
+		out.Rows = append(out.Rows, rs)
+	}
+	return out
 }
 
 func (h *AdminHandler) get(c *fiber.Ctx) error {

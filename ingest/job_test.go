@@ -70,7 +70,7 @@ func TestIngest_UnreachableLinksDoNotHoldTheSlots(t *testing.T) {
 		{Number: 3, Collection: "c", Chapter: 1, Order: 2, VideoURL: dead + "/b.mp4"},
 		{Number: 4, Collection: "c", Chapter: 1, Order: 3, VideoURL: good.URL + "/c.mp4"},
 	}
-	if _, err := store.Create(ctx, 1, "sheet.csv", rows); err != nil {
+	if _, err := store.Create(ctx, 1, "sheet.csv", ingest.Sheet{Rows: rows}); err != nil {
 		t.Fatal(err)
 	}
 	objects, err := storage.NewLocal(filepath.Join(t.TempDir(), "objects"))

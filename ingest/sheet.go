@@ -15,8 +15,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/xuri/excelize/v2"
-
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/httpserver"
 )
@@ -29,14 +27,26 @@ const (
 
 // Row is one data row of a sheet, as parsed and checked on its own.
 type Row struct {
-	// Number is the row's line in the sheet (the header is line 1).
+	// Number is the row's line in the sheet (the sheet's first line is 1).
 	Number     int
 	Collection string
 	Chapter    int
 	Order      int
 	VideoURL   string
+	// Label is the text shown for the video link when the cell was a hyperlink or a
+	// HYPERLINK formula ("강의 보기"); empty for a plain URL.
+	Label string
 	// Reject says why the row was not accepted; empty for an accepted row.
 	Reject string
+}
+
+// Sheet is what Parse read: the sheet used (a workbook may have several) and its rows.
+type Sheet struct {
+	// Name is the worksheet whose header matched; empty for a .csv file.
+	Name string
+	// HeaderRow is the line of the header row (title rows may sit above it).
+	HeaderRow int
+	Rows      []Row
 }
 
 // headerAliases maps every accepted header (lower-cased, trimmed) to its column. The seed's
@@ -50,103 +60,66 @@ var headerAliases = map[string]string{
 
 var columns = []string{"collection", "chapter", "order", "video_url"}
 
-// Parse reads an .xlsx or .csv file (by name) into rows. A file that cannot be read, lacks a
-// column, or has more than MaxDataRows data rows is an error for the whole file; a bad row is
-// a Row with Reject set. Completely empty rows are skipped.
-func Parse(filename string, data []byte) ([]Row, error) {
-	var records [][]string
+// maxTitleRows is how many rows above the header a sheet may have (a title, a date, a note).
+const maxTitleRows = 20
+
+// Parse reads an .xlsx or .csv file (by name). The header row is the first of the first
+// maxTitleRows+1 rows that names every column; in a workbook, the one sheet with such a row is
+// read. A file that cannot be read, has no such sheet or several, or has more than
+// MaxDataRows data rows is an error for the whole file; a bad row is a Row with Reject set.
+// Completely empty rows are skipped.
+func Parse(filename string, data []byte) (Sheet, error) {
+	var sheet Sheet
+	var records [][]cell
 	var err error
 	switch ext := strings.ToLower(filepath.Ext(filename)); ext {
 	case ".xlsx":
-		records, err = readXLSX(data)
+		sheet.Name, records, err = readXLSX(data)
 	case ".csv":
 		records, err = readCSV(data)
 	default:
-		return nil, apperr.Errorf(apperr.Unprocessable, "file must be .xlsx or .csv, got %q", filename)
+		return Sheet{}, apperr.Errorf(apperr.Unprocessable, "file must be .xlsx or .csv, got %q", filename)
 	}
 	if err != nil {
-		return nil, err
+		return Sheet{}, err
 	}
 	if len(records) == 0 {
-		return nil, apperr.Errorf(apperr.Unprocessable, "the sheet is empty")
+		return Sheet{}, apperr.Errorf(apperr.Unprocessable, "the sheet is empty")
 	}
-	index, err := headerIndex(records[0])
+	header, index, err := findHeader(records)
 	if err != nil {
-		return nil, err
+		return Sheet{}, err
 	}
-	var rows []Row
-	for i, rec := range records[1:] {
+	sheet.HeaderRow = header + 1
+	for i := header + 1; i < len(records); i++ {
+		rec := records[i]
 		if blank(rec) {
 			continue
 		}
-		if len(rows) == MaxDataRows {
-			return nil, apperr.Errorf(apperr.Unprocessable, "the sheet has more than %d data rows; split it", MaxDataRows)
+		if len(sheet.Rows) == MaxDataRows {
+			return Sheet{}, apperr.Errorf(apperr.Unprocessable, "the sheet has more than %d data rows; split it", MaxDataRows)
 		}
-		rows = append(rows, parseRow(i+2, rec, index))
+		sheet.Rows = append(sheet.Rows, parseRow(i+1, rec, index))
 	}
-	if len(rows) == 0 {
-		return nil, apperr.Errorf(apperr.Unprocessable, "the sheet has no data rows")
+	if len(sheet.Rows) == 0 {
+		return Sheet{}, apperr.Errorf(apperr.Unprocessable, "the sheet has no data rows")
 	}
-	return rows, nil
+	return sheet, nil
 }
 
-// The unzip limits of an .xlsx. A 500-row sheet is a few hundred KiB unzipped; a 707 KB zip
-// bomb that unzipped to 300 MB once cost 477 MB of memory with excelize's defaults (16 GB in
-// total, 16 MB per part held in memory) and a GetRows that read every row before the row
-// limit was checked (finding 10 of issue 11).
-const (
-	// maxXLSXUnzipped bounds the whole workbook unzipped, as the zip declares it (Go's zip
-	// reader fails a part that inflates past its declared size).
-	maxXLSXUnzipped = 16 << 20
-	// maxXLSXPartInMemory is the largest worksheet or shared-strings part unzipped into
-	// memory; bigger ones go to a temporary file and are streamed.
-	maxXLSXPartInMemory = 1 << 20
-)
+// maxRecords is how many records a reader returns at most: title rows, the header,
+// MaxDataRows, and room for blank rows. Past it the sheet is over the limit whatever follows,
+// so reading stops.
+const maxRecords = maxTitleRows + 1 + MaxDataRows + 1000
 
-// maxRecords is how many records a reader returns at most: the header, MaxDataRows, and room
-// for blank rows. Past it the sheet is over the limit whatever follows, so reading stops.
-const maxRecords = MaxDataRows + 1 + 1000
-
-func readXLSX(data []byte) ([][]string, error) {
-	f, err := excelize.OpenReader(bytes.NewReader(data),
-		excelize.Options{UnzipSizeLimit: maxXLSXUnzipped, UnzipXMLSizeLimit: maxXLSXPartInMemory})
-	if err != nil {
-		return nil, apperr.Errorf(apperr.Unprocessable, "not a readable .xlsx file of at most %d MiB unzipped: %v", maxXLSXUnzipped>>20, err)
-	}
-	defer f.Close()
-	sheets := f.GetSheetList()
-	if len(sheets) == 0 {
-		return nil, apperr.Errorf(apperr.Unprocessable, "the workbook has no sheet")
-	}
-	// Rows streams the sheet: only the rows read so far are in memory.
-	rows, err := f.Rows(sheets[0])
-	if err != nil {
-		return nil, apperr.Errorf(apperr.Unprocessable, "reading sheet %q: %v", sheets[0], err)
-	}
-	defer rows.Close()
-	var out [][]string
-	for len(out) <= maxRecords && rows.Next() {
-		// Every cell as the string it shows (a chapter typed as 3 is "3"), never a float.
-		cols, err := rows.Columns()
-		if err != nil {
-			return nil, apperr.Errorf(apperr.Unprocessable, "reading sheet %q: %v", sheets[0], err)
-		}
-		out = append(out, cols)
-	}
-	if err := rows.Error(); err != nil {
-		return nil, apperr.Errorf(apperr.Unprocessable, "reading sheet %q: %v", sheets[0], err)
-	}
-	return out, nil
-}
-
-func readCSV(data []byte) ([][]string, error) {
+func readCSV(data []byte) ([][]cell, error) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // Excel writes a BOM
 	if !utf8.Valid(data) {
 		return nil, apperr.Errorf(apperr.Unprocessable, "the .csv file is not UTF-8")
 	}
 	r := csv.NewReader(bytes.NewReader(data))
 	r.FieldsPerRecord = -1
-	var out [][]string
+	var out [][]cell
 	for {
 		rec, err := r.Read()
 		if errors.Is(err, io.EOF) {
@@ -155,18 +128,42 @@ func readCSV(data []byte) ([][]string, error) {
 		if err != nil {
 			return nil, apperr.Errorf(apperr.Unprocessable, "not a readable .csv file: %v", err)
 		}
-		out = append(out, rec)
+		out = append(out, textCells(rec))
 		if len(out) > maxRecords {
 			return out, nil
 		}
 	}
 }
 
-func headerIndex(header []string) (map[string]int, error) {
+// findHeader returns the index of the header row among the first maxTitleRows+1 records and
+// where each column is in it.
+func findHeader(records [][]cell) (int, map[string]int, error) {
+	var firstErr error
+	for i := 0; i < len(records) && i <= maxTitleRows; i++ {
+		if blank(records[i]) {
+			continue
+		}
+		index, err := headerIndex(records[i])
+		if err == nil {
+			return i, index, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr == nil {
+		firstErr = apperr.Errorf(apperr.Unprocessable, "the sheet is empty")
+	}
+	return 0, nil, firstErr
+}
+
+func headerIndex(header []cell) (map[string]int, error) {
 	index := map[string]int{}
 	for i, h := range header {
-		if col, ok := headerAliases[strings.ToLower(strings.TrimSpace(h))]; ok {
-			index[col] = i
+		if col, ok := headerAliases[strings.ToLower(strings.TrimSpace(h.text))]; ok {
+			if _, seen := index[col]; !seen {
+				index[col] = i
+			}
 		}
 	}
 	var missing []string
@@ -176,15 +173,15 @@ func headerIndex(header []string) (map[string]int, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return nil, apperr.Errorf(apperr.Unprocessable, "missing column(s) %s (headers: collection, chapter, order, video_url, or 레벨, 과번호, 순서, 영상 URL)",
-			strings.Join(missing, ", "))
+		return nil, apperr.Errorf(apperr.Unprocessable, "missing column(s) %s in the header row (within the first %d rows; headers: collection, chapter, order, video_url, or 레벨, 과번호, 순서, 영상 URL)",
+			strings.Join(missing, ", "), maxTitleRows+1)
 	}
 	return index, nil
 }
 
-func blank(rec []string) bool {
+func blank(rec []cell) bool {
 	for _, c := range rec {
-		if strings.TrimSpace(c) != "" {
+		if strings.TrimSpace(c.text) != "" || c.link != "" {
 			return false
 		}
 	}
@@ -194,14 +191,21 @@ func blank(rec []string) bool {
 // MaxCollectionRunes bounds a collection name.
 const MaxCollectionRunes = 200
 
-func parseRow(number int, rec []string, index map[string]int) Row {
-	cell := func(col string) string {
+func parseRow(number int, rec []cell, index map[string]int) Row {
+	at := func(col string) cell {
 		if i := index[col]; i < len(rec) {
-			return strings.TrimSpace(rec[i])
+			return rec[i].resolved()
 		}
-		return ""
+		return cell{}
 	}
-	row := Row{Number: number, Collection: cell("collection"), VideoURL: cell("video_url")}
+	text := func(col string) string { return strings.TrimSpace(at(col).text) }
+	row := Row{Number: number, Collection: text("collection"), VideoURL: text("video_url")}
+	if video := at("video_url"); video.link != "" {
+		row.VideoURL = strings.TrimSpace(video.link)
+		if label := strings.TrimSpace(video.text); label != row.VideoURL {
+			row.Label = label
+		}
+	}
 	var problems []string
 	switch {
 	case row.Collection == "":
@@ -212,10 +216,10 @@ func parseRow(number int, rec []string, index map[string]int) Row {
 		problems = append(problems, "collection must be UTF-8 text without control characters")
 	}
 	var err error
-	if row.Chapter, err = positive(cell("chapter")); err != nil {
+	if row.Chapter, err = positive(text("chapter")); err != nil {
 		problems = append(problems, "chapter "+err.Error())
 	}
-	if row.Order, err = positive(cell("order")); err != nil {
+	if row.Order, err = positive(text("order")); err != nil {
 		problems = append(problems, "order "+err.Error())
 	}
 	if err := checkURL(row.VideoURL); err != nil {
@@ -223,7 +227,7 @@ func parseRow(number int, rec []string, index map[string]int) Row {
 	}
 	row.Reject = strings.Join(problems, "; ")
 	// A rejected row is still stored, to be shown: in a form the database and a page can hold.
-	row.Collection, row.VideoURL = printable(row.Collection), printable(row.VideoURL)
+	row.Collection, row.VideoURL, row.Label = printable(row.Collection), printable(row.VideoURL), printable(row.Label)
 	return row
 }
 
@@ -235,19 +239,6 @@ func printable(s string) string {
 	}
 	q := strconv.QuoteToGraphic(s)
 	return q[1 : len(q)-1]
-}
-
-// positive reads a whole number ≥ 1. "3.0" (a number cell exported as a float) is accepted.
-func positive(s string) (int, error) {
-	if s == "" {
-		return 0, errors.New("is empty")
-	}
-	s = strings.TrimSuffix(s, ".0")
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > 1_000_000 {
-		return 0, fmt.Errorf("must be a whole number from 1, got %q", s)
-	}
-	return n, nil
 }
 
 func checkURL(s string) error {

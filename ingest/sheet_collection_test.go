@@ -18,7 +18,8 @@ func TestParse_CollectionEmptyOrTooLong(t *testing.T) {
 	for i, collection := range []string{"", long, long + "가", "Level 1"} {
 		fmt.Fprintf(&b, "%s,1,%d,https://drive.google.com/file/d/id%d/view\n", collection, i+1, i)
 	}
-	rows, err := ingest.Parse("names.csv", []byte(b.String()))
+	sheet, err := ingest.Parse("names.csv", []byte(b.String()))
+	rows := sheet.Rows
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,8 @@ func csvRows(header string, n int) []byte {
 }
 
 func TestParse_CSVRowLimit(t *testing.T) {
-	rows, err := ingest.Parse("curriculum.csv", csvRows("collection,chapter,order,video_url", 500))
+	sheet, err := ingest.Parse("curriculum.csv", csvRows("collection,chapter,order,video_url", 500))
+	rows := sheet.Rows
 	if err != nil {
 		t.Fatalf("500 rows: %v", err)
 	}
@@ -41,7 +42,8 @@ func TestParse_CSVRowLimit(t *testing.T) {
 
 func TestParse_KoreanHeadersAndBOM(t *testing.T) {
 	data := append([]byte("\xef\xbb\xbf"), csvRows("레벨,과번호,순서,영상 URL", 3)...)
-	rows, err := ingest.Parse("목록.CSV", data)
+	sheet, err := ingest.Parse("목록.CSV", data)
+	rows := sheet.Rows
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +73,8 @@ func TestParse_XLSXWithOneBadRow(t *testing.T) {
 	if err := f.Write(&buf); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := ingest.Parse("curriculum.xlsx", buf.Bytes())
+	parsed, err := ingest.Parse("curriculum.xlsx", buf.Bytes())
+	rows := parsed.Rows
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,8 @@ func NewStore(pool *pgxpool.Pool, maxAttempts int) *Store {
 // Create records an import and its rows. Each accepted row gets, in its own transaction, a
 // media row (PROCESSING, public, owned by the importer) and an ingest job. It returns the
 // import id.
-func (s *Store) Create(ctx context.Context, admin int64, filename string, rows []Row) (int64, error) {
+func (s *Store) Create(ctx context.Context, admin int64, filename string, sheet Sheet) (int64, error) {
+	rows := sheet.Rows
 	var id int64
 	accepted := 0
 	for _, r := range rows {
@@ -43,14 +44,14 @@ func (s *Store) Create(ctx context.Context, admin int64, filename string, rows [
 		if err := media.EnsureMember(ctx, tx, admin); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `INSERT INTO imports (created_by, filename, total_rows, accepted, rejected)
-			VALUES ($1, $2, $3, $4, $5) RETURNING id`, admin, filename, len(rows), accepted, len(rows)-accepted).Scan(&id); err != nil {
+		if err := tx.QueryRow(ctx, `INSERT INTO imports (created_by, filename, sheet, total_rows, accepted, rejected)
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`, admin, filename, sheet.Name, len(rows), accepted, len(rows)-accepted).Scan(&id); err != nil {
 			return err
 		}
 		for _, r := range rows {
 			if r.Reject != "" {
-				if _, err := tx.Exec(ctx, `INSERT INTO import_rows (import_id, row_number, collection, video_url, reject_reason)
-					VALUES ($1, $2, $3, $4, $5)`, id, r.Number, r.Collection, r.VideoURL, r.Reject); err != nil {
+				if _, err := tx.Exec(ctx, `INSERT INTO import_rows (import_id, row_number, collection, video_url, label, reject_reason)
+					VALUES ($1, $2, $3, $4, $5, $6)`, id, r.Number, r.Collection, r.VideoURL, r.Label, r.Reject); err != nil {
 					return err
 				}
 			}
@@ -81,8 +82,8 @@ func (s *Store) acceptRow(ctx context.Context, tx pgx.Tx, admin, importID int64,
 	if err := media.NotifyChanged(ctx, tx, mediaID); err != nil { // evicts a cached "no such media"
 		return err
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO import_rows (import_id, row_number, collection, chapter, position, video_url, media_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, importID, r.Number, r.Collection, r.Chapter, r.Order, r.VideoURL, mediaID); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO import_rows (import_id, row_number, collection, chapter, position, video_url, label, media_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, importID, r.Number, r.Collection, r.Chapter, r.Order, r.VideoURL, r.Label, mediaID); err != nil {
 		return err
 	}
 	_, err := jobqueue.Enqueue(ctx, tx, KindIngest, mediaID, s.maxAttempts)
@@ -95,6 +96,7 @@ type RowState string
 // The row states.
 const (
 	StateRejected  RowState = "REJECTED"  // the row was not accepted
+	StateAccepted  RowState = "ACCEPTED"  // a dry run: the row would be imported
 	StatePending   RowState = "PENDING"   // waiting for an ingest worker
 	StateIngesting RowState = "INGESTING" // downloading
 	StateUploaded  RowState = "UPLOADED"  // downloaded, encoding
@@ -109,6 +111,7 @@ type RowStatus struct {
 	Chapter    *int     `json:"chapter,omitempty"`
 	Order      *int     `json:"order,omitempty"`
 	VideoURL   string   `json:"video_url"`
+	Label      string   `json:"label,omitempty"`
 	State      RowState `json:"state"`
 	Reason     string   `json:"reason,omitempty"`
 	MediaID    *int64   `json:"media_id,omitempty"`
@@ -118,6 +121,7 @@ type RowStatus struct {
 type Import struct {
 	ID        int64       `json:"id"`
 	Filename  string      `json:"filename"`
+	Sheet     string      `json:"sheet,omitempty"`
 	Total     int         `json:"total_rows"`
 	Accepted  int         `json:"accepted"`
 	Rejected  int         `json:"rejected"`
@@ -128,8 +132,8 @@ type Import struct {
 // Get returns import id with the current state of every row.
 func (s *Store) Get(ctx context.Context, id int64) (Import, error) {
 	var imp Import
-	err := s.pool.QueryRow(ctx, `SELECT id, filename, total_rows, accepted, rejected, created_at FROM imports WHERE id = $1`, id).
-		Scan(&imp.ID, &imp.Filename, &imp.Total, &imp.Accepted, &imp.Rejected, &imp.CreatedAt)
+	err := s.pool.QueryRow(ctx, `SELECT id, filename, sheet, total_rows, accepted, rejected, created_at FROM imports WHERE id = $1`, id).
+		Scan(&imp.ID, &imp.Filename, &imp.Sheet, &imp.Total, &imp.Accepted, &imp.Rejected, &imp.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Import{}, apperr.Errorf(apperr.NotFound, "import %d not found", id)
 	}
@@ -137,7 +141,7 @@ func (s *Store) Get(ctx context.Context, id int64) (Import, error) {
 		return Import{}, fmt.Errorf("get import: %w", err)
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT r.row_number, r.collection, r.chapter, r.position, r.video_url, r.reject_reason, r.media_id,
+		SELECT r.row_number, r.collection, r.chapter, r.position, r.video_url, r.label, r.reject_reason, r.media_id,
 		       m.status, coalesce(m.failure_reason, ''),
 		       (SELECT j.status FROM jobs j WHERE j.subject_id = r.media_id AND j.kind = $2 ORDER BY j.id DESC LIMIT 1)
 		FROM import_rows r LEFT JOIN media m ON m.id = r.media_id
@@ -150,7 +154,7 @@ func (s *Store) Get(ctx context.Context, id int64) (Import, error) {
 		var reject *string
 		var mediaStatus, ingestStatus *string
 		var failure string
-		if err := row.Scan(&rs.Row, &rs.Collection, &rs.Chapter, &rs.Order, &rs.VideoURL, &reject, &rs.MediaID,
+		if err := row.Scan(&rs.Row, &rs.Collection, &rs.Chapter, &rs.Order, &rs.VideoURL, &rs.Label, &reject, &rs.MediaID,
 			&mediaStatus, &failure, &ingestStatus); err != nil {
 			return rs, err
 		}

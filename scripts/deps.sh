@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Playhead needs to run and test: PostgreSQL server binaries, ffmpeg, prlimit, and
-# Prometheus (prometheus and promtool, for the dashboard and alert check in grafana/).
+# Prometheus (prometheus and promtool, for the dashboard and alert check in grafana/), and
+# python3-openpyxl (the import's tests).
 # As root it uses apt-get; otherwise it says exactly what to install and fails.
 set -euo pipefail
 
@@ -16,6 +17,9 @@ command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+# The import's tests write sheets with openpyxl, a library other than the one the import reads
+# with; it is imported by Debian's interpreter, /usr/bin/python3.
+/usr/bin/python3 -c 'import openpyxl' >/dev/null 2>&1 || missing+=(python3-openpyxl)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 

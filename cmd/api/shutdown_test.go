@@ -70,9 +70,9 @@ func newShutdownBed(t *testing.T) *shutdownBed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ingest.NewStore(pool, 3).Create(ctx, 1, "sheet.csv", []ingest.Row{
+	if _, err := ingest.NewStore(pool, 3).Create(ctx, 1, "sheet.csv", ingest.Sheet{Rows: []ingest.Row{
 		{Number: 2, Collection: "c", Chapter: 1, Order: 1, VideoURL: stalled + "/video.mp4"},
-	}); err != nil {
+	}}); err != nil {
 		t.Fatal(err)
 	}
 	bed := &shutdownBed{cfg: cfg, pool: pool, media: m.ID}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/playhead/playhead/internal/binarytest"
+	"github.com/playhead/playhead/internal/sheettest"
+	"github.com/playhead/playhead/internal/testvideo"
+)
+
+// operatorsSheet is a schedule as operators keep it (issue 18), written by openpyxl: an
+// unrelated first sheet, a title row and a blank row above the header, the level merged over
+// its three rows, chapter numbers as a number and as "1과", a hyperlink cell behind "강의 보기",
+// a HYPERLINK formula without a cached value, a full-width order, an extra column, a blank
+// row, and one row whose chapter is not a whole number.
+func operatorsSheet(t *testing.T, host string) []byte {
+	return sheettest.Openpyxl(t, `
+host = "`+host+`"
+wb = Workbook()
+wb.active.title = "메모"
+wb.active.append(["담당자", "김운영"])
+ws = wb.create_sheet("편성표")
+ws.append(["2026 봄학기 편성표"])
+ws.append([])
+ws.append(["레벨", "과번호", "순서", "영상 URL", "비고"])
+ws.append(["레벨1", 1, 1, "강의 보기", "드라이브"])
+ws["D4"].hyperlink = "https://drive.google.com/file/d/lesson-a/view?usp=sharing"
+ws.append([None, "1과", "02", '=HYPERLINK("' + host + '/direct/lesson-b.mp4","2번 영상")'])
+ws.append([None, 2, "３", host + "/direct/lesson-c.mp4"])
+ws.merge_cells("A4:A6")
+ws.append([])
+ws.append(["레벨1", 1.5, 1, host + "/direct/lesson-d.mp4"])
+`)
+}
+
+// TestImport_OperatorsSheet: a dry run of the operators' sheet reports every row and writes
+// nothing; the real import then does what the dry run said, and every intended row becomes
+// READY and placed through the real binary.
+func TestImport_OperatorsSheet(t *testing.T) {
+	mp4, err := os.ReadFile(testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 2, Width: 320, Height: 240, Audio: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := binarytest.VideoHost(t, mp4)
+	env := pipelineEnv("all", "e2e-import-sheet", t.TempDir(), t.TempDir(), "ultrafast")
+	env["PLAYHEAD_INGEST_ALLOW_PRIVATE"] = "true"
+	env["PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE"] = host.URL + "/download?id={id}"
+	env["PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE"] = host.URL + "/uc?id={id}"
+	s := binarytest.Start(t, env)
+	admin := binarytest.Token(t, 1, true)
+	sheet := operatorsSheet(t, host.URL)
+	pool := s.Pool(t)
+	counts := func() [4]int {
+		var n [4]int
+		if err := pool.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM media), (SELECT count(*) FROM jobs),
+			(SELECT count(*) FROM imports), (SELECT count(*) FROM import_rows)`).Scan(&n[0], &n[1], &n[2], &n[3]); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	before := counts()
+	status, out, err := s.PostMultipart(s.URL("/v1/admin/imports?dry_run=true"), admin, nil, "편성표.xlsx", bytes.NewReader(sheet))
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("dry run: %d %s %v, want 200", status, out, err)
+	}
+	var dry struct {
+		DryRun   bool   `json:"dry_run"`
+		Sheet    string `json:"sheet"`
+		Accepted int    `json:"accepted"`
+		Rejected int    `json:"rejected"`
+		Rows     []struct {
+			Row      int    `json:"row"`
+			State    string `json:"state"`
+			Reason   string `json:"reason"`
+			VideoURL string `json:"video_url"`
+			Label    string `json:"label"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal(out, &dry); err != nil {
+		t.Fatal(err)
+	}
+	if after := counts(); after != before {
+		t.Fatalf("the dry run wrote rows: media, jobs, imports, import_rows went from %v to %v", before, after)
+	}
+	predicted := map[int]string{}
+	for _, r := range dry.Rows {
+		predicted[r.Row] = r.State
+	}
+	wantPredicted := map[int]string{4: "ACCEPTED", 5: "ACCEPTED", 6: "ACCEPTED", 8: "REJECTED"}
+	if !dry.DryRun || dry.Sheet != "편성표" || dry.Accepted != 3 || dry.Rejected != 1 || len(predicted) != len(wantPredicted) {
+		t.Fatalf("dry run = %s; want sheet 편성표, rows 4-6 accepted and row 8 rejected", out)
+	}
+	for row, want := range wantPredicted {
+		if predicted[row] != want {
+			t.Errorf("dry run row %d is %s, want %s (%s)", row, predicted[row], want, out)
+		}
+	}
+	if dry.Rows[0].VideoURL != "https://drive.google.com/file/d/lesson-a/view?usp=sharing" || dry.Rows[0].Label != "강의 보기" ||
+		dry.Rows[1].Label != "2번 영상" || dry.Rows[3].Reason != `chapter must be a whole number from 1 (as 3, 3.0, 03, ３, 3과 or 레벨3), got "1.5"` {
+		t.Errorf("dry run rows = %s", out)
+	}
+
+	created := s.Import(t, admin, "편성표.xlsx", string(sheet))
+	if created.Accepted != dry.Accepted || created.Rejected != dry.Rejected {
+		t.Fatalf("import accepted %d, rejected %d; the dry run said %d and %d", created.Accepted, created.Rejected, dry.Accepted, dry.Rejected)
+	}
+	got := waitImport(t, s, admin, created.ID)
+	for _, r := range got.Rows {
+		want := map[string]string{"ACCEPTED": "READY", "REJECTED": "REJECTED"}[predicted[r.Row]]
+		if r.State != want {
+			t.Errorf("row %d is %s (%s), want %s", r.Row, r.State, r.Reason, want)
+		}
+	}
+	out = s.MustDo(t, http.StatusOK, http.MethodGet, s.HTTPURL+"/v1/collections/"+url.PathEscape("레벨1"), binarytest.Token(t, 50, false), nil)
+	var c collectionView
+	if err := json.Unmarshal(out, &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Items) != 3 || c.Items[0].Chapter != 1 || c.Items[0].Order != 1 || c.Items[1].Chapter != 1 || c.Items[1].Order != 2 ||
+		c.Items[2].Chapter != 2 || c.Items[2].Order != 3 {
+		t.Fatalf("collection 레벨1 = %s, want (1,1), (1,2), (2,3)", out)
+	}
+}

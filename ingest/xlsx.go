@@ -1,0 +1,260 @@
+package ingest
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/xml"
+	"path"
+	"strings"
+
+	"github.com/xuri/excelize/v2"
+
+	"github.com/playhead/playhead/apperr"
+)
+
+// The unzip limits of an .xlsx. A 500-row sheet is a few hundred KiB unzipped; a 707 KB zip
+// bomb that unzipped to 300 MB once cost 477 MB of memory with excelize's defaults (16 GB in
+// total, 16 MB per part held in memory) and a GetRows that read every row before the row
+// limit was checked (finding 10 of issue 11).
+const (
+	// maxXLSXUnzipped bounds the whole workbook unzipped, as the zip declares it (Go's zip
+	// reader fails a part that inflates past its declared size).
+	maxXLSXUnzipped = 16 << 20
+	// maxXLSXPartInMemory is the largest worksheet or shared-strings part unzipped into
+	// memory; bigger ones go to a temporary file and are streamed. It is also the largest
+	// sheet whose merges, hyperlinks and formulas are read: excelize reads those by decoding
+	// the whole worksheet.
+	maxXLSXPartInMemory = 1 << 20
+)
+
+// readXLSX returns the name of the one sheet whose header matches and its records, with
+// hyperlinks, formulas and merged cells applied to the import's columns.
+func readXLSX(data []byte) (string, [][]cell, error) {
+	f, err := excelize.OpenReader(bytes.NewReader(data),
+		excelize.Options{UnzipSizeLimit: maxXLSXUnzipped, UnzipXMLSizeLimit: maxXLSXPartInMemory})
+	if err != nil {
+		return "", nil, apperr.Errorf(apperr.Unprocessable, "not a readable .xlsx file of at most %d MiB unzipped: %v", maxXLSXUnzipped>>20, err)
+	}
+	defer f.Close()
+	sheets := f.GetSheetList()
+	if len(sheets) == 0 {
+		return "", nil, apperr.Errorf(apperr.Unprocessable, "the workbook has no sheet")
+	}
+	name, err := matchingSheet(f, sheets)
+	if err != nil {
+		return "", nil, err
+	}
+	records, complete, err := streamRows(f, name, maxRecords)
+	if err != nil || !complete {
+		// An incomplete sheet is over the row limit: Parse says so without reading more.
+		return name, records, err
+	}
+	header, index, err := findHeader(records)
+	if err != nil {
+		return "", nil, err
+	}
+	sizes, err := sheetSizes(data)
+	if err != nil {
+		return "", nil, err
+	}
+	if size, ok := sizes[name]; !ok || size > maxXLSXPartInMemory {
+		return "", nil, apperr.Errorf(apperr.Unprocessable, "sheet %q is more than %d MiB unzipped; copy its rows into a new workbook", name, maxXLSXPartInMemory>>20)
+	}
+	if err := applyCellAttributes(f, name, records, header, index); err != nil {
+		return "", nil, apperr.Errorf(apperr.Unprocessable, "reading sheet %q: %v", name, err)
+	}
+	return name, records, nil
+}
+
+// matchingSheet returns the one sheet that has a header row; none or several is an error
+// naming them, since taking one at random could import the wrong schedule.
+func matchingSheet(f *excelize.File, sheets []string) (string, error) {
+	var matches []string
+	var firstErr error
+	for _, s := range sheets {
+		records, _, err := streamRows(f, s, maxTitleRows+1)
+		if err != nil {
+			return "", err
+		}
+		if _, _, err := findHeader(records); err == nil {
+			matches = append(matches, s)
+		} else if firstErr == nil {
+			firstErr = err
+		}
+	}
+	switch {
+	case len(matches) == 1:
+		return matches[0], nil
+	case len(matches) > 1:
+		return "", apperr.Errorf(apperr.Unprocessable, "sheets %s all have the import's header; keep only one", quoteAll(matches))
+	case len(sheets) == 1:
+		return "", firstErr
+	}
+	return "", apperr.Errorf(apperr.Unprocessable, "no sheet of %s has the import's header (collection, chapter, order, video_url, or 레벨, 과번호, 순서, 영상 URL)", quoteAll(sheets))
+}
+
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = `"` + n + `"`
+	}
+	return strings.Join(q, ", ")
+}
+
+// streamRows reads up to limit rows of sheet, streaming: only the rows read so far are in
+// memory. complete is false when the sheet has more rows than limit.
+func streamRows(f *excelize.File, sheet string, limit int) (records [][]cell, complete bool, err error) {
+	rows, err := f.Rows(sheet)
+	if err != nil {
+		return nil, false, apperr.Errorf(apperr.Unprocessable, "reading sheet %q: %v", sheet, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if len(records) == limit {
+			return records, false, nil
+		}
+		// Every cell as the string it shows (a chapter typed as 3 is "3"), never a float.
+		cols, err := rows.Columns()
+		if err != nil {
+			return nil, false, apperr.Errorf(apperr.Unprocessable, "reading sheet %q: %v", sheet, err)
+		}
+		records = append(records, textCells(cols))
+	}
+	if err := rows.Error(); err != nil {
+		return nil, false, apperr.Errorf(apperr.Unprocessable, "reading sheet %q: %v", sheet, err)
+	}
+	return records, true, nil
+}
+
+// applyCellAttributes completes the import's columns below the header: a hyperlink cell
+// gets its target, a formula cell its formula, and every cell of a merged range the value of
+// the range's first cell (a level merged over the rows of its group).
+func applyCellAttributes(f *excelize.File, sheet string, records [][]cell, header int, index map[string]int) error {
+	for r := header + 1; r < len(records); r++ {
+		for _, c := range index {
+			axis, err := excelize.CoordinatesToCellName(c+1, r+1)
+			if err != nil {
+				return err
+			}
+			ok, target, err := f.GetCellHyperLink(sheet, axis)
+			if err != nil {
+				return err
+			}
+			formula, err := f.GetCellFormula(sheet, axis)
+			if err != nil {
+				return err
+			}
+			if !ok && formula == "" {
+				continue
+			}
+			records[r] = widen(records[r], c+1)
+			if ok {
+				records[r][c].link = target
+			}
+			records[r][c].formula = formula
+		}
+	}
+	merges, err := f.GetMergeCells(sheet, true)
+	if err != nil {
+		return err
+	}
+	for _, m := range merges {
+		c0, r0, err := excelize.CellNameToCoordinates(m.GetStartAxis())
+		if err != nil {
+			return err
+		}
+		c1, r1, err := excelize.CellNameToCoordinates(m.GetEndAxis())
+		if err != nil {
+			return err
+		}
+		if r0 <= header+1 || r0-1 >= len(records) {
+			continue // a merge from the header or above is a title, not a row's value
+		}
+		first := cell{}
+		if c0-1 < len(records[r0-1]) {
+			first = records[r0-1][c0-1]
+		}
+		for _, c := range index {
+			if c+1 < c0 || c+1 > c1 {
+				continue
+			}
+			for r := r0; r <= r1 && r <= len(records); r++ {
+				records[r-1] = widen(records[r-1], c+1)
+				records[r-1][c] = first
+			}
+		}
+	}
+	return nil
+}
+
+func widen(rec []cell, n int) []cell {
+	for len(rec) < n {
+		rec = append(rec, cell{})
+	}
+	return rec
+}
+
+// sheetSizes returns the unzipped size of each worksheet's part by sheet name, from the
+// workbook and its relationships (both small parts).
+func sheetSizes(data []byte) (map[string]uint64, error) {
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, apperr.Errorf(apperr.Unprocessable, "not a readable .xlsx file: %v", err)
+	}
+	parts := map[string]*zip.File{}
+	for _, p := range zr.File {
+		parts[strings.TrimPrefix(p.Name, "/")] = p
+	}
+	var workbook struct {
+		Sheets []struct {
+			Name string `xml:"name,attr"`
+			RID  string `xml:"http://schemas.openxmlformats.org/officeDocument/2006/relationships id,attr"`
+		} `xml:"sheets>sheet"`
+	}
+	var rels struct {
+		Rel []struct {
+			ID     string `xml:"Id,attr"`
+			Target string `xml:"Target,attr"`
+		} `xml:"Relationship"`
+	}
+	if err := decodePart(parts["xl/workbook.xml"], &workbook); err != nil {
+		return nil, err
+	}
+	if err := decodePart(parts["xl/_rels/workbook.xml.rels"], &rels); err != nil {
+		return nil, err
+	}
+	sizes := map[string]uint64{}
+	for _, s := range workbook.Sheets {
+		for _, r := range rels.Rel {
+			if r.ID != s.RID {
+				continue
+			}
+			target := strings.TrimPrefix(r.Target, "/")
+			if !strings.HasPrefix(target, "xl/") {
+				target = path.Join("xl", target)
+			}
+			if p, ok := parts[target]; ok {
+				sizes[s.Name] = p.UncompressedSize64
+			}
+		}
+	}
+	return sizes, nil
+}
+
+func decodePart(p *zip.File, v any) error {
+	if p == nil {
+		return apperr.Errorf(apperr.Unprocessable, "not a readable .xlsx file: no workbook part")
+	}
+	if p.UncompressedSize64 > maxXLSXPartInMemory {
+		return apperr.Errorf(apperr.Unprocessable, "the .xlsx workbook part is more than %d MiB", maxXLSXPartInMemory>>20)
+	}
+	r, err := p.Open()
+	if err != nil {
+		return apperr.Errorf(apperr.Unprocessable, "not a readable .xlsx file: %v", err)
+	}
+	defer r.Close()
+	if err := xml.NewDecoder(r).Decode(v); err != nil {
+		return apperr.Errorf(apperr.Unprocessable, "not a readable .xlsx file: %v", err)
+	}
+	return nil
+}
