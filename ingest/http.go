@@ -3,6 +3,7 @@ package ingest
 import (
 	"io"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -16,6 +17,8 @@ import (
 // AdminHandler serves /v1/admin/imports.
 type AdminHandler struct {
 	Store *Store
+	// Sheets fetches the spreadsheet of a Google Sheets link posted as {"sheet_url": …}.
+	Sheets SheetLinks
 }
 
 // RegisterUpload adds POST /v1/admin/imports to router behind middleware (authentication and
@@ -39,14 +42,21 @@ type createResponse struct {
 	Rows     []RowStatus `json:"rows"`
 }
 
-// create imports a sheet; with ?dry_run=true it parses and checks it the same way and answers
-// 200 with what the import would do, writing nothing.
+// create imports a sheet, uploaded as a multipart file or linked as {"sheet_url": …}; with
+// ?dry_run=true it parses and checks it the same way and answers 200 with what the import
+// would do, writing nothing.
 func (h *AdminHandler) create(c *fiber.Ctx) error {
 	dryRun, err := queryBool(c, "dry_run")
 	if err != nil {
 		return err
 	}
-	filename, data, err := uploadedFile(c)
+	var filename string
+	var data []byte
+	if strings.HasPrefix(c.Get(fiber.HeaderContentType), fiber.MIMEApplicationJSON) {
+		filename, data, err = h.linkedSheet(c)
+	} else {
+		filename, data, err = uploadedFile(c)
+	}
 	if err != nil {
 		return err
 	}
@@ -78,6 +88,24 @@ func queryBool(c *fiber.Ctx, name string) (bool, error) {
 	default:
 		return false, apperr.Errorf(apperr.Invalid, "%s must be true or false, got %q", name, v)
 	}
+}
+
+// linkedSheet fetches the spreadsheet of the body's sheet_url.
+func (h *AdminHandler) linkedSheet(c *fiber.Ctx) (string, []byte, error) {
+	var body struct {
+		SheetURL string `json:"sheet_url"`
+	}
+	// The route takes file-sized bodies; a link needs a few hundred bytes.
+	if len(c.Body()) > 8<<10 {
+		return "", nil, apperr.Errorf(apperr.TooLarge, "a JSON body of a sheet_url is at most 8 KiB")
+	}
+	if err := httpserver.DecodeJSON(c.Body(), &body); err != nil {
+		return "", nil, err
+	}
+	if len(body.SheetURL) > 2048 {
+		return "", nil, apperr.Errorf(apperr.Invalid, "sheet_url is longer than 2048 characters")
+	}
+	return h.Sheets.Fetch(c.UserContext(), body.SheetURL)
 }
 
 // uploadedFile returns the name and bytes of the multipart body's file field.

@@ -126,7 +126,43 @@ type Import struct {
 	Accepted  int         `json:"accepted"`
 	Rejected  int         `json:"rejected"`
 	CreatedAt time.Time   `json:"created_at"`
+	Progress  Progress    `json:"progress"`
 	Rows      []RowStatus `json:"rows"`
+}
+
+// Progress sums up an import's rows: how many are in each state, how many are still on
+// their way (PENDING, INGESTING or UPLOADED), and an estimate of the time they need.
+type Progress struct {
+	Counts    map[RowState]int `json:"counts"`
+	Remaining int              `json:"remaining"`
+	// EstimatedSecondsLeft is the remaining rows times the average time a row has taken so
+	// far (time since the import began over the rows finished); absent until one row has
+	// finished, 0 when none remain.
+	EstimatedSecondsLeft *int64 `json:"estimated_seconds_left,omitempty"`
+}
+
+// progress sums rows up at now for an import created at created.
+func progress(rows []RowStatus, created, now time.Time) Progress {
+	p := Progress{Counts: map[RowState]int{}}
+	finished := 0
+	for _, r := range rows {
+		p.Counts[r.State]++
+		switch r.State {
+		case StatePending, StateIngesting, StateUploaded:
+			p.Remaining++
+		case StateReady, StateFailed:
+			finished++
+		}
+	}
+	switch {
+	case p.Remaining == 0:
+		p.EstimatedSecondsLeft = new(int64)
+	case finished > 0:
+		perRow := now.Sub(created) / time.Duration(finished)
+		left := int64((perRow * time.Duration(p.Remaining)).Round(time.Second) / time.Second)
+		p.EstimatedSecondsLeft = &left
+	}
+	return p
 }
 
 // Get returns import id with the current state of every row.
@@ -164,6 +200,7 @@ func (s *Store) Get(ctx context.Context, id int64) (Import, error) {
 	if err != nil {
 		return Import{}, fmt.Errorf("get import rows: %w", err)
 	}
+	imp.Progress = progress(imp.Rows, imp.CreatedAt, time.Now())
 	return imp, nil
 }
 

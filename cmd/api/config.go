@@ -151,6 +151,9 @@ type Config struct {
 	// URLs (PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE, PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE).
 	// Defaults: Google Drive's, as in seed 001.
 	IngestDownloadURL, IngestFallbackURL string
+	// IngestSheetExportURL turns a Google Sheets link's spreadsheet id ({id}) into the URL its
+	// .xlsx is downloaded from (PLAYHEAD_INGEST_SHEET_EXPORT_URL_TEMPLATE).
+	IngestSheetExportURL string
 	// IngestConnectTimeout, IngestResponseTimeout and IngestIdleTimeout bound a download's
 	// connect, the wait for its response headers, and the silences of its body
 	// (PLAYHEAD_INGEST_CONNECT_TIMEOUT, PLAYHEAD_INGEST_RESPONSE_TIMEOUT,
@@ -310,6 +313,7 @@ func loadConfig(args []string) (Config, error) {
 		IngestAllowPrivate:    e.bool("PLAYHEAD_INGEST_ALLOW_PRIVATE", false),
 		IngestDownloadURL:     e.str("PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE", ingest.DefaultLinks.Download),
 		IngestFallbackURL:     e.str("PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE", ingest.DefaultLinks.Fallback),
+		IngestSheetExportURL:  e.str("PLAYHEAD_INGEST_SHEET_EXPORT_URL_TEMPLATE", ingest.DefaultSheetExport),
 		IngestConnectTimeout:  e.duration("PLAYHEAD_INGEST_CONNECT_TIMEOUT", 10*time.Second),
 		IngestResponseTimeout: e.duration("PLAYHEAD_INGEST_RESPONSE_TIMEOUT", 30*time.Second),
 		IngestIdleTimeout:     e.duration("PLAYHEAD_INGEST_IDLE_TIMEOUT", 5*time.Minute),
@@ -372,6 +376,7 @@ func (c Config) validate(e *env) error {
 	e.check(c.IngestConcurrency >= 1, "PLAYHEAD_INGEST_CONCURRENCY: must be at least 1")
 	e.check(strings.Contains(c.IngestDownloadURL, "{id}"), "PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE: must contain {id}")
 	e.check(c.IngestFallbackURL == "" || strings.Contains(c.IngestFallbackURL, "{id}"), "PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE: must contain {id} (or be empty)")
+	e.check(strings.Contains(c.IngestSheetExportURL, "{id}"), "PLAYHEAD_INGEST_SHEET_EXPORT_URL_TEMPLATE: must contain {id}")
 	e.check(c.IngestConnectTimeout > 0 && c.IngestResponseTimeout > 0 && c.IngestIdleTimeout > 0 && c.IngestTimeout > 0,
 		"PLAYHEAD_INGEST_CONNECT_TIMEOUT/_RESPONSE_TIMEOUT/_IDLE_TIMEOUT/_TIMEOUT: must be positive")
 	e.check(c.IngestMaxBytes > 0, "PLAYHEAD_INGEST_MAX_BYTES: must be positive")

@@ -263,6 +263,46 @@ func multipartBodyCases(t *testing.T, r hostileRoute, tok string) []hostileCase 
 		}
 		notUTF8, ct := form(nil, `filename="a.csv"`, []byte("collection,chapter,order,video_url\n\xff\xfe,1,1,https://example.com/x\n"))
 		add(classText, notUTF8, ct, 422)
+		out = append(out, sheetLinkCases(r, tok)...)
 	}
+	return out
+}
+
+// hostileSheetLinks are sheet_url values that are not a Google Sheets link: other schemes,
+// hosts that only look like Google's, credentials, ports, addresses, paths out of the
+// spreadsheet's. All are refused (400) before anything is fetched.
+var hostileSheetLinks = []string{
+	"", "docs.google.com/spreadsheets/d/abc", "http://docs.google.com/spreadsheets/d/abc/edit",
+	"https://docs.google.com.evil.example/spreadsheets/d/abc", "https://evil.example/docs.google.com/spreadsheets/d/abc",
+	"https://user:pass@docs.google.com/spreadsheets/d/abc", "https://docs.google.com@127.0.0.1/spreadsheets/d/abc",
+	"https://docs.google.com:8443/spreadsheets/d/abc", "https://127.0.0.1/spreadsheets/d/abc", "https://[::1]/spreadsheets/d/abc",
+	"https://169.254.169.254/spreadsheets/d/abc", "file:///etc/passwd", "gopher://docs.google.com/spreadsheets/d/abc",
+	"javascript:alert(1)", "https://docs.google.com/spreadsheets/d/../../abc", "https://docs.google.com/spreadsheets/d/%2e%2e%2f/x",
+	"https://docs.google.com/spreadsheets/d/a%00b", "https://docs.google.com/spreadsheets/d/a b/edit", "https://docs.google.com/document/d/abc/edit",
+	"https://docs.google.com/spreadsheets/d/", "https://drive.google.com/file/d/abc/view", "https://docs.google.com/spreadsheets/d/" + strings.Repeat("a", 3000),
+}
+
+// sheetLinkCases are the JSON bodies of a Google Sheets import: hostile links (400), and
+// mistyped, unknown, oversized and NUL-carrying fields.
+func sheetLinkCases(r hostileRoute, tok string) []hostileCase {
+	var out []hostileCase
+	add := func(class string, body []byte, want ...int) {
+		out = append(out, hostileCase{class: class, method: r.method, target: r.pattern,
+			header: map[string]string{"Authorization": "Bearer " + tok, "Content-Type": "application/json"}, body: body, want: want})
+	}
+	for _, link := range hostileSheetLinks {
+		b, _ := json.Marshal(map[string]string{"sheet_url": link})
+		add(classLink, b, 400)
+		add(classLink, b, 400) // and as a dry run, below
+		out[len(out)-1].target += "?dry_run=true"
+	}
+	add(classBody, []byte(`{"sheet_url": 7}`), 422)
+	add(classBody, []byte(`{"sheet_url": "https://docs.google.com/spreadsheets/d/abc", "colour": "red"}`), 400)
+	add(classBody, []byte(`{"sheet_url": "https://docs.google.com/spreadsheets/d/abc"} trailing`), 400)
+	add(classBody, []byte(`{"sheet_url": "`+strings.Repeat("x", 9<<10)+`"}`), 413)
+	add(classText, []byte(`{"sheet_url": "https://docs.google.com/spreadsheets/d/a\u0000b"}`), 400)
+	add(classText, []byte(`{"sheet_url": "https://docs.google.com/spreadsheets/d/abc\u001b[2J"}`), 400)
+	add(classBody, []byte(`{"sheet_url": "https://docs.google.com/spreadsheets/d/abc"}`), 400)
+	out[len(out)-1].target += "?dry_run=maybe"
 	return out
 }

@@ -3,9 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/playhead/playhead/internal/binarytest"
@@ -117,6 +122,21 @@ func TestImport_OperatorsSheet(t *testing.T) {
 			t.Errorf("row %d is %s (%s), want %s", r.Row, r.State, r.Reason, want)
 		}
 	}
+	var report struct {
+		Sheet    string `json:"sheet"`
+		Progress struct {
+			Counts    map[string]int `json:"counts"`
+			Remaining int            `json:"remaining"`
+			Left      *int64         `json:"estimated_seconds_left"`
+		} `json:"progress"`
+	}
+	out = s.MustDo(t, http.StatusOK, http.MethodGet, s.URL("/v1/admin/imports/%d", created.ID), admin, nil)
+	if err := json.Unmarshal(out, &report); err != nil {
+		t.Fatal(err)
+	}
+	if p := report.Progress; report.Sheet != "편성표" || p.Counts["READY"] != 3 || p.Counts["REJECTED"] != 1 || p.Remaining != 0 || p.Left == nil || *p.Left != 0 {
+		t.Errorf("import report = %s, want sheet 편성표, 3 READY, 1 REJECTED, none remaining", out)
+	}
 	out = s.MustDo(t, http.StatusOK, http.MethodGet, s.HTTPURL+"/v1/collections/"+url.PathEscape("레벨1"), binarytest.Token(t, 50, false), nil)
 	var c collectionView
 	if err := json.Unmarshal(out, &c); err != nil {
@@ -125,5 +145,77 @@ func TestImport_OperatorsSheet(t *testing.T) {
 	if len(c.Items) != 3 || c.Items[0].Chapter != 1 || c.Items[0].Order != 1 || c.Items[1].Chapter != 1 || c.Items[1].Order != 2 ||
 		c.Items[2].Chapter != 2 || c.Items[2].Order != 3 {
 		t.Fatalf("collection 레벨1 = %s, want (1,1), (1,2), (2,3)", out)
+	}
+}
+
+// TestImport_GoogleSheetsLink imports a Google Sheets link through the binary, with a local
+// server standing in for Google's export: the spreadsheet is fetched as .xlsx from the
+// configured template, and its rows become READY. A sheet that is not shared (Google answers
+// its sign-in page) is refused with a reason, and nothing is written.
+func TestImport_GoogleSheetsLink(t *testing.T) {
+	mp4, err := os.ReadFile(testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 2, Width: 320, Height: 240, Audio: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := binarytest.VideoHost(t, mp4)
+	sheet := sheettest.Openpyxl(t, `
+wb = Workbook()
+ws = wb.active
+ws.title = "Sheet1"
+ws.append(["레벨", "과번호", "순서", "영상 URL"])
+ws.append(["구글", 1, 1, "`+host.URL+`/direct/g1.mp4"])
+ws.append(["구글", 1, 2, "`+host.URL+`/direct/g2.mp4"])
+`)
+	var exported []string
+	var mu sync.Mutex
+	google := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		exported = append(exported, r.URL.RequestURI())
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/spreadsheets/d/shared-sheet_1/export":
+			w.Header().Set("Content-Type", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
+			_, _ = w.Write(sheet)
+		default: // a sheet not shared with "anyone with the link": the sign-in page
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = io.WriteString(w, "<html><body>Sign in</body></html>")
+		}
+	}))
+	t.Cleanup(google.Close)
+	env := pipelineEnv("all", "e2e-import-link", t.TempDir(), t.TempDir(), "ultrafast")
+	env["PLAYHEAD_INGEST_ALLOW_PRIVATE"] = "true"
+	env["PLAYHEAD_INGEST_SHEET_EXPORT_URL_TEMPLATE"] = google.URL + "/spreadsheets/d/{id}/export?format=xlsx"
+	s := binarytest.Start(t, env)
+	admin := binarytest.Token(t, 1, true)
+
+	out := s.MustDo(t, http.StatusUnprocessableEntity, http.MethodPost, s.URL("/v1/admin/imports"), admin,
+		map[string]string{"sheet_url": "https://docs.google.com/spreadsheets/d/private-sheet/edit"})
+	if !strings.Contains(string(out), "anyone with the link") {
+		t.Errorf("a private sheet: %s, want the reason to say how to share it", out)
+	}
+	out = s.MustDo(t, http.StatusAccepted, http.MethodPost, s.URL("/v1/admin/imports"), admin,
+		map[string]string{"sheet_url": "https://docs.google.com/spreadsheets/d/shared-sheet_1/edit?usp=sharing#gid=0"})
+	var created binarytest.Import
+	if err := json.Unmarshal(out, &created); err != nil {
+		t.Fatal(err)
+	}
+	if created.Accepted != 2 || created.Rejected != 0 {
+		t.Fatalf("import = %s, want 2 rows accepted", out)
+	}
+	got := waitImport(t, s, admin, created.ID)
+	for _, r := range got.Rows {
+		if r.State != "READY" {
+			t.Errorf("row %d is %s (%s), want READY", r.Row, r.State, r.Reason)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"/spreadsheets/d/private-sheet/export?format=xlsx", "/spreadsheets/d/shared-sheet_1/export?format=xlsx"}
+	if !slices.Equal(exported, want) {
+		t.Errorf("the export server saw %v, want %v", exported, want)
+	}
+	var imports int
+	if err := s.Pool(t).QueryRow(t.Context(), `SELECT count(*) FROM imports`).Scan(&imports); err != nil || imports != 1 {
+		t.Errorf("%d imports recorded (%v), want 1: the refused private sheet writes nothing", imports, err)
 	}
 }

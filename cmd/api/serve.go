@@ -413,7 +413,17 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 		JobKind: encodejobs.KindEncode, MaxAttempts: cfg.JobMaxAttempts}
 	upload.Register(app, verifier.Middleware())
 	ingestStore := ingest.NewStore(n.pool, cfg.IngestAttempts)
-	imports := &ingest.AdminHandler{Store: ingestStore}
+	imports := &ingest.AdminHandler{Store: ingestStore, Sheets: ingest.SheetLinks{
+		Export: cfg.IngestSheetExportURL,
+		// The same address checks and timeouts as the videos' downloads; a sheet's size limit.
+		Fetcher: ingest.NewFetcher(ingest.FetchConfig{
+			AllowPrivate:    cfg.IngestAllowPrivate,
+			ConnectTimeout:  cfg.IngestConnectTimeout,
+			ResponseTimeout: cfg.IngestResponseTimeout,
+			IdleTimeout:     cfg.IngestIdleTimeout,
+			MaxBytes:        ingest.MaxFileBytes,
+		}),
+	}}
 	imports.RegisterUpload(app, verifier.Middleware(), auth.RequireAdmin)
 	api := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
 	playbackHandler.Register(api)
