@@ -77,10 +77,10 @@ MUTANTS ?=
 mutants: deps web
 	@GO="$(GO)" scripts/mutants.sh $(MUTANTS)
 
-# The screenshots of the player in README.md (docs/img), taken by the browser test, which
-# otherwise saves them to a temporary folder so that make test leaves the tree as it was.
+# The screenshots of the player and the import page in README.md (docs/img), taken by the browser
+# tests, which otherwise save them to a temporary folder so that make test leaves the tree as it was.
 screenshots: deps web
-	PLAYHEAD_TEST_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^TestPlayer_UploadWatchLeaveResumeInChromium$$' ./cmd/api
+	PLAYHEAD_TEST_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^(TestPlayer_UploadWatchLeaveResumeInChromium|TestImportPage_CheckConfirmWatchInChromium)$$' ./cmd/api
 
 # The load report of docs/performance.md (about 12 minutes; loopback only).
 loadtest: deps

@@ -1,0 +1,107 @@
+// The import page in a real browser: Debian's Chromium (/usr/bin/chromium) driven by
+// playwright-core, headless. Run by cmd/api/imports_page_e2e_test.go, which starts the server
+// and a host for the sheet's videos, reads the events this script prints (one JSON object a
+// line on stdout) and checks the database.
+//
+//   PLAYHEAD_URL    the server, http://127.0.0.1:port
+//   PLAYHEAD_TOKEN  an admin's token (passed to the page once, as #token=…)
+//   PLAYHEAD_SHEET  the .xlsx to import through the page
+//   PLAYHEAD_SHOTS  where to save the screenshots (a temporary folder; docs/img for `make screenshots`)
+//   CHROMIUM        the browser, /usr/bin/chromium unless set
+//
+// Events: checked (the dry run's report as the page shows it; the script then waits for a line
+// on stdin, so the test can see that the check wrote nothing), imported (every row finished, as
+// the page shows it), done. Any failure: an "error" event, and exit status 1.
+//
+// Timeouts only bound how long a step may wait before the script gives up.
+
+import { chromium } from 'playwright-core';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+const env = (name, fallback) => {
+  const v = process.env[name] || fallback;
+  if (!v) throw new Error(`${name} is not set`);
+  return v;
+};
+const BASE = env('PLAYHEAD_URL');
+const TOKEN = env('PLAYHEAD_TOKEN');
+const SHEET = env('PLAYHEAD_SHEET');
+const SHOTS = env('PLAYHEAD_SHOTS');
+const CHROMIUM = env('CHROMIUM', '/usr/bin/chromium');
+
+const STEP_WAIT = 30_000; // a page answer
+const READY_WAIT = 300_000; // every row downloaded and encoded
+
+const emit = (event, data = {}) => process.stdout.write(`${JSON.stringify({ event, ...data })}\n`);
+const log = (...args) => console.error('[imports.mjs]', ...args);
+
+// tableRows reads the report table as the page shows it.
+const tableRows = (page) => page.$$eval('#rows-body tr', (trs) => trs.map((tr) => {
+  const cells = [...tr.querySelectorAll('td')].map((td) => td.textContent.trim());
+  const link = tr.querySelector('.state a');
+  return { row: Number(tr.dataset.row), state: tr.dataset.state, collection: cells[1], chapter: cells[2], order: cells[3],
+    video: cells[4], reason: cells[6], mediaLink: link ? link.getAttribute('href') : '' };
+}));
+
+const stdinLines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+
+async function main() {
+  const problems = [];
+  const userDataDir = mkdtempSync(join(tmpdir(), 'playhead-chromium-'));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+    viewport: { width: 1280, height: 900 },
+    deviceScaleFactor: 1,
+  });
+  try {
+    const result = { browser: context.browser() ? context.browser().version() : '' };
+    for (const p of context.pages()) await p.close();
+    const page = await context.newPage();
+    page.on('console', (msg) => {
+      if (msg.type() === 'error') problems.push(`console error: ${msg.text()}`);
+    });
+    page.on('pageerror', (err) => problems.push(`uncaught exception: ${err.message}`));
+
+    // 1. Choose the file and check it: the dry run's report, with its rejected rows.
+    await page.goto(`${BASE}/imports#token=${encodeURIComponent(TOKEN)}`);
+    await page.waitForSelector('#main:not([hidden])', { timeout: STEP_WAIT });
+    await page.setInputFiles('#sheet-file', SHEET);
+    await page.click('#check');
+    await page.waitForSelector('#report:not([hidden]) #rows-body tr', { timeout: STEP_WAIT });
+    await page.waitForSelector('#confirm:not([hidden])', { timeout: STEP_WAIT });
+    emit('checked', { rows: await tableRows(page), summary: await page.textContent('#summary'),
+      confirm: await page.textContent('#confirm') });
+    await page.screenshot({ path: join(SHOTS, 'import-check.png'), fullPage: true });
+    await stdinLines.next(); // the test has looked at the database
+
+
+    // 2. Confirm, and watch the rows reach READY on the page.
+    await page.click('#confirm');
+    await page.waitForSelector('#restart:not([hidden])', { timeout: READY_WAIT });
+    emit('imported', { rows: await tableRows(page), progress: await page.textContent('#progress'),
+      title: await page.textContent('#report-title') });
+    await page.screenshot({ path: join(SHOTS, 'import-ready.png'), fullPage: true });
+
+    result.problems = problems;
+    result.notice = await page.evaluate(() => {
+      const n = document.getElementById('notice');
+      return n.hidden ? '' : n.textContent.trim();
+    });
+    emit('done', result);
+  } finally {
+    await context.close();
+    rmSync(userDataDir, { recursive: true, force: true });
+  }
+}
+
+main().then(() => process.exit(0), (err) => {
+  log(err.stack || String(err));
+  emit('error', { message: String(err.message || err) });
+  process.exit(1);
+});
