@@ -17,6 +17,8 @@ command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+# Korean text (the import page's sheets) in the browser tests' screenshots.
+[ -d /usr/share/fonts/truetype/nanum ] || missing+=(fonts-nanum)
 # The import's tests write sheets with openpyxl, a library other than the one the import reads
 # with; it is imported by Debian's interpreter, /usr/bin/python3.
 /usr/bin/python3 -c 'import openpyxl' >/dev/null 2>&1 || missing+=(python3-openpyxl)

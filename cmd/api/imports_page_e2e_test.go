@@ -39,7 +39,9 @@ type importPageEvent struct {
 	Progress string          `json:"progress"`
 	Browser  string          `json:"browser"`
 	Problems []string        `json:"problems"`
-	Notice   string          `json:"notice"`
+	// Accessibility are the axe-core violations (WCAG 2.1 A and AA) the page had.
+	Accessibility []string `json:"accessibility"`
+	Notice        string   `json:"notice"`
 }
 
 // TestImportPage_CheckConfirmWatchInChromium: the operators' sheet chosen on the import page;
@@ -161,6 +163,9 @@ func TestImportPage_CheckConfirmWatchInChromium(t *testing.T) {
 	done := events["done"]
 	if len(done.Problems) > 0 || done.Notice != "" {
 		t.Errorf("the page reported problems %q, notice %q", done.Problems, done.Notice)
+	}
+	for _, v := range done.Accessibility {
+		t.Errorf("accessibility violation: %s", v)
 	}
 	for _, name := range []string{"import-check.png", "import-ready.png"} {
 		b, err := os.ReadFile(filepath.Join(shots, name))

@@ -9,6 +9,9 @@
 //   PLAYHEAD_SHOTS  where to save the screenshots (a temporary folder; docs/img for `make screenshots`)
 //   CHROMIUM        the browser, /usr/bin/chromium unless set
 //
+// The page is checked with axe-core after the check and once the rows are READY (done's
+// "accessibility": the violations found).
+//
 // Events: checked (the dry run's report as the page shows it; the script then waits for a line
 // on stdin, so the test can see that the check wrote nothing), imported (every row finished, as
 // the page shows it), done. Any failure: an "error" event, and exit status 1.
@@ -16,7 +19,8 @@
 // Timeouts only bound how long a step may wait before the script gives up.
 
 import { chromium } from 'playwright-core';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -45,6 +49,21 @@ const tableRows = (page) => page.$$eval('#rows-body tr', (trs) => trs.map((tr) =
   return { row: Number(tr.dataset.row), state: tr.dataset.state, collection: cells[1], chapter: cells[2], order: cells[3],
     video: cells[4], reason: cells[6], mediaLink: link ? link.getAttribute('href') : '' };
 }));
+
+// axe-core (npm, pinned in package-lock.json) checks the page against WCAG 2.1 A and AA. It is
+// evaluated through the DevTools protocol, which the page's Content-Security-Policy does not
+// restrict, so the page itself needs no change to be checked.
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+// accessibility returns the page's axe violations, one line each.
+async function accessibility(page, when) {
+  const violations = await page.evaluate(async (source) => {
+    if (!window.axe) (0, eval)(source);
+    const r = await window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
+    return r.violations.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+  }, AXE);
+  return violations.map((v) => `${when}: ${v}`);
+}
 
 const stdinLines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 
@@ -78,6 +97,7 @@ async function main() {
     emit('checked', { rows: await tableRows(page), summary: await page.textContent('#summary'),
       confirm: await page.textContent('#confirm') });
     await page.screenshot({ path: join(SHOTS, 'import-check.png'), fullPage: true });
+    result.accessibility = await accessibility(page, 'the check');
     await stdinLines.next(); // the test has looked at the database
 
 
@@ -87,6 +107,7 @@ async function main() {
     emit('imported', { rows: await tableRows(page), progress: await page.textContent('#progress'),
       title: await page.textContent('#report-title') });
     await page.screenshot({ path: join(SHOTS, 'import-ready.png'), fullPage: true });
+    result.accessibility.push(...await accessibility(page, 'the import'));
 
     result.problems = problems;
     result.notice = await page.evaluate(() => {
