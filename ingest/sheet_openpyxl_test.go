@@ -138,3 +138,72 @@ wb.create_sheet("가을").append(["collection", "chapter", "order", "video_url"]
 		})
 	}
 }
+
+// TestParse_HyperlinkFormulaWithCachedValue: Excel and Google Sheets save a HYPERLINK formula
+// with the value it showed; the URL comes from the formula and the saved value is the label.
+// The sheet is written by openpyxl and its worksheet part edited by hand to add the values
+// (openpyxl never computes one). Arguments may be separated by ";" (Google Sheets, localised
+// Excel) and quotes inside a string are doubled.
+func TestParse_HyperlinkFormulaWithCachedValue(t *testing.T) {
+	data := sheettest.Python(t, `
+import io, zipfile
+wb = Workbook()
+ws = wb.active
+ws.append(["collection", "chapter", "order", "video_url"])
+ws.append(["L", 1, 1, '=HYPERLINK("https://drive.google.com/file/d/a/view","formula label")'])
+ws.append(["L", 1, 2, '=HYPERLINK("https://example.com/b.mp4?q=""x""";"B")'])
+buf = io.BytesIO()
+wb.save(buf)
+src = zipfile.ZipFile(buf)
+with zipfile.ZipFile(OUT, "w", zipfile.ZIP_DEFLATED) as dst:
+    for item in src.infolist():
+        part = src.read(item.filename)
+        if item.filename == "xl/worksheets/sheet1.xml":
+            xml = part.decode()
+            assert xml.count("<v></v>") == 2, xml
+            xml = xml.replace('<c r="D2">', '<c r="D2" t="str">').replace('<c r="D3">', '<c r="D3" t="str">')
+            xml = xml.replace("<v></v>", "<v>1강 보기</v>", 1).replace("<v></v>", "<v>2강</v>", 1)
+            part = xml.encode()
+        dst.writestr(item, part)
+`)
+	parsed, err := ingest.Parse("cached.xlsx", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ingest.Row{
+		{Number: 2, Collection: "L", Chapter: 1, Order: 1, VideoURL: "https://drive.google.com/file/d/a/view", Label: "1강 보기"},
+		{Number: 3, Collection: "L", Chapter: 1, Order: 2, VideoURL: `https://example.com/b.mp4?q="x"`, Label: "2강"},
+	}
+	if len(parsed.Rows) != len(want) || parsed.Rows[0] != want[0] || parsed.Rows[1] != want[1] {
+		t.Fatalf("rows = %+v, want %+v", parsed.Rows, want)
+	}
+}
+
+// TestParse_CSVHyperlinkFormula: a .csv exported without evaluating formulas keeps
+// =HYPERLINK(…) as text; it is read as the link it is.
+func TestParse_CSVHyperlinkFormula(t *testing.T) {
+	parsed, err := ingest.Parse("s.csv", []byte("collection,chapter,order,video_url\nL,1,1,\"=HYPERLINK(\"\"https://example.com/a.mp4\"\",\"\"A\"\")\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := parsed.Rows[0]; r.Reject != "" || r.VideoURL != "https://example.com/a.mp4" || r.Label != "A" {
+		t.Fatalf("row = %+v, want the formula's URL and label", r)
+	}
+}
+
+// TestParse_WideSheetOverTheCellAttributeLimit: merges, hyperlinks and formulas are read by
+// decoding the whole worksheet, so a sheet within the row limit but over 1 MiB unzipped (here
+// 100 rows of 600 cells) is refused rather than decoded.
+func TestParse_WideSheetOverTheCellAttributeLimit(t *testing.T) {
+	data := sheettest.Openpyxl(t, `
+wb = Workbook()
+ws = wb.active
+ws.append(["collection", "chapter", "order", "video_url"] + [1] * 600)
+for i in range(100):
+    ws.append(["L", 1, i + 1, "https://example.com/v.mp4"] + [123456] * 600)
+`)
+	_, err := ingest.Parse("wide.xlsx", data)
+	if apperr.CodeOf(err) != apperr.Unprocessable || !strings.Contains(err.Error(), "is more than 1 MiB unzipped") {
+		t.Fatalf("Parse = %v, want 422 for the sheet's size", err)
+	}
+}

@@ -19,8 +19,16 @@ const debianPython = "/usr/bin/python3"
 // wb, which is saved and returned as .xlsx bytes.
 func Openpyxl(t testing.TB, script string) []byte {
 	t.Helper()
+	return Python(t, script+"\nwb.save(OUT)\n")
+}
+
+// Python runs script with openpyxl's interpreter after `import os` and `from openpyxl import
+// Workbook`; the script writes its .xlsx to the path in OUT (to edit the saved parts itself, as
+// a sheet with formulas' cached values needs), whose bytes are returned.
+func Python(t testing.TB, script string) []byte {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "sheet.xlsx")
-	cmd := exec.Command(debianPython, "-c", "import os\nfrom openpyxl import Workbook\n"+script+"\nwb.save(os.environ['OUT'])\n")
+	cmd := exec.Command(debianPython, "-c", "import os\nfrom openpyxl import Workbook\nOUT = os.environ['OUT']\n"+script)
 	cmd.Env = append(os.Environ(), "OUT="+out)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("python3 openpyxl (run scripts/deps.sh): %v\n%s", err, msg)
