@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/url"
 	"os"
@@ -88,5 +87,5 @@ func sheetFetchError(err error) error {
 	case IsPermanent(err):
 		return apperr.Errorf(apperr.Unprocessable, "fetching the sheet: %v", err)
 	}
-	return apperr.Errorf(apperr.Unavailable, "fetching the sheet failed, try again: %v", fmt.Errorf("%w", err))
+	return apperr.Errorf(apperr.Unavailable, "fetching the sheet failed, try again: %v", err)
 }
