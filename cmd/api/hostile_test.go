@@ -114,6 +114,7 @@ var routeTable = []hostileRoute{
 	{method: "GET", pattern: "/healthz", access: public, target: fixed("/healthz")},
 	{method: "GET", pattern: "/readyz", access: public, target: fixed("/readyz")},
 	{method: "GET", pattern: "/", access: public, target: fixed("/")},
+	{method: "GET", pattern: "/imports", access: public, target: fixed("/imports")},
 	{method: "GET", pattern: "/watch/:mediaID", access: public, target: idTarget("/watch/%s", mineID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/static/*", access: public, hasParam: true, target: func(_ *hostileFixture, p string) string {
 		if p == "" {
