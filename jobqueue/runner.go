@@ -33,6 +33,11 @@ type RunnerConfig struct {
 	RetryBase, RetryCap time.Duration
 	// FinishTimeout bounds the database writes after a job ends. Default 30 s.
 	FinishTimeout time.Duration
+	// CompleteWindow is how long the completer collects the successful runs of jobs without
+	// domain writes before it finishes them in one fenced statement (see completer). Longer
+	// windows make fewer, larger batches; a job's COMPLETED row lands up to this much later.
+	// Default 5 ms.
+	CompleteWindow time.Duration
 	// Logger receives job outcomes and errors. Default slog.Default().
 	Logger *slog.Logger
 	// Metrics receives the runner's figures. Optional.
@@ -45,6 +50,7 @@ func (c RunnerConfig) withDefaults() RunnerConfig {
 	c.RetryBase = cmp.Or(c.RetryBase, 5*time.Second)
 	c.RetryCap = cmp.Or(c.RetryCap, 5*time.Minute)
 	c.FinishTimeout = cmp.Or(c.FinishTimeout, 30*time.Second)
+	c.CompleteWindow = cmp.Or(c.CompleteWindow, 5*time.Millisecond)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -52,15 +58,25 @@ func (c RunnerConfig) withDefaults() RunnerConfig {
 }
 
 // Runner claims the jobs of one kind and runs them: one poller goroutine claims up to the
-// free slots, and each claimed job runs in its own goroutine with a heartbeat beside it. Its
-// lease is the Queue's, so the heartbeat and the claim can never disagree about it.
+// free slots in one statement, and each claimed job runs in its own goroutine with a heartbeat
+// beside it. Its lease is the Queue's, so the heartbeat and the claim can never disagree about
+// it.
+//
+// A successful run of a job without domain writes (its kind has no Lock hook and its Result no
+// Commit) frees its slot at once and waits for the completer, which finishes many such jobs in
+// one fenced statement; every other ending (a completion with domain writes, a retry, a death,
+// a release) is one fenced transaction of its own, as before.
 type Runner struct {
-	q    *Queue
-	cfg  RunnerConfig
-	kind Kind
+	q         *Queue
+	cfg       RunnerConfig
+	kind      Kind
+	completer *completer
 
-	// running is written by the poller (+1) and job goroutines (−1), read by the poller.
-	running atomic.Int32
+	// running counts the jobs in their Run; finishing those that ran and wait for their
+	// batch's completion. Both are written by the poller (+1 running) and job goroutines,
+	// read by the poller.
+	running   atomic.Int32
+	finishing atomic.Int32
 	wake    chan struct{}
 	poller  lifecycle.Loop
 
@@ -86,6 +102,7 @@ func NewRunner(q *Queue, cfg RunnerConfig) (*Runner, error) {
 	}
 	r := &Runner{q: q, cfg: cfg, kind: kind, wake: make(chan struct{}, 1)}
 	r.jobsCtx, r.cancelJobs = context.WithCancelCause(context.Background())
+	r.completer = newCompleter(q, cfg.CompleteWindow, cfg.FinishTimeout, r.jobsCtx.Done())
 	return r, nil
 }
 
@@ -97,8 +114,13 @@ func (r *Runner) Wake() {
 	}
 }
 
-// Start launches the poller.
-func (r *Runner) Start(ctx context.Context) error { return r.poller.Start(ctx, r.poll) }
+// Start launches the completer and the poller.
+func (r *Runner) Start(ctx context.Context) error {
+	if err := r.completer.start(ctx); err != nil {
+		return err
+	}
+	return r.poller.Start(ctx, r.poll)
+}
 
 // Stop stops claiming, cancels running jobs and gives each claim back (attempt returned), and
 // returns when every job goroutine has ended or ctx is done. It is idempotent and safe when
@@ -113,14 +135,16 @@ func (r *Runner) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		err = errors.Join(err, fmt.Errorf("%s runner: jobs still running: %w", r.cfg.Kind, context.Cause(ctx)))
 	}
-	return err
+	// Only now: the jobs that ended were waiting for their batch. A job still running past
+	// ctx completes on its own.
+	return errors.Join(err, r.completer.stop(ctx))
 }
 
 func (r *Runner) poll(ctx context.Context) {
 	ticker := time.NewTicker(r.cfg.PollInterval)
 	defer ticker.Stop()
 	for {
-		if free := r.cfg.Concurrency - int(r.running.Load()); free > 0 {
+		if free := r.freeSlots(); free > 0 {
 			r.claim(ctx, free)
 		}
 		select {
@@ -130,6 +154,13 @@ func (r *Runner) poll(ctx context.Context) {
 		case <-ticker.C:
 		}
 	}
+}
+
+// freeSlots is how many jobs the poller may claim: the slots no Run occupies, as long as the
+// jobs waiting for their batch stay within one batch's worth beyond the Concurrency.
+func (r *Runner) freeSlots() int {
+	running, finishing := int(r.running.Load()), int(r.finishing.Load())
+	return min(r.cfg.Concurrency-running, r.cfg.Concurrency+maxCompleteBatch-running-finishing)
 }
 
 func (r *Runner) claim(ctx context.Context, free int) {
@@ -149,19 +180,16 @@ func (r *Runner) claim(ctx context.Context, free int) {
 	for _, j := range jobs {
 		r.cfg.Metrics.claimed(j.Kind)
 		r.running.Add(1)
-		r.jobs.Go(func() {
-			defer func() {
-				r.running.Add(-1)
-				r.Wake() // a slot is free: claim the next job now
-			}()
-			r.execute(j, sent)
-		})
+		r.jobs.Go(func() { r.execute(j, sent) })
 	}
 }
 
 // execute runs one claimed job to its end: completed, retried, dead, released or lost.
 // claimSent is when the claim statement was sent: the lease runs from no earlier than that.
+// Its slot is freed when it ends, or earlier, once its Run is done, if it waits for a batch.
 func (r *Runner) execute(j Job, claimSent time.Time) {
+	s := &slot{r: r}
+	defer s.free()
 	log := r.cfg.Logger.With("job", j.ID, "kind", j.Kind, "subject", j.Subject, "attempt", j.Attempt)
 	if !time.Now().Before(localDeadline(claimSent, r.q.lease)) {
 		// The claim's answer came too late (a stalled network): the lease may already be
@@ -183,14 +211,43 @@ func (r *Runner) execute(j Job, claimSent time.Time) {
 	// The writes after a job ends must happen even when the job was cancelled.
 	finishCtx, finishCancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.FinishTimeout)
 	defer finishCancel()
-	outcome := r.finish(finishCtx, j, res, err, cause, log)
+	outcome := r.finish(finishCtx, j, res, err, cause, s, log)
 	r.cfg.Metrics.observe(j.Kind, outcome, time.Since(start))
 }
 
-func (r *Runner) finish(ctx context.Context, j Job, res Result, runErr, cause error, log *slog.Logger) string {
+// slot is one claimed job's place in its runner's counts.
+type slot struct {
+	r       *Runner
+	waiting bool // moved from running to finishing
+	freed   bool
+}
+
+// wait moves the job from running to finishing: its slot is free for the next claim while
+// its completion waits for the batch.
+func (s *slot) wait() {
+	s.r.running.Add(-1)
+	s.r.finishing.Add(1)
+	s.waiting = true
+	s.r.Wake()
+}
+
+func (s *slot) free() {
+	if s.freed {
+		return
+	}
+	s.freed = true
+	if s.waiting {
+		s.r.finishing.Add(-1)
+	} else {
+		s.r.running.Add(-1)
+	}
+	s.r.Wake() // a slot is free: claim the next job now
+}
+
+func (r *Runner) finish(ctx context.Context, j Job, res Result, runErr, cause error, s *slot, log *slog.Logger) string {
 	switch {
 	case runErr == nil:
-		return r.complete(ctx, j, res, log)
+		return r.complete(ctx, j, res, s, log)
 	case errors.Is(cause, ErrClaimLost):
 		log.Warn("claim lost while running; job abandoned", "err", runErr)
 		return "claim_lost"
@@ -226,7 +283,10 @@ func (r *Runner) finish(ctx context.Context, j Job, res Result, runErr, cause er
 // read: committed → success; still our live claim → complete again; someone else's → discard;
 // unknown (the read failed too, or the row is gone) → keep the outputs (true orphans are
 // cheaper than lost results).
-func (r *Runner) complete(ctx context.Context, j Job, res Result, log *slog.Logger) string {
+//
+// A job without domain writes (no Lock hook, no Commit) is completed in a batch; every later
+// attempt, once the outcome is settled as still ours, is a completion on its own.
+func (r *Runner) complete(ctx context.Context, j Job, res Result, s *slot, log *slog.Logger) string {
 	discard := func() {
 		if res.Discard != nil {
 			res.Discard(ctx)
@@ -241,8 +301,16 @@ func (r *Runner) complete(ctx context.Context, j Job, res Result, log *slog.Logg
 		}
 		return "completed"
 	}
+	var err error
+	batched := r.kind.Lock == nil && res.Commit == nil
+	if batched {
+		s.wait()
+		err = r.completer.complete(j)
+	}
+	if !batched || errors.Is(err, errCompleterStopped) {
+		err = r.q.Complete(ctx, j, res.Commit)
+	}
 	for attempt := 1; ; attempt++ {
-		err := r.q.Complete(ctx, j, res.Commit)
 		switch {
 		case err == nil:
 			return committed()
@@ -274,6 +342,7 @@ func (r *Runner) complete(ctx context.Context, j Job, res Result, log *slog.Logg
 			return "error"
 		case <-time.After(backoff.FullJitter(attempt, 50*time.Millisecond, time.Second)):
 		}
+		err = r.q.Complete(ctx, j, res.Commit)
 	}
 }
 

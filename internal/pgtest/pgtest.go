@@ -160,7 +160,31 @@ func start() (*Server, error) {
 	if raw := os.Getenv(EnvURL); raw != "" {
 		return fromURL(raw)
 	}
-	return startCluster()
+	// Durability settings are off: a test cluster is thrown away, and fsync on a shared
+	// machine makes the suite slow for nothing.
+	return startCluster("-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400")
+}
+
+// StartDurable starts a cluster of its own with PostgreSQL's default settings (fsync,
+// synchronous_commit and full_page_writes on, max_connections 100), for the benchmarks that
+// compare with figures taken on such a cluster (bench/). Stop it with Close.
+func StartDurable() (*Server, error) { return startCluster("") }
+
+// Close stops a cluster started by StartDurable and deletes its files.
+func (s *Server) Close() {
+	if s.DataDir != "" {
+		s.stop()
+	}
+}
+
+// URL returns the URL of database on s, as its administrator.
+func (s *Server) URL(database string) string {
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(s.Config.User, s.Config.Password),
+		Host: net.JoinHostPort(s.Config.Host, s.Config.Port), Path: "/" + database, RawQuery: s.Config.Options}
+	if s.Config.Password == "" {
+		u.User = url.User(s.Config.User)
+	}
+	return u.String()
 }
 
 func fromURL(raw string) (*Server, error) {
@@ -180,9 +204,10 @@ func fromURL(raw string) (*Server, error) {
 	}}, nil
 }
 
-// startCluster runs initdb and pg_ctl into a temporary directory. PostgreSQL refuses to run as
-// root, so as root the commands run as the postgres user, which owns the directory.
-func startCluster() (*Server, error) {
+// startCluster runs initdb and pg_ctl into a temporary directory, with settings (server
+// options, "-c name=value …") on top of the defaults. PostgreSQL refuses to run as root, so as
+// root the commands run as the postgres user, which owns the directory.
+func startCluster(settings string) (*Server, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
@@ -214,10 +239,7 @@ func startCluster() (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %w: %s", err, out)
 	}
-	// Durability settings are off: a test cluster is thrown away, and fsync on a shared
-	// machine makes the suite slow for nothing.
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "+
-		"-c full_page_writes=off -c max_connections=400", port, dir)
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 %s", port, dir, settings)
 	s.opts = opts
 	if out, err := s.run("pg_ctl", "-D", s.DataDir, "-o", opts, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "60", "start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
