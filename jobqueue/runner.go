@@ -77,8 +77,8 @@ type Runner struct {
 	// read by the poller.
 	running   atomic.Int32
 	finishing atomic.Int32
-	wake    chan struct{}
-	poller  lifecycle.Loop
+	wake      chan struct{}
+	poller    lifecycle.Loop
 
 	// jobsCtx is the parent of every job's context; Stop cancels it with errStopping.
 	jobsCtx    context.Context
