@@ -198,3 +198,46 @@ func (b *bundle) insertJobs(t testing.TB, kind string, n int) []int64 {
 	slices.Sort(ids)
 	return ids
 }
+
+// A batch whose answer never arrives (the proxy lets the batch's statement through and resets
+// the connection before the answer comes back) leaves every job's outcome unknown: each job
+// settles it before anything is cleaned up, as a completion on its own does (bug 3 of issue
+// 13). The statement committed, so the job is completed and its result kept, not discarded.
+func TestRunner_BatchWhoseAnswerIsLostIsSettled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.insertJobs(t, "plain", 1)[0]
+	pool, proxy := b.proxiedPool(t, 2)
+	seen := newBatchRun()
+	var cut <-chan struct{}
+	armed := make(chan struct{})
+	kind := jobqueue.Kind{Name: "plain", Run: func(_ context.Context, j jobqueue.Job) (jobqueue.Result, error) {
+		// The batch statement is the first message after the run that carries the claim
+		// token (pgx sends the uuid[] of strings in text form).
+		cut = proxy.CutAfter([]byte(j.ClaimToken))
+		close(armed)
+		return jobqueue.Result{
+			Discard:   func(context.Context) { seen.mark(seen.discarded, j.ID) },
+			Committed: func(context.Context) error { seen.mark(seen.committed, j.ID); return nil },
+		}, nil
+	}}
+	q := newQueue(t, pool, time.Minute, kind)
+	reg := prometheus.NewRegistry()
+	startRunner(t, q, jobqueue.RunnerConfig{Kind: "plain", Node: "n", PollInterval: 10 * time.Millisecond,
+		Metrics: jobqueue.NewMetrics(reg, newQueue(t, b.pool, time.Minute, kind))})
+	receive(t, armed, "the run")
+	receive(t, cut, "the cut after the batch's statement")
+	waitFor(t, "the job's outcome", func() bool { return outcomes(t, reg, "plain") > 0 })
+
+	if got := outcome(t, reg, "plain", "completed"); got != 1 {
+		t.Errorf("outcome completed counted %v times, want 1", got)
+	}
+	if n := b.count(t, `SELECT count(*) FROM jobs WHERE id = $1 AND status = 'COMPLETED' AND attempt_count = 1`, id); n != 1 {
+		t.Error("the job is not COMPLETED on its first attempt")
+	}
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	if seen.discarded[id] || !seen.committed[id] {
+		t.Errorf("discarded %v, committed %v: want the result kept", seen.discarded[id], seen.committed[id])
+	}
+}
