@@ -82,6 +82,17 @@ mutants: deps web
 screenshots: deps web
 	PLAYHEAD_TEST_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^(TestPlayer_UploadWatchLeaveResumeInChromium|TestImportPage_CheckConfirmWatchInChromium)$$' ./cmd/api
 
+# The side-by-side benchmarks of docs/performance.md (issue 15), in their own Go module (bench/), so
+# that River never enters the main go.mod. bench-queue: Playhead's job queue beside River v0.51.2
+# on a PostgreSQL cluster of its own with the default settings (fsync on), alternating, at each
+# worker count; about 3 minutes on 2 cores.
+BENCH_QUEUE_FLAGS ?= -jobs 2000 -workers 1,4,16,100 -rounds 3
+.PHONY: bench bench-queue
+bench: bench-queue
+
+bench-queue:
+	cd bench && $(GO) run ./cmd/benchqueue $(BENCH_QUEUE_FLAGS)
+
 # The load report of docs/performance.md (about 12 minutes; loopback only).
 loadtest: deps
 	scripts/loadtest.sh

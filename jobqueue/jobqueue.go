@@ -16,6 +16,14 @@
 // kinds), in one place (Queue.transition) that completions, deaths, the rescuer's sweep and
 // the admin retry all go through, so no two writers can deadlock. A retry or a release touches the job row only.
 //
+// Completions of jobs without domain writes (a kind with no Lock hook, a Result with no
+// Commit) are batched, as River's are: the runner's completer collects them for a few
+// milliseconds and finishes them in one statement, UPDATE … FROM unnest(ids, tokens), whose
+// WHERE is the same fence for each row; a job whose row it does not return had lost its claim.
+// Kinds with domain writes still finish one job per transaction (see completer for why). The
+// claim itself commits without a WAL flush of its own (see Queue.Claim): no promise rests on
+// it, and every write that counts after it flushes it.
+//
 // The split follows River's: Runner is its producer plus job executor (one per kind per
 // node), Rescuer its job rescuer (one per node, for every registered kind), Pruner its job
 // cleaner.

@@ -10,17 +10,26 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/playhead/playhead/jobqueue"
+	"github.com/playhead/playhead/media"
 )
 
 // playhead is Playhead's queue as cmd/api runs it: a jobqueue.Runner with its defaults (1 min
-// lease, 5 ms completion window), one kind whose Run does nothing and which has no domain
-// hooks, as River's no-op worker has none.
+// lease, 5 ms completion window), one kind whose Run does nothing. Without media hooks the
+// kind has no domain writes, as River's no-op worker has none, and its completions are
+// batched. With them (media.JobKind, the hooks of the encode and ingest kinds) each job is
+// about a media row of its own, with an owner of its own, and finishes in its own fenced
+// transaction that locks the owner and the media first: the figure of the issue's first table.
 type playhead struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	media bool
 }
 
-func newPlayhead(ctx context.Context, cfg Config) (*playhead, error) {
-	url, err := createDatabase(ctx, cfg.URL, "bench_playhead")
+func newPlayhead(ctx context.Context, cfg Config, withMedia bool) (*playhead, error) {
+	name := "bench_playhead"
+	if withMedia {
+		name += "_media"
+	}
+	url, err := createDatabase(ctx, cfg.URL, name)
 	if err != nil {
 		return nil, fmt.Errorf("playhead database: %w", err)
 	}
@@ -31,14 +40,22 @@ func newPlayhead(ctx context.Context, cfg Config) (*playhead, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &playhead{pool: pool}, nil
+	return &playhead{pool: pool, media: withMedia}, nil
 }
 
 func (p *playhead) close() { p.pool.Close() }
 
 func (p *playhead) run(ctx context.Context, jobs, workers int) (time.Duration, error) {
-	if _, err := p.pool.Exec(ctx, `TRUNCATE jobs`); err != nil {
+	if _, err := p.pool.Exec(ctx, `TRUNCATE jobs, notification_outbox, media, members CASCADE`); err != nil {
 		return 0, err
+	}
+	if p.media {
+		if _, err := p.pool.Exec(ctx, `
+			INSERT INTO members (id) SELECT g FROM generate_series(1, $1::bigint) AS g;
+			INSERT INTO media (id, owner_id, title, status, visibility)
+			SELECT g, g, 'bench', 'PROCESSING', 'PRIVATE' FROM generate_series(1, $1::bigint) AS g`, jobs); err != nil {
+			return 0, err
+		}
 	}
 	if _, err := p.pool.Exec(ctx, `
 		INSERT INTO jobs (kind, subject_id, max_attempts)
@@ -47,15 +64,19 @@ func (p *playhead) run(ctx context.Context, jobs, workers int) (time.Duration, e
 	}
 	// A live queue's statistics are kept by autovacuum; a table that grew by thousands of
 	// rows a moment ago has none yet.
-	if _, err := p.pool.Exec(ctx, `VACUUM ANALYZE jobs`); err != nil {
+	if _, err := p.pool.Exec(ctx, `VACUUM ANALYZE jobs, media, members`); err != nil {
 		return 0, err
 	}
 
 	var ran atomic.Int64
-	kind := jobqueue.Kind{Name: "noop", Run: func(context.Context, jobqueue.Job) (jobqueue.Result, error) {
+	kind := jobqueue.Kind{Name: "noop"}
+	if p.media {
+		kind = media.JobKind("noop")
+	}
+	kind.Run = func(context.Context, jobqueue.Job) (jobqueue.Result, error) {
 		ran.Add(1)
 		return jobqueue.Result{}, nil
-	}}
+	}
 	q, err := jobqueue.NewQueue(p.pool, time.Minute, kind)
 	if err != nil {
 		return 0, err

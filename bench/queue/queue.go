@@ -37,7 +37,8 @@ type Config struct {
 	Rounds int
 	// MaxConns caps each system's pool.
 	MaxConns int
-	// Systems are the systems measured, in their alternating order: "playhead", "river".
+	// Systems are the systems measured, in their alternating order: "playhead", "river", and
+	// "playhead-media" (the same queue with the media kinds' hooks: no batching).
 	Systems []string
 }
 
@@ -61,12 +62,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		var s system
 		var err error
 		switch name {
-		case "playhead":
-			s, err = newPlayhead(ctx, cfg)
+		case "playhead", "playhead-media":
+			s, err = newPlayhead(ctx, cfg, name == "playhead-media")
 		case "river":
 			s, err = newRiver(ctx, cfg)
 		default:
-			err = fmt.Errorf("unknown system %q (want playhead or river)", name)
+			err = fmt.Errorf("unknown system %q (want playhead, playhead-media or river)", name)
 		}
 		if err != nil {
 			return err

@@ -32,7 +32,7 @@ func run() error {
 	workers := flag.String("workers", "1,4,16,100", "worker counts, comma-separated")
 	rounds := flag.Int("rounds", 3, "measurements of each system at each worker count")
 	maxConns := flag.Int("max-conns", 20, "connections in each system's pool")
-	systems := flag.String("systems", "playhead,river", "systems to measure, in alternating order")
+	systems := flag.String("systems", "playhead,river", "systems to measure, in alternating order: playhead, river, playhead-media")
 	url := flag.String("database-url", "", "an administrator's URL of an existing cluster (default: start one with PostgreSQL's defaults)")
 	flag.Parse()
 
