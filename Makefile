@@ -85,8 +85,8 @@ screenshots: deps web
 # The side-by-side benchmarks of docs/performance.md (issue 15), in their own Go module (bench/), so
 # that River never enters the main go.mod. bench-queue: Playhead's job queue beside River v0.51.2
 # on a PostgreSQL cluster of its own with the default settings (fsync on), alternating, at each
-# worker count; about 3 minutes on 2 cores.
-BENCH_QUEUE_FLAGS ?= -jobs 2000 -workers 1,4,16,100 -rounds 3
+# worker count, with the media kinds' hooks as a third system; about 2 minutes on 2 cores.
+BENCH_QUEUE_FLAGS ?= -jobs 2000 -workers 1,4,16,100 -rounds 5 -systems playhead,river,playhead-media
 .PHONY: bench bench-queue
 bench: bench-queue
 

@@ -50,16 +50,20 @@ func (p *playhead) run(ctx context.Context, jobs, workers int) (time.Duration, e
 		return 0, err
 	}
 	if p.media {
+		if _, err := p.pool.Exec(ctx, `INSERT INTO members (id) SELECT g FROM generate_series(1, $1::bigint) AS g`, jobs); err != nil {
+			return 0, err
+		}
 		if _, err := p.pool.Exec(ctx, `
-			INSERT INTO members (id) SELECT g FROM generate_series(1, $1::bigint) AS g;
-			INSERT INTO media (id, owner_id, title, status, visibility)
-			SELECT g, g, 'bench', 'PROCESSING', 'PRIVATE' FROM generate_series(1, $1::bigint) AS g`, jobs); err != nil {
+			INSERT INTO media (owner_id, title, status, visibility)
+			SELECT g, 'bench', 'PROCESSING', 'PRIVATE' FROM generate_series(1, $1::bigint) AS g`, jobs); err != nil {
 			return 0, err
 		}
 	}
-	if _, err := p.pool.Exec(ctx, `
-		INSERT INTO jobs (kind, subject_id, max_attempts)
-		SELECT 'noop', g, 3 FROM generate_series(1, $1::bigint) AS g`, jobs); err != nil {
+	subjects := `SELECT g FROM generate_series(1, $1::bigint) AS g`
+	if p.media {
+		subjects = `SELECT id FROM media LIMIT $1`
+	}
+	if _, err := p.pool.Exec(ctx, `INSERT INTO jobs (kind, subject_id, max_attempts) SELECT 'noop', s, 3 FROM (`+subjects+`) AS subject(s)`, jobs); err != nil {
 		return 0, err
 	}
 	// A live queue's statistics are kept by autovacuum; a table that grew by thousands of
