@@ -219,7 +219,6 @@ func (r *Runner) execute(j Job, claimSent time.Time) {
 type slot struct {
 	r       *Runner
 	waiting bool // moved from running to finishing
-	freed   bool
 }
 
 // wait moves the job from running to finishing: its slot is free for the next claim while
@@ -231,11 +230,8 @@ func (s *slot) wait() {
 	s.r.Wake()
 }
 
+// free gives the slot back when the job has ended, however.
 func (s *slot) free() {
-	if s.freed {
-		return
-	}
-	s.freed = true
 	if s.waiting {
 		s.r.finishing.Add(-1)
 	} else {

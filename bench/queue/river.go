@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -113,7 +112,7 @@ func (r *riverQueue) run(ctx context.Context, jobs, workers int) (time.Duration,
 	}
 	var completed, again int
 	if err := r.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE attempt <> 1) FROM river_job`).
-		Scan(&completed, &again); err != nil && err != pgx.ErrNoRows {
+		Scan(&completed, &again); err != nil {
 		return 0, err
 	}
 	if completed != jobs || again != 0 || ran.Load() != int64(jobs) {
