@@ -3,7 +3,10 @@ package jobqueue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/playhead/playhead/lifecycle"
 )
@@ -134,4 +137,48 @@ func (c *completer) finish(batch []completion) {
 		}
 		b.result <- results[i]
 	}
+}
+
+// completeBatchSQL completes every job of a batch whose row still passes the fence (this job,
+// PROCESSING, under this claim's token, lease live) in one statement, so one round trip and one
+// commit finish the whole batch. It returns the claim tokens of the rows it changed: a job whose
+// token is missing had lost its claim, and nothing was written for it.
+const completeBatchSQL = `
+UPDATE jobs j
+SET status = 'COMPLETED', completed_at = statement_timestamp(), lease_until = NULL, last_error = NULL
+FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
+WHERE j.id = c.id AND j.status = 'PROCESSING' AND j.claim_token = c.token AND j.lease_until > statement_timestamp()
+RETURNING j.claim_token::text`
+
+// CompleteBatch marks jobs COMPLETED in one fenced statement (its own transaction) and reports,
+// for each job in order, nil when its completion committed and ErrClaimLost when its claim was
+// lost. It is only for jobs whose kind has no Lock hook and whose completion has no domain
+// writes (see Runner): there is nothing of theirs to roll back but the job row itself. An
+// error means the outcome of every job in the batch is unknown (the statement may have
+// committed): settle each with Settle.
+func (q *Queue) CompleteBatch(ctx context.Context, jobs []Job) ([]error, error) {
+	ids := make([]int64, len(jobs))
+	tokens := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i], tokens[i] = j.ID, j.ClaimToken
+	}
+	rows, err := q.pool.Query(ctx, completeBatchSQL, ids, tokens)
+	if err != nil {
+		return nil, fmt.Errorf("complete %d jobs: %w", len(jobs), err)
+	}
+	won, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("complete %d jobs: %w", len(jobs), err)
+	}
+	committed := make(map[string]bool, len(won))
+	for _, token := range won {
+		committed[token] = true
+	}
+	results := make([]error, len(jobs))
+	for i, j := range jobs {
+		if !committed[j.ClaimToken] {
+			results[i] = ErrClaimLost
+		}
+	}
+	return results, nil
 }
