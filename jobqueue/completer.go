@@ -25,7 +25,7 @@ var errCompleterStopped = errors.New("jobqueue: completer stopped")
 // completer finishes the successful runs of one Runner's batchable jobs (no Lock hook, no
 // domain writes) in batches, as River's batch completer does: it waits for a first
 // completion, collects whatever else arrives within the window (or until the batch is full),
-// and finishes them all with Queue.CompleteBatch, one fenced statement. Each job's goroutine
+// and finishes them all with Queue.completeBatch, one fenced statement. Each job's goroutine
 // waits for its own outcome, so what follows a completion (Committed, Discard, the outcome
 // metric, the settling of an unknown outcome) is the same as for a completion on its own.
 //
@@ -129,7 +129,7 @@ func (c *completer) finish(batch []completion) {
 	for i, b := range batch {
 		jobs[i] = b.job
 	}
-	results, err := c.q.CompleteBatch(ctx, jobs)
+	results, err := c.q.completeBatch(ctx, jobs)
 	for i, b := range batch {
 		if err != nil {
 			b.result <- err
@@ -150,13 +150,13 @@ FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
 WHERE j.id = c.id AND j.status = 'PROCESSING' AND j.claim_token = c.token AND j.lease_until > statement_timestamp()
 RETURNING j.claim_token::text`
 
-// CompleteBatch marks jobs COMPLETED in one fenced statement (its own transaction) and reports,
+// completeBatch marks jobs COMPLETED in one fenced statement (its own transaction) and reports,
 // for each job in order, nil when its completion committed and ErrClaimLost when its claim was
 // lost. It is only for jobs whose kind has no Lock hook and whose completion has no domain
 // writes (see Runner): there is nothing of theirs to roll back but the job row itself. An
 // error means the outcome of every job in the batch is unknown (the statement may have
 // committed): settle each with Settle.
-func (q *Queue) CompleteBatch(ctx context.Context, jobs []Job) ([]error, error) {
+func (q *Queue) completeBatch(ctx context.Context, jobs []Job) ([]error, error) {
 	ids := make([]int64, len(jobs))
 	tokens := make([]string, len(jobs))
 	for i, j := range jobs {
