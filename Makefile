@@ -2,7 +2,7 @@
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run test build deps system-deps lint fuzz chaos chaos-queue mutants loadtest screenshots clean
+.PHONY: run test build deps system-deps lint fuzz chaos chaos-queue mutants loadtest bench-put screenshots clean
 
 build: web
 	$(GO) build -o bin/playhead ./cmd/api
@@ -23,6 +23,7 @@ lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	cd bench && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 
 # Tests start their own PostgreSQL (internal/pgtest) unless PLAYHEAD_TEST_DATABASE_URL is set.
 # The reliability suite (cmd/api/chaos_test.go) runs 3 rounds of each fault here; the fuzz
@@ -88,7 +89,7 @@ screenshots: deps web
 # worker count, with the media kinds' hooks as a third system; about 2 minutes on 2 cores.
 BENCH_QUEUE_FLAGS ?= -jobs 2000 -workers 1,4,16,100 -rounds 5 -systems playhead,river,playhead-media
 .PHONY: bench bench-queue
-bench: bench-queue
+bench: bench-queue bench-put
 
 bench-queue:
 	cd bench && $(GO) run ./cmd/benchqueue $(BENCH_QUEUE_FLAGS)
@@ -96,6 +97,17 @@ bench-queue:
 # The load report of docs/performance.md (about 12 minutes; loopback only).
 loadtest: deps
 	scripts/loadtest.sh
+
+# The PUT path beside a bare Fiber server: the same wrk load on both, alternating for
+# BENCH_ROUNDS rounds of BENCH_DURATION each, then the check that Playhead stored every
+# position it accepted (about 2 minutes with the defaults; loopback only).
+BENCH_ROUNDS ?= 3
+BENCH_DURATION ?= 10s
+bench-put: system-deps build
+	cd bench && $(GO) build -o ../bin/barefiber ./cmd/barefiber
+	cd bench && PLAYHEAD_TEST_BINARY=$(CURDIR)/bin/playhead PLAYHEAD_BENCH_BAREFIBER=$(CURDIR)/bin/barefiber \
+		$(GO) test -count=1 -timeout 30m -run '^TestPutPathSideBySide$$' -v ./putpath \
+		-args -rounds=$(BENCH_ROUNDS) -duration=$(BENCH_DURATION)
 
 # The player page (web/): hls.js from npm, pinned in package-lock.json, copied into the folder the
 # binary embeds; `npm ci` also installs playwright-core for the browser test (which drives

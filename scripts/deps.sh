@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Playhead needs to run and test: PostgreSQL server binaries, ffmpeg, prlimit, and
-# Prometheus (prometheus and promtool, for the dashboard and alert check in grafana/), and
-# python3-openpyxl (the import's tests).
+# Prometheus (prometheus and promtool, for the dashboard and alert check in grafana/),
+# python3-openpyxl (the import's tests) and wrk (the load of make bench-put).
 # As root it uses apt-get; otherwise it says exactly what to install and fails.
 set -euo pipefail
 
@@ -24,6 +24,8 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 /usr/bin/python3 -c 'import openpyxl' >/dev/null 2>&1 || missing+=(python3-openpyxl)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+# wrk drives the PUT-path benchmark (make bench-put).
+command -v wrk >/dev/null 2>&1 || missing+=(wrk)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

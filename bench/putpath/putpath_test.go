@@ -1,0 +1,259 @@
+package putpath
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/playhead/playhead/internal/binarytest"
+)
+
+var (
+	rounds   = flag.Int("rounds", 3, "alternating rounds (bare Fiber, then Playhead)")
+	duration = flag.Duration("duration", 10*time.Second, "length of one wrk run")
+	warmUp   = flag.Duration("warmup", 5*time.Second, "one wrk run on each server before the rounds, not counted")
+	members  = flag.Int("members", 150_000, "members, each with its own token")
+	mediaN   = flag.Int("media", 100, "media items the reports spread over")
+)
+
+// envBare names the bare Fiber binary (bench/cmd/barefiber); `make bench-put` builds it and
+// the playhead binary (PLAYHEAD_TEST_BINARY, read by binarytest) before running this test.
+const envBare = "PLAYHEAD_BENCH_BAREFIBER"
+
+func TestMain(m *testing.M) { binarytest.Main(m) }
+
+// TestPutPathSideBySide drives the bare Fiber server and Playhead (write-behind, every default
+// feature on) with the same wrk load, alternating, and prints the rates and Playhead's share.
+// It fails if any report was refused (a refused request is cheaper than an accepted one, so the
+// share would lie) or if Playhead did not store every position it accepted.
+func TestPutPathSideBySide(t *testing.T) {
+	bare := os.Getenv(envBare)
+	if bare == "" {
+		t.Skipf("%s is not set: run `make bench-put`", envBare)
+	}
+	if _, err := exec.LookPath("wrk"); err != nil {
+		t.Fatalf("wrk is not installed (scripts/deps.sh installs it): %v", err)
+	}
+
+	began := time.Now()
+	bareURL := startBare(t, bare)
+	ph := binarytest.Start(t, nil)
+	script := writeLoad(t, ph)
+	t.Logf("both servers up, %d tokens written after %s", *members, time.Since(began).Round(time.Millisecond))
+
+	var wrkAccepted int64
+	run := func(url string, d time.Duration) wrkResult {
+		r := runWrk(t, url, script, d)
+		if r.Status+r.Connect+r.Read+r.Write+r.Timeout != 0 {
+			t.Fatalf("wrk against %s: %d non-2xx answers, socket errors connect %d read %d write %d timeout %d",
+				url, r.Status, r.Connect, r.Read, r.Write, r.Timeout)
+		}
+		return r
+	}
+	run(bareURL, *warmUp)
+	wrkAccepted += run(ph.HTTPURL, *warmUp).Requests
+
+	fmt.Printf("\nPUT /v1/playback/{id}: wrk -t2 -c200 -d%s, %d members with their own tokens, %d media, keep-alive\n\n", *duration, *members, *mediaN)
+	fmt.Println("| round | bare Fiber | Playhead write-behind | share |")
+	fmt.Println("| ---: | ---: | ---: | ---: |")
+	var bareRates, phRates, shares []float64
+	for i := 1; i <= *rounds; i++ {
+		b := run(bareURL, *duration)
+		p := run(ph.HTTPURL, *duration)
+		wrkAccepted += p.Requests
+		share := p.Rate() / b.Rate()
+		bareRates, phRates, shares = append(bareRates, b.Rate()), append(phRates, p.Rate()), append(shares, share)
+		fmt.Printf("| %d | %s req/s | %s req/s | %.0f%% |\n", i, group(b.Rate()), group(p.Rate()), 100*share)
+	}
+	fmt.Printf("| median | %s req/s | %s req/s | %.0f%% |\n\n", group(median(bareRates)), group(median(phRates)), 100*median(shares))
+
+	t.Logf("load done after %s", time.Since(began).Round(time.Millisecond))
+	checkNothingLost(t, ph, wrkAccepted)
+	t.Logf("drained and stopped after %s", time.Since(began).Round(time.Millisecond))
+}
+
+// startBare runs the bare Fiber server on a free loopback port and waits until it accepts
+// connections.
+func startBare(t *testing.T, bin string) string {
+	addr := binarytest.FreeAddr(t)
+	p := binarytest.StartProcess(t, exec.Command(bin, "-addr", addr))
+	giveUp := time.Now().Add(binarytest.ReadyTimeout)
+	for {
+		if exited, err := p.Exited(); exited {
+			t.Fatalf("barefiber exited before it listened (%v): %s", err, p.Stdout)
+		}
+		if conn, err := net.Dial("tcp", addr); err == nil {
+			conn.Close()
+			return "http://" + addr
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("barefiber not listening on %s after %s", addr, binarytest.ReadyTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// writeLoad registers the media on Playhead and writes the members' tokens and the media ids
+// as a Lua table for putpath.lua; it returns the arguments for wrk's -s.
+func writeLoad(t *testing.T, ph *binarytest.Server) []string {
+	admin := binarytest.Token(t, 1, true)
+	var b strings.Builder
+	b.WriteString("return { media = {")
+	for i := range *mediaN {
+		fmt.Fprintf(&b, "%d,", ph.CreateMedia(t, admin, fmt.Sprintf("bench %d", i)))
+	}
+	b.WriteString("},\ntokens = {\n")
+	for m := range *members {
+		fmt.Fprintf(&b, "%q,\n", binarytest.Token(t, int64(1000+m), false))
+	}
+	b.WriteString("} }\n")
+	data := filepath.Join(t.TempDir(), "tokens.lua")
+	if err := os.WriteFile(data, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script, err := filepath.Abs("putpath.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"-s", script, "--", data}
+}
+
+// wrkResult is what putpath.lua's done() prints.
+type wrkResult struct {
+	Requests   int64 `json:"requests"`
+	DurationUS int64 `json:"duration_us"`
+	Connect    int64 `json:"connect"`
+	Read       int64 `json:"read"`
+	Write      int64 `json:"write"`
+	Status     int64 `json:"status"`
+	Timeout    int64 `json:"timeout"`
+}
+
+// Rate is the requests answered per second.
+func (r wrkResult) Rate() float64 { return float64(r.Requests) / (float64(r.DurationUS) / 1e6) }
+
+func runWrk(t *testing.T, url string, script []string, d time.Duration) wrkResult {
+	args := append([]string{"-t2", "-c200", "-d" + strconv.Itoa(int(d.Seconds())) + "s", url}, script...)
+	out, err := exec.Command("wrk", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("wrk %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	for line := range strings.Lines(string(out)) {
+		if raw, ok := strings.CutPrefix(line, "WRK "); ok {
+			var r wrkResult
+			if err := json.Unmarshal([]byte(raw), &r); err != nil {
+				t.Fatalf("wrk summary %q: %v", raw, err)
+			}
+			return r
+		}
+	}
+	t.Fatalf("wrk printed no summary:\n%s", out)
+	return wrkResult{}
+}
+
+// checkNothingLost waits until Playhead's buffer is empty and checks that every report it
+// answered 204 went into the buffer (none dropped), that the buffer lost nothing and wrote a
+// row for every key it was handed, and that wrk saw no more 204s than Playhead sent. Then it
+// stops Playhead, which must exit 0. Which report wins for a key (the newest) is the promise
+// of the drain and out-of-order tests, not of this count.
+func checkNothingLost(t *testing.T, ph *binarytest.Server, wrkAccepted int64) {
+	var m map[string]float64
+	giveUp := time.Now().Add(2 * time.Minute)
+	for {
+		m = metrics(t, ph)
+		if m["playhead_playback_buffer_held_keys"] == 0 && m["playhead_playback_buffer_depth"] == 0 {
+			break
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("the playback buffer still holds %v keys (%v in its channel) two minutes after the load",
+				m["playhead_playback_buffer_held_keys"], m["playhead_playback_buffer_depth"])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	answered := m[`playhead_http_requests_total{method="PUT",route="/v1/playback/:mediaID",status="204"}`]
+	offered, coalesced, flushed := m["playhead_playback_buffer_offered_total"], m["playhead_playback_buffer_coalesced_total"], m["playhead_playback_buffer_flushed_rows_total"]
+	lost := m["playhead_playback_buffer_lost_total"]
+	rows := countRows(t, ph.DBURL)
+	fmt.Printf("no promise lost: %.0f PUTs answered 204 (wrk counted %d; it does not count answers in flight when it stops), "+
+		"%.0f offered to the buffer (%.0f coalesced), %.0f rows written, %.0f lost, %d playback rows\n", answered, wrkAccepted, offered, coalesced, flushed, lost, rows)
+	// A key written while a newer report for it arrived is written again, so written rows may
+	// exceed the keys announced (offered − coalesced); never fall short of them.
+	announced := offered - coalesced
+	switch {
+	case answered < float64(wrkAccepted):
+		t.Errorf("wrk counted %d 2xx answers, but Playhead answered only %.0f PUTs 204", wrkAccepted, answered)
+	case offered != answered || lost != 0:
+		t.Errorf("%.0f PUTs answered 204, but %.0f offered to the buffer and %.0f lost", answered, offered, lost)
+	case flushed < announced:
+		t.Errorf("the buffer is empty, but only %.0f rows were written for %.0f keys announced", flushed, announced)
+	case rows == 0 || float64(rows) > announced:
+		t.Errorf("%d playback rows after %.0f keys announced", rows, announced)
+	}
+	ph.Stop(t)
+}
+
+// metrics reads the samples of Playhead's /metrics; a sample with labels is keyed by its
+// name and labels as printed, the sum over all label values by its bare name.
+func metrics(t *testing.T, ph *binarytest.Server) map[string]float64 {
+	out := map[string]float64{}
+	for line := range strings.Lines(ph.Metrics(t)) {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[1], 64)
+		if err != nil {
+			continue
+		}
+		out[fields[0]] = v
+		if name, _, ok := strings.Cut(fields[0], "{"); ok {
+			out[name] += v
+		}
+	}
+	return out
+}
+
+func countRows(t *testing.T, dbURL string) int64 {
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var n int64
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM playback`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// group prints a rate as whole requests with a thin space between thousands (99 830).
+func group(rate float64) string {
+	s := strconv.FormatInt(int64(rate+0.5), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + " " + s[i:]
+	}
+	return s
+}
