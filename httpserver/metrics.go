@@ -1,8 +1,11 @@
 package httpserver
 
 import (
+	"maps"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -14,7 +17,29 @@ import (
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+
+	// resolved maps each (method, route, status) seen to its counter and histogram, so a
+	// request pays one map lookup instead of hashing its label values into both vectors (and
+	// copying two of them). The map is copied on write: a new combination is rare (routes and
+	// statuses are few), and reads then need no lock.
+	resolved  atomic.Pointer[map[routeStatus]routeObservers]
+	resolveMu sync.Mutex
 }
+
+type routeStatus struct {
+	method, route string
+	status        int
+}
+
+type routeObservers struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// maxResolved bounds the combinations remembered; past it a request resolves its labels
+// itself, as before. Fiber refuses unknown methods before any middleware, so the bound is
+// never reached in practice.
+const maxResolved = 1024
 
 // NewMetrics creates the HTTP metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -30,6 +55,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"method", "route"}),
 	}
 	reg.MustRegister(m.requests, m.duration)
+	m.resolved.Store(&map[routeStatus]routeObservers{})
 	return m
 }
 
@@ -45,10 +71,33 @@ func (m *Metrics) middleware(c *fiber.Ctx) error {
 	if status == fiber.StatusNotFound && route == "/" && c.Path() != "/" {
 		route = "unmatched" // Fiber reports its catch-all for unknown paths
 	}
-	// Fiber's strings point into fasthttp's reused request buffer; a label value kept by
-	// Prometheus must be a copy, or the next request on the connection rewrites it.
-	method := strings.Clone(c.Method())
-	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
-	m.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+	o := m.observers(c.Method(), route, status)
+	o.requests.Inc()
+	o.duration.Observe(time.Since(start).Seconds())
 	return err
+}
+
+// observers returns the counter and histogram of a request's labels.
+func (m *Metrics) observers(method, route string, status int) routeObservers {
+	key := routeStatus{method: method, route: route, status: status}
+	if o, ok := (*m.resolved.Load())[key]; ok {
+		return o
+	}
+	// Fiber's strings point into fasthttp's reused request buffer; a label value kept by
+	// Prometheus (or a key kept here) must be a copy, or the next request on the connection
+	// rewrites it.
+	key.method, key.route = strings.Clone(method), strings.Clone(route)
+	o := routeObservers{
+		requests: m.requests.WithLabelValues(key.method, key.route, strconv.Itoa(status)),
+		duration: m.duration.WithLabelValues(key.method, key.route),
+	}
+	m.resolveMu.Lock()
+	defer m.resolveMu.Unlock()
+	if old := *m.resolved.Load(); len(old) < maxResolved {
+		next := make(map[routeStatus]routeObservers, len(old)+1)
+		maps.Copy(next, old)
+		next[key] = o
+		m.resolved.Store(&next)
+	}
+	return o
 }
