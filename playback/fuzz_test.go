@@ -1,6 +1,7 @@
 package playback_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/playhead/playhead/apperr"
@@ -27,4 +28,44 @@ func FuzzParsePosition(f *testing.F) {
 			t.Fatalf("%q gave %v, want a client error", body, err)
 		}
 	})
+}
+
+// FuzzParsePositionPlainAgrees checks that ParsePosition, which reads the common body without
+// encoding/json, answers every body exactly as encoding/json alone does: the same position, or
+// the same error.
+func FuzzParsePositionPlainAgrees(f *testing.F) {
+	for _, seed := range []string{`{"position_ms": 61000}`, ` {"position_ms":0} `, "{\n\t\"position_ms\" :\r 7 }", `{"position_ms": 012}`,
+		`{"position_ms": 1234567890123456789}`, `{"position_ms": 99999999999999999999}`, `{"position_ms": 5} }`, `{"position_ms": 5,}`,
+		`{"POSITION_MS": 5}`, `{"position_ms": 5, "position_ms": 6}`, `{"position_ms": -0}`, `{"position_ms": 5.0}`, `{"position_ms": 5e3}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if len(body) > playback.MaxBodyBytes {
+			return
+		}
+		got, gotErr := playback.ParsePosition(body)
+		want, wantErr := playback.ParsePositionJSON(body)
+		if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || apperr.CodeOf(gotErr) != apperr.CodeOf(wantErr) {
+			t.Fatalf("%q: ParsePosition gave %d, %v; encoding/json gives %d, %v", body, got, gotErr, want, wantErr)
+		}
+	})
+}
+
+// BenchmarkParsePosition reads a player's body with ParsePosition (the plain reader) and with
+// encoding/json alone (the reader before it, still the fallback), in the same run.
+func BenchmarkParsePosition(b *testing.B) {
+	body := []byte(`{"position_ms": 1834000}`)
+	for _, bc := range []struct {
+		name  string
+		parse func([]byte) (int64, error)
+	}{{"plain", playback.ParsePosition}, {"encoding-json", playback.ParsePositionJSON}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if pos, err := bc.parse(body); pos != 1834000 || err != nil {
+					b.Fatalf("%d, %v", pos, err)
+				}
+			}
+		})
+	}
 }

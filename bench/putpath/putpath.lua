@@ -1,37 +1,23 @@
 -- The load of the PUT-path side-by-side benchmark (bench/putpath): every request is a
 -- position report of a member, with that member's own token, for a random media at a random
--- position, on a keep-alive connection. The driver generates tokens.lua (the members' tokens
--- and the media ids) and passes its path as the script's argument.
+-- position, on a keep-alive connection. The driver writes requests.lua, one formatted request
+-- per member in random order, and passes its path as the script's argument.
 --
--- Each thread formats one request per member at start, in its own random order, and sends
--- them in turn: formatting a request per call made wrk, not the server, the bottleneck (Lua
--- string building for every request), and going through the members in turn spreads the
--- load evenly over them, as players do (no member nears the rate limit).
+-- The requests are formatted beforehand and sent in turn: building a request in Lua for every
+-- call made wrk, not the server, the bottleneck, and going through the members in turn spreads
+-- the load evenly over them, as players do (no member nears the rate limit). The second thread
+-- starts halfway through the list.
 local requests, next_request
 
 local thread_number = 0
 function setup(thread)
-  thread_number = thread_number + 1
   thread:set("thread_number", thread_number)
+  thread_number = thread_number + 1
 end
 
 function init(args)
-  local data = dofile(args[1])
-  local tokens, media = data.tokens, data.media
-  math.randomseed(os.time() * 1000 + thread_number)
-  local order = {}
-  for i = 1, #tokens do order[i] = i end
-  for i = #order, 2, -1 do
-    local j = math.random(i)
-    order[i], order[j] = order[j], order[i]
-  end
-  requests = {}
-  for i, member in ipairs(order) do
-    local body = '{"position_ms": ' .. math.random(1000, 3500000) .. '}'
-    requests[i] = wrk.format("PUT", "/v1/playback/" .. media[math.random(#media)],
-      { ["Authorization"] = "Bearer " .. tokens[member], ["Content-Type"] = "application/json" }, body)
-  end
-  next_request = 0
+  requests = dofile(args[1])
+  next_request = (thread_number * math.floor(#requests / 2)) % #requests
 end
 
 function request()

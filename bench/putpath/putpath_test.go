@@ -3,9 +3,13 @@ package putpath
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/playhead/playhead/internal/binarytest"
+	"github.com/playhead/playhead/internal/pgtest"
 )
 
 var (
@@ -26,6 +31,7 @@ var (
 	warmUp   = flag.Duration("warmup", 5*time.Second, "one wrk run on each server before the rounds, not counted")
 	members  = flag.Int("members", 150_000, "members, each with its own token")
 	mediaN   = flag.Int("media", 100, "media items the reports spread over")
+	profile  = flag.String("cpuprofile", "", "write Playhead's CPU profile (/debug/pprof/profile on its metrics port) of the last round to this file")
 )
 
 // envBare names the bare Fiber binary (bench/cmd/barefiber); `make bench-put` builds it and
@@ -48,37 +54,56 @@ func TestPutPathSideBySide(t *testing.T) {
 	}
 
 	began := time.Now()
-	bareURL := startBare(t, bare)
+	bareURL, bareProc := startBare(t, bare)
 	ph := binarytest.Start(t, nil)
 	script := writeLoad(t, ph)
 	t.Logf("both servers up, %d tokens written after %s", *members, time.Since(began).Round(time.Millisecond))
 
+	postmaster := postmasterPID(t)
 	var wrkAccepted int64
-	run := func(url string, d time.Duration) wrkResult {
+	// run drives url for d and returns wrk's counts and the CPU seconds that server and
+	// PostgreSQL used meanwhile.
+	run := func(url string, server int, d time.Duration) (wrkResult, float64, float64) {
+		serverBefore, pgBefore := cpuOf(server), treeCPU(postmaster)
 		r := runWrk(t, url, script, d)
+		serverCPU, pgCPU := cpuOf(server)-serverBefore, treeCPU(postmaster)-pgBefore
 		if r.Status+r.Connect+r.Read+r.Write+r.Timeout != 0 {
 			t.Fatalf("wrk against %s: %d non-2xx answers, socket errors connect %d read %d write %d timeout %d",
 				url, r.Status, r.Connect, r.Read, r.Write, r.Timeout)
 		}
-		return r
+		return r, serverCPU, pgCPU
 	}
-	run(bareURL, *warmUp)
-	wrkAccepted += run(ph.HTTPURL, *warmUp).Requests
+	barePID, phPID := bareProc.Cmd.Process.Pid, ph.Cmd.Process.Pid
+	run(bareURL, barePID, *warmUp)
+	warm, _, _ := run(ph.HTTPURL, phPID, *warmUp)
+	wrkAccepted += warm.Requests
 
-	fmt.Printf("\nPUT /v1/playback/{id}: wrk -t2 -c200 -d%s, %d members with their own tokens, %d media, keep-alive\n\n", *duration, *members, *mediaN)
-	fmt.Println("| round | bare Fiber | Playhead write-behind | share |")
-	fmt.Println("| ---: | ---: | ---: | ---: |")
-	var bareRates, phRates, shares []float64
+	fmt.Printf("\nPUT /v1/playback/{id}: wrk -t2 -c200 -d%s, %d members with their own tokens, %d media, keep-alive\n", *duration, *members, *mediaN)
+	fmt.Printf("CPU µs/req: CPU time the server (and PostgreSQL, all its processes) used during the run, per request answered\n\n")
+	fmt.Println("| round | bare Fiber | Playhead write-behind | share | bare CPU µs/req | Playhead CPU µs/req | PostgreSQL CPU µs/req |")
+	fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	var bareRates, phRates, shares, bareCPUs, phCPUs, pgCPUs []float64
 	for i := 1; i <= *rounds; i++ {
-		b := run(bareURL, *duration)
-		p := run(ph.HTTPURL, *duration)
+		b, bareCPU, _ := run(bareURL, barePID, *duration)
+		var profiled <-chan error
+		if *profile != "" && i == *rounds {
+			profiled = profileCPU(t, ph, *profile, *duration)
+		}
+		p, phCPU, pgCPU := run(ph.HTTPURL, phPID, *duration)
+		if profiled != nil {
+			if err := <-profiled; err != nil {
+				t.Errorf("CPU profile: %v", err)
+			}
+		}
 		wrkAccepted += p.Requests
-		share := p.Rate() / b.Rate()
-		bareRates, phRates, shares = append(bareRates, b.Rate()), append(phRates, p.Rate()), append(shares, share)
-		fmt.Printf("| %d | %s req/s | %s req/s | %.0f%% |\n", i, group(b.Rate()), group(p.Rate()), 100*share)
+		perReq := func(cpu float64, r wrkResult) float64 { return cpu * 1e6 / float64(r.Requests) }
+		bareRates, phRates, shares = append(bareRates, b.Rate()), append(phRates, p.Rate()), append(shares, p.Rate()/b.Rate())
+		bareCPUs, phCPUs, pgCPUs = append(bareCPUs, perReq(bareCPU, b)), append(phCPUs, perReq(phCPU, p)), append(pgCPUs, perReq(pgCPU, p))
+		fmt.Printf("| %d | %s req/s | %s req/s | %.0f%% | %.1f | %.1f | %.1f |\n", i, group(b.Rate()), group(p.Rate()), 100*shares[i-1],
+			bareCPUs[i-1], phCPUs[i-1], pgCPUs[i-1])
 	}
-	fmt.Printf("| median | %s req/s | %s req/s | %.0f%% |\n\n", group(median(bareRates)), group(median(phRates)), 100*median(shares))
-
+	fmt.Printf("| median | %s req/s | %s req/s | %.0f%% | %.1f | %.1f | %.1f |\n\n", group(median(bareRates)), group(median(phRates)), 100*median(shares),
+		median(bareCPUs), median(phCPUs), median(pgCPUs))
 	t.Logf("load done after %s", time.Since(began).Round(time.Millisecond))
 	checkNothingLost(t, ph, wrkAccepted)
 	t.Logf("drained and stopped after %s", time.Since(began).Round(time.Millisecond))
@@ -86,7 +111,7 @@ func TestPutPathSideBySide(t *testing.T) {
 
 // startBare runs the bare Fiber server on a free loopback port and waits until it accepts
 // connections.
-func startBare(t *testing.T, bin string) string {
+func startBare(t *testing.T, bin string) (string, *binarytest.Process) {
 	addr := binarytest.FreeAddr(t)
 	p := binarytest.StartProcess(t, exec.Command(bin, "-addr", addr))
 	giveUp := time.Now().Add(binarytest.ReadyTimeout)
@@ -96,7 +121,7 @@ func startBare(t *testing.T, bin string) string {
 		}
 		if conn, err := net.Dial("tcp", addr); err == nil {
 			conn.Close()
-			return "http://" + addr
+			return "http://" + addr, p
 		}
 		if time.Now().After(giveUp) {
 			t.Fatalf("barefiber not listening on %s after %s", addr, binarytest.ReadyTimeout)
@@ -105,21 +130,94 @@ func startBare(t *testing.T, bin string) string {
 	}
 }
 
-// writeLoad registers the media on Playhead and writes the members' tokens and the media ids
-// as a Lua table for putpath.lua; it returns the arguments for wrk's -s.
+// postmasterPID returns the pid of the test PostgreSQL's postmaster (the first line of its
+// postmaster.pid).
+func postmasterPID(t *testing.T) int {
+	dir := pgtest.Shared(t).DataDir
+	if dir == "" {
+		t.Fatalf("the benchmark counts PostgreSQL's CPU time, so it starts its own cluster: unset %s", pgtest.EnvURL)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
+	if err != nil {
+		t.Fatalf("postmaster.pid: %v", err)
+	}
+	return pid
+}
+
+// profileCPU profiles Playhead's CPU for half of d once its request count starts to grow (wrk
+// first reads its requests) and writes the profile to path; the channel carries the outcome.
+func profileCPU(t *testing.T, ph *binarytest.Server, path string, d time.Duration) <-chan error {
+	done := make(chan error, 1)
+	before := ph.Metric(t, "playhead_http_requests_total")
+	go func() {
+		for giveUp := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			_, body, err := ph.Do(http.MethodGet, ph.MetricsURL+"/metrics", "", nil)
+			if err == nil && requestsTotal(string(body)) > before {
+				break
+			}
+			if time.Now().After(giveUp) {
+				done <- errors.New("the load did not start within a minute")
+				return
+			}
+		}
+		seconds := max(1, int(d.Seconds())/2)
+		resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", ph.MetricsURL, seconds))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			done <- fmt.Errorf("status %d", resp.StatusCode)
+			return
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			done <- err
+			return
+		}
+		_, err = io.Copy(f, resp.Body)
+		done <- errors.Join(err, f.Close())
+	}()
+	return done
+}
+
+// requestsTotal sums playhead_http_requests_total in a /metrics text.
+func requestsTotal(metricsText string) float64 {
+	var total float64
+	for line := range strings.Lines(metricsText) {
+		if name, value, ok := strings.Cut(strings.TrimSpace(line), " "); ok && strings.HasPrefix(name, "playhead_http_requests_total{") {
+			v, _ := strconv.ParseFloat(value, 64)
+			total += v
+		}
+	}
+	return total
+}
+
+// writeLoad registers the media on Playhead and writes, as a Lua list for putpath.lua, one
+// formatted request per member (in random order): a PUT of a random position for a random
+// media with the member's own token. It returns the arguments for wrk's -s.
 func writeLoad(t *testing.T, ph *binarytest.Server) []string {
 	admin := binarytest.Token(t, 1, true)
+	media := make([]int64, *mediaN)
+	for i := range media {
+		media[i] = ph.CreateMedia(t, admin, fmt.Sprintf("bench %d", i))
+	}
 	var b strings.Builder
-	b.WriteString("return { media = {")
-	for i := range *mediaN {
-		fmt.Fprintf(&b, "%d,", ph.CreateMedia(t, admin, fmt.Sprintf("bench %d", i)))
+	b.WriteString("return {\n")
+	for _, m := range rand.Perm(*members) {
+		body := fmt.Sprintf(`{"position_ms": %d}`, 1000+rand.IntN(binarytest.MediaDurationMS-1000))
+		req := fmt.Sprintf("PUT /v1/playback/%d HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			media[rand.IntN(len(media))], binarytest.Token(t, int64(1000+m), false), len(body), body)
+		fmt.Fprintf(&b, "%q,\n", req)
 	}
-	b.WriteString("},\ntokens = {\n")
-	for m := range *members {
-		fmt.Fprintf(&b, "%q,\n", binarytest.Token(t, int64(1000+m), false))
-	}
-	b.WriteString("} }\n")
-	data := filepath.Join(t.TempDir(), "tokens.lua")
+	b.WriteString("}\n")
+	data := filepath.Join(t.TempDir(), "requests.lua")
 	if err := os.WriteFile(data, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
