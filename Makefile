@@ -103,11 +103,13 @@ loadtest: deps
 # position it accepted (about 2 minutes with the defaults; loopback only).
 BENCH_ROUNDS ?= 3
 BENCH_DURATION ?= 10s
+# More flags for bench/putpath, e.g. BENCH_PUT_FLAGS=-cpuprofile=/tmp/playhead.prof
+BENCH_PUT_FLAGS ?=
 bench-put: system-deps build
 	cd bench && $(GO) build -o ../bin/barefiber ./cmd/barefiber
 	cd bench && PLAYHEAD_TEST_BINARY=$(CURDIR)/bin/playhead PLAYHEAD_BENCH_BAREFIBER=$(CURDIR)/bin/barefiber \
 		$(GO) test -count=1 -timeout 30m -run '^TestPutPathSideBySide$$' -v ./putpath \
-		-args -rounds=$(BENCH_ROUNDS) -duration=$(BENCH_DURATION)
+		-args -rounds=$(BENCH_ROUNDS) -duration=$(BENCH_DURATION) $(BENCH_PUT_FLAGS)
 
 # The player page (web/): hls.js from npm, pinned in package-lock.json, copied into the folder the
 # binary embeds; `npm ci` also installs playwright-core for the browser test (which drives

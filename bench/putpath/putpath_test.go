@@ -262,7 +262,7 @@ func runWrk(t *testing.T, url string, script []string, d time.Duration) wrkResul
 }
 
 // checkNothingLost waits until Playhead's buffer is empty and checks that every report it
-// answered 204 went into the buffer (none dropped), that the buffer lost nothing and wrote a
+// answered 204 went into the buffer or was counted as dropped, that it lost nothing and wrote a
 // row for every key it was handed, and that wrk saw no more 204s than Playhead sent. Then it
 // stops Playhead, which must exit 0. Which report wins for a key (the newest) is the promise
 // of the drain and out-of-order tests, not of this count.
@@ -282,18 +282,24 @@ func checkNothingLost(t *testing.T, ph *binarytest.Server, wrkAccepted int64) {
 	}
 	answered := m[`playhead_http_requests_total{method="PUT",route="/v1/playback/:mediaID",status="204"}`]
 	offered, coalesced, flushed := m["playhead_playback_buffer_offered_total"], m["playhead_playback_buffer_coalesced_total"], m["playhead_playback_buffer_flushed_rows_total"]
-	lost := m["playhead_playback_buffer_lost_total"]
+	// A report for a new key that finds the buffer's channel or key bound full is dropped,
+	// counted, and still answered 204 (the player reports again in 5 s; README, "What is
+	// promised"): that is the buffer's overload behaviour, printed here. Any other loss
+	// (a row the database refused, a stop that could not write or spill) breaks a promise.
+	dropped := m[`playhead_playback_buffer_lost_total{reason="full"}`]
+	otherLost := m["playhead_playback_buffer_lost_total"] - dropped
 	rows := countRows(t, ph.DBURL)
-	fmt.Printf("no promise lost: %.0f PUTs answered 204 (wrk counted %d; it does not count answers in flight when it stops), "+
-		"%.0f offered to the buffer (%.0f coalesced), %.0f rows written, %.0f lost, %d playback rows\n", answered, wrkAccepted, offered, coalesced, flushed, lost, rows)
+	fmt.Printf("no promise lost: %.0f PUTs answered 204 (wrk counted %d; it does not count answers in flight when it stops): "+
+		"%.0f offered to the buffer (%.0f coalesced) and %.0f dropped at its bound (counted); %.0f rows written, %.0f lost otherwise, %d playback rows\n",
+		answered, wrkAccepted, offered, coalesced, dropped, flushed, otherLost, rows)
 	// A key written while a newer report for it arrived is written again, so written rows may
 	// exceed the keys announced (offered − coalesced); never fall short of them.
 	announced := offered - coalesced
 	switch {
 	case answered < float64(wrkAccepted):
 		t.Errorf("wrk counted %d 2xx answers, but Playhead answered only %.0f PUTs 204", wrkAccepted, answered)
-	case offered != answered || lost != 0:
-		t.Errorf("%.0f PUTs answered 204, but %.0f offered to the buffer and %.0f lost", answered, offered, lost)
+	case offered+dropped != answered || otherLost != 0:
+		t.Errorf("%.0f PUTs answered 204, but %.0f offered to the buffer, %.0f dropped and %.0f lost otherwise", answered, offered, dropped, otherLost)
 	case flushed < announced:
 		t.Errorf("the buffer is empty, but only %.0f rows were written for %.0f keys announced", flushed, announced)
 	case rows == 0 || float64(rows) > announced:
