@@ -100,7 +100,7 @@ loadtest: deps
 
 # The PUT path beside a bare Fiber server: the same wrk load on both, alternating for
 # BENCH_ROUNDS rounds of BENCH_DURATION each, then the check that Playhead stored every
-# position it accepted (about 2 minutes with the defaults; loopback only).
+# position it accepted (about 3 minutes with the defaults; loopback only).
 BENCH_ROUNDS ?= 3
 BENCH_DURATION ?= 10s
 # More flags for bench/putpath, e.g. BENCH_PUT_FLAGS=-cpuprofile=/tmp/playhead.prof
