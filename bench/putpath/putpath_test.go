@@ -62,7 +62,7 @@ func TestPutPathSideBySide(t *testing.T) {
 	t.Logf("both servers up, %d tokens written after %s", *members, time.Since(began).Round(time.Millisecond))
 
 	postmaster := postmasterPID(t)
-	var wrkAccepted int64
+	var clientAccepted int64
 	// run drives url for d and returns wrk's counts and the CPU seconds that server and
 	// PostgreSQL used meanwhile.
 	run := func(url string, server int, d time.Duration) (wrkResult, float64, float64) {
@@ -76,14 +76,14 @@ func TestPutPathSideBySide(t *testing.T) {
 		return r, serverCPU, pgCPU
 	}
 	barePID, phPID := bareProc.Cmd.Process.Pid, ph.Cmd.Process.Pid
-	wrkAccepted += sendEach(t, ph, reports)
+	clientAccepted += sendEach(t, ph, reports)
 	t.Logf("every member reported once after %s", time.Since(began).Round(time.Millisecond))
 	run(bareURL, barePID, *warmUp)
 	warm, _, _ := run(ph.HTTPURL, phPID, *warmUp)
-	wrkAccepted += warm.Requests
+	clientAccepted += warm.Requests
 
 	fmt.Printf("\nPUT /v1/playback/{id}: wrk -t2 -c200 -d%s, %d members with their own tokens, %d media, keep-alive\n", *duration, *members, *mediaN)
-	fmt.Printf("CPU µs/req: CPU time the server (and PostgreSQL, all its processes) used during the run, per request answered\n\n")
+	fmt.Printf("CPU µs/req: CPU time the server (PostgreSQL: all its processes, during Playhead's run; wrk: both runs, reading its requests included) used, per request answered\n\n")
 	fmt.Println("| round | bare Fiber | Playhead write-behind | share | bare CPU µs/req | Playhead CPU µs/req | PostgreSQL CPU µs/req | wrk CPU µs/req |")
 	fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	var bareRates, phRates, shares, bareCPUs, phCPUs, pgCPUs, wrkCPUs []float64
@@ -99,7 +99,7 @@ func TestPutPathSideBySide(t *testing.T) {
 				t.Errorf("CPU profile: %v", err)
 			}
 		}
-		wrkAccepted += p.Requests
+		clientAccepted += p.Requests
 		perReq := func(cpu float64, r wrkResult) float64 { return cpu * 1e6 / float64(r.Requests) }
 		bareRates, phRates, shares = append(bareRates, b.Rate()), append(phRates, p.Rate()), append(shares, p.Rate()/b.Rate())
 		bareCPUs, phCPUs, pgCPUs = append(bareCPUs, perReq(bareCPU, b)), append(phCPUs, perReq(phCPU, p)), append(pgCPUs, perReq(pgCPU, p))
@@ -110,7 +110,7 @@ func TestPutPathSideBySide(t *testing.T) {
 	fmt.Printf("| median | %s req/s | %s req/s | %.0f%% | %.1f | %.1f | %.1f | %.1f |\n\n", group(median(bareRates)), group(median(phRates)), 100*median(shares),
 		median(bareCPUs), median(phCPUs), median(pgCPUs), median(wrkCPUs))
 	t.Logf("load done after %s", time.Since(began).Round(time.Millisecond))
-	checkNothingLost(t, ph, wrkAccepted)
+	checkNothingLost(t, ph, clientAccepted)
 	t.Logf("drained and stopped after %s", time.Since(began).Round(time.Millisecond))
 }
 
@@ -323,10 +323,10 @@ func runWrk(t *testing.T, url string, script []string, d time.Duration) wrkResul
 
 // checkNothingLost waits until Playhead's buffer is empty and checks that every report it
 // answered 204 went into the buffer or was counted as dropped, that it lost nothing and wrote a
-// row for every key it was handed, and that wrk saw no more 204s than Playhead sent. Then it
+// row for every key it was handed, and that the clients saw no more 204s than Playhead sent. Then it
 // stops Playhead, which must exit 0. Which report wins for a key (the newest) is the promise
 // of the drain and out-of-order tests, not of this count.
-func checkNothingLost(t *testing.T, ph *binarytest.Server, wrkAccepted int64) {
+func checkNothingLost(t *testing.T, ph *binarytest.Server, clientAccepted int64) {
 	var m map[string]float64
 	giveUp := time.Now().Add(2 * time.Minute)
 	for {
@@ -349,15 +349,15 @@ func checkNothingLost(t *testing.T, ph *binarytest.Server, wrkAccepted int64) {
 	dropped := m[`playhead_playback_buffer_lost_total{reason="full"}`]
 	otherLost := m["playhead_playback_buffer_lost_total"] - dropped
 	rows := countRows(t, ph.DBURL)
-	fmt.Printf("no promise lost: %.0f PUTs answered 204 (wrk counted %d; it does not count answers in flight when it stops): "+
+	fmt.Printf("no promise lost: %.0f PUTs answered 204 (the warm-up and wrk counted %d; wrk does not count answers in flight when it stops): "+
 		"%.0f offered to the buffer (%.0f coalesced) and %.0f dropped at its bound (counted); %.0f rows written, %.0f lost otherwise, %d playback rows\n",
-		answered, wrkAccepted, offered, coalesced, dropped, flushed, otherLost, rows)
+		answered, clientAccepted, offered, coalesced, dropped, flushed, otherLost, rows)
 	// A key written while a newer report for it arrived is written again, so written rows may
 	// exceed the keys announced (offered − coalesced); never fall short of them.
 	announced := offered - coalesced
 	switch {
-	case answered < float64(wrkAccepted):
-		t.Errorf("wrk counted %d 2xx answers, but Playhead answered only %.0f PUTs 204", wrkAccepted, answered)
+	case answered < float64(clientAccepted):
+		t.Errorf("the clients counted %d 2xx answers, but Playhead answered only %.0f PUTs 204", clientAccepted, answered)
 	case offered+dropped != answered || otherLost != 0:
 		t.Errorf("%.0f PUTs answered 204, but %.0f offered to the buffer, %.0f dropped and %.0f lost otherwise", answered, offered, dropped, otherLost)
 	case flushed < announced:
