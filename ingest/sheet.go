@@ -108,9 +108,13 @@ func Parse(filename string, data []byte) (Sheet, error) {
 }
 
 // maxRecords is how many records a reader returns at most: title rows, the header,
-// MaxDataRows, and room for blank rows. Past it the sheet is over the limit whatever follows,
-// so reading stops.
+// MaxDataRows, and room for blank rows. Past it a reader only looks for a row with a value,
+// keeping nothing: blank rows at the end of a sheet (formatted, or left by deleted rows) are
+// fine, but a value there would be a row the import silently dropped, so it is an error.
 const maxRecords = maxTitleRows + 1 + MaxDataRows + 1000
+
+// errTooManyRows is the answer to a sheet with a value past its first maxRecords rows.
+var errTooManyRows = apperr.Errorf(apperr.Unprocessable, "the sheet has values past its first %d rows (blank rows included) or more than %d data rows; split it", maxRecords, MaxDataRows)
 
 func readCSV(data []byte) ([][]cell, error) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // Excel writes a BOM
@@ -128,9 +132,10 @@ func readCSV(data []byte) ([][]cell, error) {
 		if err != nil {
 			return nil, apperr.Errorf(apperr.Unprocessable, "not a readable .csv file: %v", err)
 		}
-		out = append(out, textCells(rec))
-		if len(out) > maxRecords {
-			return out, nil
+		if len(out) < maxRecords {
+			out = append(out, textCells(rec))
+		} else if !blank(textCells(rec)) {
+			return nil, errTooManyRows
 		}
 	}
 }

@@ -44,10 +44,12 @@ func readXLSX(data []byte) (string, [][]cell, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	records, complete, err := streamRows(f, name, maxRecords)
-	if err != nil || !complete {
-		// An incomplete sheet is over the row limit: Parse says so without reading more.
-		return name, records, err
+	records, complete, err := streamRows(f, name, maxRecords, true)
+	if err != nil {
+		return "", nil, err
+	}
+	if !complete {
+		return "", nil, errTooManyRows
 	}
 	header, index, err := findHeader(records)
 	if err != nil {
@@ -72,7 +74,7 @@ func matchingSheet(f *excelize.File, sheets []string) (string, error) {
 	var matches []string
 	var firstErr error
 	for _, s := range sheets {
-		records, _, err := streamRows(f, s, maxTitleRows+1)
+		records, _, err := streamRows(f, s, maxTitleRows+1, false)
 		if err != nil {
 			return "", err
 		}
@@ -102,15 +104,16 @@ func quoteAll(names []string) string {
 }
 
 // streamRows reads up to limit rows of sheet, streaming: only the rows read so far are in
-// memory. complete is false when the sheet has more rows than limit.
-func streamRows(f *excelize.File, sheet string, limit int) (records [][]cell, complete bool, err error) {
+// memory. complete is false when the sheet has more rows than limit; with blankRest, only when
+// one of those further rows has a value (the rest is read, and not kept, to know).
+func streamRows(f *excelize.File, sheet string, limit int, blankRest bool) (records [][]cell, complete bool, err error) {
 	rows, err := f.Rows(sheet)
 	if err != nil {
 		return nil, false, apperr.Errorf(apperr.Unprocessable, "reading sheet %q: %v", sheet, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		if len(records) == limit {
+		if len(records) == limit && !blankRest {
 			return records, false, nil
 		}
 		// Every cell as the string it shows (a chapter typed as 3 is "3"), never a float.
@@ -118,7 +121,12 @@ func streamRows(f *excelize.File, sheet string, limit int) (records [][]cell, co
 		if err != nil {
 			return nil, false, apperr.Errorf(apperr.Unprocessable, "reading sheet %q: %v", sheet, err)
 		}
-		records = append(records, textCells(cols))
+		switch {
+		case len(records) < limit:
+			records = append(records, textCells(cols))
+		case !blank(textCells(cols)):
+			return records, false, nil
+		}
 	}
 	if err := rows.Error(); err != nil {
 		return nil, false, apperr.Errorf(apperr.Unprocessable, "reading sheet %q: %v", sheet, err)

@@ -1,0 +1,100 @@
+package ingest_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/xuri/excelize/v2"
+
+	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/ingest"
+)
+
+// handWrittenXLSX returns a workbook whose one worksheet part is sheetXML, written by hand
+// (the other parts come from excelize), so a test can put in it what no writer would.
+func handWrittenXLSX(t *testing.T, sheetXML string) []byte {
+	t.Helper()
+	f := excelize.NewFile()
+	var plain bytes.Buffer
+	if err := f.Write(&plain); err != nil {
+		t.Fatal(err)
+	}
+	src, err := zip.NewReader(bytes.NewReader(plain.Bytes()), int64(plain.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	zw := zip.NewWriter(&out)
+	for _, part := range src.File {
+		w, err := zw.Create(part.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if part.Name == "xl/worksheets/sheet1.xml" {
+			_, _ = io.WriteString(w, sheetXML)
+			continue
+		}
+		r, err := part.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(w, r)
+		r.Close()
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+const worksheetStart = `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>` +
+	`<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"><sheetData>` +
+	`<row r="1"><c r="A1" t="inlineStr"><is><t>collection</t></is></c><c r="B1" t="inlineStr"><is><t>chapter</t></is></c>` +
+	`<c r="C1" t="inlineStr"><is><t>order</t></is></c><c r="D1" t="inlineStr"><is><t>video_url</t></is></c></row>`
+
+// dataRowXML is sheet row r: collection L, chapter 1, order r, a video URL.
+func dataRowXML(r int) string {
+	return fmt.Sprintf(`<row r="%[1]d"><c r="A%[1]d" t="inlineStr"><is><t>L</t></is></c><c r="B%[1]d"><v>1</v></c>`+
+		`<c r="C%[1]d"><v>%[1]d</v></c><c r="D%[1]d" t="inlineStr"><is><t>https://example.com/%[1]d.mp4</t></is></c></row>`, r)
+}
+
+// TestParse_ValuesPastTheRowLimitAreNotDropped: a reader keeps a sheet's first rows (title
+// rows, header, 500 data rows and room for blank ones). A row with a value further down was
+// dropped without a word, so the operator saw "1 accepted" for a sheet of two videos; now it
+// is a 422. Blank rows at the end of a sheet (formatted rows, the last row of a sheet) are
+// still fine.
+func TestParse_ValuesPastTheRowLimitAreNotDropped(t *testing.T) {
+	var csv strings.Builder
+	csv.WriteString("collection,chapter,order,video_url\nL,1,1,https://example.com/1.mp4\n")
+	csv.WriteString(strings.Repeat(",,,\n", 1600))
+	csv.WriteString("L,1,2,https://example.com/2.mp4\n")
+	for _, tc := range []struct {
+		name, file string
+		data       []byte
+	}{
+		{"CSV", "a.csv", []byte(csv.String())},
+		{"XLSX", "a.xlsx", handWrittenXLSX(t, worksheetStart+dataRowXML(2)+dataRowXML(3000)+`</sheetData></worksheet>`)},
+		{"XLSXLastRow", "a.xlsx", handWrittenXLSX(t, worksheetStart+dataRowXML(2)+dataRowXML(1048576)+`</sheetData></worksheet>`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sheet, err := ingest.Parse(tc.file, tc.data)
+			if apperr.CodeOf(err) != apperr.Unprocessable || !strings.Contains(err.Error(), "split it") {
+				t.Fatalf("Parse = %d rows, %v; want a 422 (a row past the limit)", len(sheet.Rows), err)
+			}
+		})
+	}
+	blankTail := worksheetStart + dataRowXML(2) + dataRowXML(3) +
+		`<row r="1048576"><c r="A1048576" s="0"/><c r="D1048576" t="inlineStr"><is><t> </t></is></c></row></sheetData></worksheet>`
+	sheet, err := ingest.Parse("a.xlsx", handWrittenXLSX(t, blankTail))
+	if err != nil || len(sheet.Rows) != 2 {
+		t.Fatalf("a sheet whose last row is blank: %d rows, %v; want 2 rows", len(sheet.Rows), err)
+	}
+	csvTail := "collection,chapter,order,video_url\nL,1,1,https://example.com/1.mp4\n" + strings.Repeat(",,,\n", 5000)
+	if sheet, err := ingest.Parse("a.csv", []byte(csvTail)); err != nil || len(sheet.Rows) != 1 {
+		t.Fatalf("a .csv ending in 5000 blank rows: %d rows, %v; want 1 row", len(sheet.Rows), err)
+	}
+}
