@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/ingest"
+	"github.com/playhead/playhead/internal/pgtest"
 )
 
 // handWrittenXLSX returns a workbook whose one worksheet part is sheetXML, written by hand
@@ -96,5 +98,48 @@ func TestParse_ValuesPastTheRowLimitAreNotDropped(t *testing.T) {
 	csvTail := "collection,chapter,order,video_url\nL,1,1,https://example.com/1.mp4\n" + strings.Repeat(",,,\n", 5000)
 	if sheet, err := ingest.Parse("a.csv", []byte(csvTail)); err != nil || len(sheet.Rows) != 1 {
 		t.Fatalf("a .csv ending in 5000 blank rows: %d rows, %v; want 1 row", len(sheet.Rows), err)
+	}
+}
+
+// TestStoreCreate_AllOrNothing: an import whose writes fail half-way (here a trigger that
+// refuses the third video's media row, standing in for a database that goes away) leaves no
+// trace: no import, no rows, no media, no job. It used to keep the import, its rejected rows
+// and the first two videos, whose jobs then ran; the admin, told 500, imported again.
+func TestStoreCreate_AllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := pgtest.Pool(t)
+	var csv strings.Builder
+	csv.WriteString("collection,chapter,order,video_url\n")
+	for i := 1; i <= 5; i++ {
+		fmt.Fprintf(&csv, "L,1,%d,https://example.com/%d.mp4\n", i, i)
+	}
+	csv.WriteString("L,x,1,https://example.com/bad.mp4\n")
+	sheet, err := ingest.Parse("a.csv", []byte(csv.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		CREATE FUNCTION refuse_third_video() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.title = 'L 1-3' THEN RAISE EXCEPTION 'the disk went away' USING ERRCODE = '58030'; END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER refuse_third_video BEFORE INSERT ON media FOR EACH ROW EXECUTE FUNCTION refuse_third_video();`); err != nil {
+		t.Fatal(err)
+	}
+	counts := func() string {
+		var imports, rows, mediaRows, jobs int
+		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM imports), (SELECT count(*) FROM import_rows),
+			(SELECT count(*) FROM media), (SELECT count(*) FROM jobs)`).Scan(&imports, &rows, &mediaRows, &jobs); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%d imports, %d import rows, %d media, %d jobs", imports, rows, mediaRows, jobs)
+	}
+	before := counts()
+	if _, err := ingest.NewStore(pool, 3).Create(ctx, 1, "a.csv", sheet); err == nil {
+		t.Fatal("Create succeeded although the third video's media row was refused")
+	}
+	if after := counts(); after != before {
+		t.Fatalf("after a failed import: %s; before it: %s (want nothing written)", after, before)
 	}
 }
