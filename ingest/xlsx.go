@@ -55,14 +55,14 @@ func readXLSX(data []byte) (string, [][]cell, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	sizes, err := sheetSizes(data)
+	part, rels, err := worksheetPart(data, name)
 	if err != nil {
 		return "", nil, err
 	}
-	if size, ok := sizes[name]; !ok || size > maxXLSXPartInMemory {
+	if part == nil || part.UncompressedSize64 > maxXLSXPartInMemory {
 		return "", nil, apperr.Errorf(apperr.Unprocessable, "sheet %q is more than %d MiB unzipped; copy its rows into a new workbook", name, maxXLSXPartInMemory>>20)
 	}
-	if err := applyCellAttributes(f, name, records, header, index); err != nil {
+	if err := applyCellAttributes(part, rels, records, header, index); err != nil {
 		return "", nil, apperr.Errorf(apperr.Unprocessable, "reading sheet %q: %v", name, err)
 	}
 	return name, records, nil
@@ -136,60 +136,54 @@ func streamRows(f *excelize.File, sheet string, limit int, blankRest bool) (reco
 
 // applyCellAttributes completes the import's columns below the header: a hyperlink cell
 // gets its target, a formula cell its formula, and every cell of a merged range the value of
-// the range's first cell (a level merged over the rows of its group).
-func applyCellAttributes(f *excelize.File, sheet string, records [][]cell, header int, index map[string]int) error {
-	for r := header + 1; r < len(records); r++ {
-		for _, c := range index {
-			axis, err := excelize.CoordinatesToCellName(c+1, r+1)
-			if err != nil {
-				return err
-			}
-			ok, target, err := f.GetCellHyperLink(sheet, axis)
-			if err != nil {
-				return err
-			}
-			formula, err := f.GetCellFormula(sheet, axis)
-			if err != nil {
-				return err
-			}
-			if !ok && formula == "" {
-				continue
-			}
-			records[r] = widen(records[r], c+1)
-			if ok {
-				records[r][c].link = target
-			}
-			records[r][c].formula = formula
-		}
+// the range's first cell (a level merged over the rows of its group). Where hyperlinks or
+// merges overlap (Excel calls such a file damaged) the first one in the part wins.
+func applyCellAttributes(part, rels *zip.File, records [][]cell, header int, index map[string]int) error {
+	isColumn := map[int]bool{}
+	for _, c := range index {
+		isColumn[c+1] = true
 	}
-	merges, err := f.GetMergeCells(sheet, true)
+	attrs, err := readSheetAttributes(part, rels, func(col, row int) bool {
+		return isColumn[col] && row > header+1 && row <= len(records)
+	})
 	if err != nil {
 		return err
 	}
-	for _, m := range merges {
-		c0, r0, err := excelize.CellNameToCoordinates(m.GetStartAxis())
-		if err != nil {
-			return err
+	for at, formula := range attrs.formulas {
+		c, r := at[0]-1, at[1]-1
+		records[r] = widen(records[r], c+1)
+		records[r][c].formula = formula
+	}
+	// Rows are painted 0-based; the rows above and at the header are never painted.
+	for _, c := range index {
+		links := newPainter(len(records))
+		for _, h := range attrs.hyperlinks {
+			if h.cells.col0 <= c+1 && c+1 <= h.cells.col1 {
+				links.paint(max(h.cells.row0-1, header+1), h.cells.row1-1, func(r int) {
+					records[r] = widen(records[r], c+1)
+					records[r][c].link = h.target
+				})
+			}
 		}
-		c1, r1, err := excelize.CellNameToCoordinates(m.GetEndAxis())
-		if err != nil {
-			return err
+	}
+	// A merge takes the value its first cell had before any merge was applied.
+	firsts := make([]cell, len(attrs.merges))
+	for i, m := range attrs.merges {
+		if r := m.row0 - 1; r < len(records) && m.col0-1 < len(records[r]) {
+			firsts[i] = records[r][m.col0-1]
 		}
-		if r0 <= header+1 || r0-1 >= len(records) {
-			continue // a merge from the header or above is a title, not a row's value
-		}
-		first := cell{}
-		if c0-1 < len(records[r0-1]) {
-			first = records[r0-1][c0-1]
-		}
-		for _, c := range index {
-			if c+1 < c0 || c+1 > c1 {
+	}
+	for _, c := range index {
+		merged := newPainter(len(records))
+		for i, m := range attrs.merges {
+			// A merge from the header or above is a title, not a row's value.
+			if m.row0 <= header+1 || m.col0 > c+1 || c+1 > m.col1 {
 				continue
 			}
-			for r := r0; r <= r1 && r <= len(records); r++ {
-				records[r-1] = widen(records[r-1], c+1)
-				records[r-1][c] = first
-			}
+			merged.paint(m.row0-1, m.row1-1, func(r int) {
+				records[r] = widen(records[r], c+1)
+				records[r][c] = firsts[i]
+			})
 		}
 	}
 	return nil
@@ -202,12 +196,12 @@ func widen(rec []cell, n int) []cell {
 	return rec
 }
 
-// sheetSizes returns the unzipped size of each worksheet's part by sheet name, from the
-// workbook and its relationships (both small parts).
-func sheetSizes(data []byte) (map[string]uint64, error) {
+// worksheetPart returns the zip parts of sheet name's worksheet and of its relationships
+// (nil when it has none), found from the workbook and its relationships (both small parts).
+func worksheetPart(data []byte, name string) (sheet, rels *zip.File, err error) {
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
-		return nil, apperr.Errorf(apperr.Unprocessable, "not a readable .xlsx file: %v", err)
+		return nil, nil, apperr.Errorf(apperr.Unprocessable, "not a readable .xlsx file: %v", err)
 	}
 	parts := map[string]*zip.File{}
 	for _, p := range zr.File {
@@ -219,21 +213,23 @@ func sheetSizes(data []byte) (map[string]uint64, error) {
 			RID  string `xml:"http://schemas.openxmlformats.org/officeDocument/2006/relationships id,attr"`
 		} `xml:"sheets>sheet"`
 	}
-	var rels struct {
+	var workbookRels struct {
 		Rel []struct {
 			ID     string `xml:"Id,attr"`
 			Target string `xml:"Target,attr"`
 		} `xml:"Relationship"`
 	}
 	if err := decodePart(parts["xl/workbook.xml"], &workbook); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := decodePart(parts["xl/_rels/workbook.xml.rels"], &rels); err != nil {
-		return nil, err
+	if err := decodePart(parts["xl/_rels/workbook.xml.rels"], &workbookRels); err != nil {
+		return nil, nil, err
 	}
-	sizes := map[string]uint64{}
 	for _, s := range workbook.Sheets {
-		for _, r := range rels.Rel {
+		if s.Name != name {
+			continue
+		}
+		for _, r := range workbookRels.Rel {
 			if r.ID != s.RID {
 				continue
 			}
@@ -241,12 +237,10 @@ func sheetSizes(data []byte) (map[string]uint64, error) {
 			if !strings.HasPrefix(target, "xl/") {
 				target = path.Join("xl", target)
 			}
-			if p, ok := parts[target]; ok {
-				sizes[s.Name] = p.UncompressedSize64
-			}
+			return parts[target], parts[path.Join(path.Dir(target), "_rels", path.Base(target)+".rels")], nil
 		}
 	}
-	return sizes, nil
+	return nil, nil, nil
 }
 
 func decodePart(p *zip.File, v any) error {
