@@ -219,3 +219,41 @@ ws.append(["구글", 1, 2, "`+host.URL+`/direct/g2.mp4"])
 		t.Errorf("%d imports recorded (%v), want 1: the refused private sheet writes nothing", imports, err)
 	}
 }
+
+// TestImport_GoogleSheetsLinkKeepsTheAddressGuard: the sheet's download goes through the
+// same address guard as the videos'. With the guard on (the default) and the export template
+// pointing at a loopback server, a Sheets link is refused with a reason, as a dry run and as
+// an import, the server sees no request and nothing is written. (The sheet's fetcher was
+// wired in serve.go with its own FetchConfig; allowing private addresses there survived
+// every test.)
+func TestImport_GoogleSheetsLinkKeepsTheAddressGuard(t *testing.T) {
+	var mu sync.Mutex
+	seen := 0
+	inside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen++
+		mu.Unlock()
+		http.Error(w, "an internal service", http.StatusOK)
+	}))
+	t.Cleanup(inside.Close)
+	env := pipelineEnv("api", "e2e-import-link-guard", t.TempDir(), t.TempDir(), "ultrafast")
+	env["PLAYHEAD_INGEST_SHEET_EXPORT_URL_TEMPLATE"] = inside.URL + "/spreadsheets/d/{id}/export?format=xlsx"
+	s := binarytest.Start(t, env)
+	admin := binarytest.Token(t, 1, true)
+	link := map[string]string{"sheet_url": "https://docs.google.com/spreadsheets/d/abc/edit"}
+	for _, query := range []string{"?dry_run=true", ""} {
+		out := s.MustDo(t, http.StatusUnprocessableEntity, http.MethodPost, s.URL("/v1/admin/imports%s", query), admin, link)
+		if !strings.Contains(string(out), "not allowed") {
+			t.Errorf("POST /v1/admin/imports%s: %s, want a reason saying the address is not allowed", query, out)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen != 0 {
+		t.Errorf("the loopback server saw %d requests, want none", seen)
+	}
+	var imports int
+	if err := s.Pool(t).QueryRow(t.Context(), `SELECT count(*) FROM imports`).Scan(&imports); err != nil || imports != 0 {
+		t.Errorf("%d imports recorded (%v), want none", imports, err)
+	}
+}
