@@ -35,9 +35,14 @@ function chosenSource() {
   return { error: 'Choose a spreadsheet file or paste a Google Sheets link.' };
 }
 
+// videoCell links a row's video, or shows its text when it is not an http(s) URL: a rejected
+// row's cell is whatever the sheet held ("javascript:…" included; the page's CSP would block
+// it too, but it is never made a link).
 function videoCell(row) {
   const text = row.label || row.video_url;
-  return row.video_url ? el('a', { href: row.video_url, rel: 'noreferrer', target: '_blank', title: row.video_url }, text) : '';
+  if (!row.video_url) return '';
+  if (!/^https?:\/\//i.test(row.video_url)) return el('span', { title: row.video_url }, text);
+  return el('a', { href: row.video_url, rel: 'noreferrer', target: '_blank', title: row.video_url }, text);
 }
 
 function mediaCell(row) {
