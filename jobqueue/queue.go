@@ -112,10 +112,16 @@ func scanJob(row pgx.CollectableRow) (Job, error) {
 // its transaction alone): its commit was one flush per claim, the largest cost of a claim with
 // fsync on. No promise rests on that flush. Whatever follows a claim and counts (a heartbeat,
 // a completion, a retry, a death, a release) is a synchronous commit, and a commit's flush
-// writes the WAL up to its own record, the claim's included. A claim that a crash of the
-// database erases was never acted on durably: the job is PENDING again with the same attempt
-// count, and the worker's later writes find another token (or none) and fail the fence, as
-// for a worker whose lease expired.
+// writes the WAL up to its own record, the claim's included. Only a crash of PostgreSQL
+// itself (not of a worker; a backend's crash restarts PostgreSQL too) can erase a claim, and
+// only one made within the WAL writer's delay before it (3 × wal_writer_delay, 600 ms by
+// default) with no synchronous commit on the server since. Such a claim was never acted on
+// durably: the worker's later writes find another token (or none) and fail the fence. Unlike
+// an expired lease, two things differ, and both are accepted: the job is PENDING again at
+// once, so another worker may start it while the first still runs it until its next
+// heartbeat fails (within lease/20 of the restart; results stay single, by the fence and
+// the per-claim output prefixes); and the erased attempt is not counted, so a job that
+// crashes PostgreSQL within that delay of its claim is not driven to DEAD by its attempts.
 func (q *Queue) Claim(ctx context.Context, kind string, n int, node string) ([]Job, error) {
 	// Both statements are sent in one round trip and run in one implicit transaction, so the
 	// setting (local to the transaction) holds for the claim's commit and nothing else.
