@@ -119,7 +119,7 @@ func scanJob(row pgx.CollectableRow) (Job, error) {
 // durably: the worker's later writes find another token (or none) and fail the fence. Unlike
 // an expired lease, two things differ, and both are accepted: the job is PENDING again at
 // once, so another worker may start it while the first still runs it until its next
-// heartbeat fails (within lease/20 of the restart; results stay single, by the fence and
+// heartbeat fails (at most lease/3 after the restart; results stay single, by the fence and
 // the per-claim output prefixes); and the erased attempt is not counted, so a job that
 // crashes PostgreSQL within that delay of its claim is not driven to DEAD by its attempts.
 func (q *Queue) Claim(ctx context.Context, kind string, n int, node string) ([]Job, error) {
