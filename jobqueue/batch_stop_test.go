@@ -114,3 +114,47 @@ func TestRunner_BatchMeetingADeadDatabaseEndsEachJob(t *testing.T) {
 		return b.count(t, `SELECT count(*) FROM jobs WHERE status = 'COMPLETED'`) == n
 	})
 }
+
+// A node that dies with a batch pending (its runs ended, their completions waiting for the
+// window; here the node is cut off from the database for good, as a kill -9 leaves it) never
+// leaves its jobs COMPLETED without the batch, nor PROCESSING for ever: their leases expire
+// and another node runs and completes each of them again (at least once).
+func TestRunner_NodeDeadWithABatchPendingGivesItsJobsBack(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	const lease = time.Second
+	b := setup(t)
+	ids := b.insertJobs(t, "plain", n)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	kind := func(node string) jobqueue.Kind {
+		return jobqueue.Kind{Name: "plain", Run: func(context.Context, jobqueue.Job) (jobqueue.Result, error) {
+			mu.Lock()
+			runs[node]++
+			mu.Unlock()
+			return jobqueue.Result{}, nil
+		}}
+	}
+	ranOn := func(node string) int { mu.Lock(); defer mu.Unlock(); return runs[node] }
+
+	pool, proxy := b.proxiedPool(t, 4)
+	startRunner(t, newQueue(t, pool, lease, kind("dead")), jobqueue.RunnerConfig{Kind: "plain", Node: "dead",
+		Concurrency: n, PollInterval: 20 * time.Millisecond, CompleteWindow: time.Hour, FinishTimeout: time.Second})
+	waitFor(t, "every run on the node that dies", func() bool { return ranOn("dead") == n })
+	proxy.Partition()
+	if done := b.count(t, `SELECT count(*) FROM jobs WHERE status = 'COMPLETED'`); done != 0 {
+		t.Fatalf("%d jobs COMPLETED though their batch never left the node", done)
+	}
+
+	startRunner(t, newQueue(t, b.pool, lease, kind("alive")), jobqueue.RunnerConfig{Kind: "plain", Node: "alive",
+		Concurrency: n, PollInterval: 20 * time.Millisecond})
+	waitFor(t, "every job COMPLETED", func() bool {
+		return b.count(t, `SELECT count(*) FROM jobs WHERE status = 'COMPLETED'`) == n
+	})
+	if got := b.count(t, `SELECT count(*) FROM jobs WHERE id = ANY($1) AND claimed_by = 'alive' AND attempt_count = 2`, ids); got != n {
+		t.Errorf("%d jobs completed by the live node on their second attempt, want %d", got, n)
+	}
+	if got := ranOn("alive"); got != n {
+		t.Errorf("the live node ran %d jobs, want %d", got, n)
+	}
+}
