@@ -83,8 +83,8 @@ type Cache struct {
 	// clears counts Clear calls: entries loaded before the last one are stale, not gone.
 	clears atomic.Uint64
 
-	hits, misses, loads, invalidations   prometheus.Counter
-	evictions, staleServed, loadFailures prometheus.Counter
+	hits, misses, loads, invalidations            prometheus.Counter
+	evictions, staleServed, loadFailures, cleared prometheus.Counter
 }
 
 // New returns a Cache. It caches once started.
@@ -108,8 +108,9 @@ func New(cfg Config) (*Cache, error) {
 	c.evictions = counter("evictions_total", "Entries the cache dropped by itself: for space, or past their TTL and PLAYHEAD_CACHE_MAX_STALE.")
 	c.staleServed = counter("stale_served_total", "Lookups answered from an entry past its TTL because the database could not be read (at most PLAYHEAD_CACHE_MAX_STALE past it).")
 	c.loadFailures = counter("load_failures_total", "Database lookups that failed (unreachable, timed out); each answered stale when an entry was known, 503 otherwise.")
+	c.cleared = counter("clears_total", "Times every entry was marked stale because the notification listener (re)connected and may have missed changes: one per (re)connection.")
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(c.hits, c.misses, c.loads, c.invalidations, c.evictions, c.staleServed, c.loadFailures)
+		cfg.Registerer.MustRegister(c.hits, c.misses, c.loads, c.invalidations, c.evictions, c.staleServed, c.loadFailures, c.cleared)
 	}
 
 	return c, nil
@@ -290,4 +291,5 @@ func (c *Cache) EvictPayload(payload string) {
 func (c *Cache) Clear() {
 	c.generation.Add(1)
 	c.clears.Add(1)
+	c.cleared.Inc()
 }

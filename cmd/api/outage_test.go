@@ -378,7 +378,15 @@ func TestOutage_PutsForKnownMediaOutliveTheCacheTTL(t *testing.T) {
 	s := binarytest.Start(t, map[string]string{"PLAYHEAD_CACHE_TTL": "300ms", "PLAYHEAD_FLUSH_INTERVAL": "100ms",
 		"PLAYHEAD_PUT_RATE": "0", "PLAYHEAD_SPILL_DIR": t.TempDir()})
 	admin, member := binarytest.Token(t, 1, true), binarytest.Token(t, 42, false)
+	// The media's creation notifies every node, and the node evicts the media when it handles
+	// that notification: if it did so after the reports below had cached the media, the node
+	// would no longer know it when the outage begins. So: wait until the node listens (its
+	// cache is cleared once per connection, right after LISTEN), create the media, and wait
+	// until the node has handled the creation's notification (the only one this test sends
+	// before the outage).
+	waitMetric(t, s, "playhead_media_cache_clears_total", 1)
 	mediaID := s.CreateMedia(t, admin, "known before the outage")
+	waitMetric(t, s, "playhead_media_cache_invalidations_total", 1)
 	put := func(pos int) int {
 		t.Helper()
 		status, body, err := s.Do(http.MethodPut, s.URL("/v1/playback/%d", mediaID), member, map[string]any{"position_ms": pos})
