@@ -36,7 +36,17 @@ func FuzzParsePosition(f *testing.F) {
 func FuzzParsePositionPlainAgrees(f *testing.F) {
 	for _, seed := range []string{`{"position_ms": 61000}`, ` {"position_ms":0} `, "{\n\t\"position_ms\" :\r 7 }", `{"position_ms": 012}`,
 		`{"position_ms": 1234567890123456789}`, `{"position_ms": 99999999999999999999}`, `{"position_ms": 5} }`, `{"position_ms": 5,}`,
-		`{"POSITION_MS": 5}`, `{"position_ms": 5, "position_ms": 6}`, `{"position_ms": -0}`, `{"position_ms": 5.0}`, `{"position_ms": 5e3}`} {
+		`{"POSITION_MS": 5}`, `{"position_ms": 5, "position_ms": 6}`, `{"position_ms": -0}`, `{"position_ms": 5.0}`, `{"position_ms": 5e3}`,
+		// Past int64 with the 19 digits int64 can have, and its largest value.
+		`{"position_ms": 9999999999999999999}`, `{"position_ms": 9223372036854775807}`, `{"position_ms": 9223372036854775808}`,
+		// Whitespace JSON does not allow, a BOM, NUL and invalid UTF-8 around or inside the tokens.
+		"{\f\"position_ms\": 5}", "{\"position_ms\":\v5}", "\u00a0{\"position_ms\": 5}", "\ufeff{\"position_ms\": 5}",
+		"{\"position_ms\": 5}\x00", "{\"position_ms\x00\": 5}", "{\"position_ms\": 5}\xff", "{\"position_\xffms\": 5}",
+		// Neither the plain reader's shape nor a position: null, strings, extra fields and objects, escapes.
+		`null`, `{"position_ms": null}`, `{"position_ms": "5"}`, `{"position_ms": -1}`, `{"position_ms": 00}`, `{"position_ms": 5 6}`,
+		`{"position_ms": 1, "x": 2}`, `{"x": 2, "position_ms": 1}`, `{"position_ms": 5}x`, `{"position_ms": 5}{"position_ms": 6}`,
+		`{"position_ms" 5}`, `{"position_ms": }`, `{{"position_ms": 5}}`, `{"position_\u006ds": 5}`, `{"position_ms": 5`,
+		`"position_ms": 5}`} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
