@@ -6,16 +6,11 @@ package main
 // this test reads the database.
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/testvideo"
@@ -68,50 +63,16 @@ func TestImportPage_CheckConfirmWatchInChromium(t *testing.T) {
 	if err := os.WriteFile(sheet, operatorsSheet(t, host.URL), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	shots := t.TempDir()
-	if dir := os.Getenv(screenshotsEnv); dir != "" {
-		shots = dir
-		if err := os.MkdirAll(shots, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), playerTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "web", "e2e", "imports.mjs"))
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "PLAYHEAD_URL="+s.HTTPURL, "PLAYHEAD_TOKEN="+binarytest.Token(t, 1, true),
-		"PLAYHEAD_SHEET="+sheet, "PLAYHEAD_SHOTS="+shots, "CHROMIUM="+chromiumPath)
-	stderr := &binarytest.Output{}
-	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s web/e2e/imports.mjs: %v", node, err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("imports.mjs stderr:\n%s", stderr)
-		}
-	})
-	started := time.Now()
+	shots := screenshotsDir(t)
+	script := startBrowserScript(t, root, node, "imports.mjs", "PLAYHEAD_URL="+s.HTTPURL,
+		"PLAYHEAD_TOKEN="+binarytest.Token(t, 1, true), "PLAYHEAD_SHEET="+sheet, "PLAYHEAD_SHOTS="+shots)
 	events := map[string]importPageEvent{}
-	scanner := bufio.NewScanner(stdout)
-	scanner.Buffer(make([]byte, 64*1024), 1<<20)
-	for scanner.Scan() {
+	for {
 		var ev importPageEvent
-		if err := json.Unmarshal(scanner.Bytes(), &ev); err != nil {
-			t.Errorf("imports.mjs printed a line that is not an event: %q", scanner.Text())
-			continue
+		if !script.next(t, &ev) {
+			break
 		}
 		events[ev.Event] = ev
-		t.Logf("%6.1fs imports.mjs: %s", time.Since(started).Seconds(), scanner.Text())
 		if ev.Event == "checked" {
 			var media, imports, rows int
 			if err := pool.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM media), (SELECT count(*) FROM imports),
@@ -121,12 +82,12 @@ func TestImportPage_CheckConfirmWatchInChromium(t *testing.T) {
 			if media+imports+rows != 0 {
 				t.Errorf("after the check on the page: %d media, %d imports, %d import rows; want nothing written", media, imports, rows)
 			}
-			if _, err := fmt.Fprintln(stdin, "confirm"); err != nil {
+			if _, err := fmt.Fprintln(script.Stdin, "confirm"); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if err := cmd.Wait(); err != nil || events["error"].Message != "" {
+	if _, err := script.wait(); err != nil || events["error"].Message != "" {
 		t.Fatalf("imports.mjs failed (%v): %s", err, events["error"].Message)
 	}
 

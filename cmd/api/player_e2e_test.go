@@ -7,9 +7,7 @@ package main
 // waits; the tolerances checked are the issue's, on media and position time.
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -175,51 +173,20 @@ func testPlayer(t *testing.T, root, node, storage string) {
 	const member = 77
 	token := binarytest.Token(t, member, false)
 	video := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 30, Width: 320, Height: 240, Audio: true})
-	// The screenshots go to a temporary folder, so a test run leaves the tree as it was;
-	// `make screenshots` points screenshotsEnv at docs/img to refresh the committed ones.
-	shots := t.TempDir()
-	if dir := os.Getenv(screenshotsEnv); dir != "" {
-		shots = dir
-		if err := os.MkdirAll(shots, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), playerTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "web", "e2e", "player.mjs"))
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(),
+	shots := screenshotsDir(t)
+	script := startBrowserScript(t, root, node, "player.mjs",
 		"PLAYHEAD_URL="+s.HTTPURL, "PLAYHEAD_TOKEN="+token, "PLAYHEAD_VIDEO="+video,
-		"PLAYHEAD_TITLE=Test pattern, 30 s", "PLAYHEAD_SHOTS="+shots, "CHROMIUM="+chromiumPath)
-	stderr := &binarytest.Output{}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	started := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s web/e2e/player.mjs: %v", node, err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("player.mjs stderr:\n%s", stderr)
-		}
-	})
+		"PLAYHEAD_TITLE=Test pattern, 30 s", "PLAYHEAD_SHOTS="+shots)
 
 	var (
 		events     = map[string]playerEvent{}
 		checkpoint int64 // the database's position when the script said it had played 10 s
 		atClose    int64 // the database's position once the first close's report was flushed
 	)
-	scanner := bufio.NewScanner(stdout)
-	scanner.Buffer(make([]byte, 64*1024), 1<<20)
-	for scanner.Scan() {
+	for {
 		var ev playerEvent
-		if err := json.Unmarshal(scanner.Bytes(), &ev); err != nil {
-			t.Errorf("player.mjs printed a line that is not an event: %q", scanner.Text())
-			continue
+		if !script.next(t, &ev) {
+			break
 		}
 		events[ev.Event] = ev
 		switch ev.Event {
@@ -238,10 +205,8 @@ func testPlayer(t *testing.T, root, node, storage string) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		}
-		t.Logf("%6.1fs player.mjs: %s", time.Since(started).Seconds(), scanner.Text())
 	}
-	waitErr := cmd.Wait()
-	elapsed := time.Since(started)
+	elapsed, waitErr := script.wait()
 	if ev, ok := events["error"]; ok || waitErr != nil {
 		t.Fatalf("player.mjs failed (%v): %s", waitErr, ev.Message)
 	}
