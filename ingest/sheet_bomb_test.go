@@ -1,13 +1,9 @@
 package ingest_test
 
 import (
-	"archive/zip"
-	"bytes"
 	"io"
 	"strings"
 	"testing"
-
-	"github.com/xuri/excelize/v2"
 
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/ingest"
@@ -19,34 +15,7 @@ import (
 // megabytes never sits in the test's memory.
 func xlsxWithRows(t *testing.T, rows int) []byte {
 	t.Helper()
-	f := excelize.NewFile()
-	if err := f.SetSheetRow(f.GetSheetName(0), "A1", &[]any{"collection", "chapter", "order", "video_url"}); err != nil {
-		t.Fatal(err)
-	}
-	var plain bytes.Buffer
-	if err := f.Write(&plain); err != nil {
-		t.Fatal(err)
-	}
-	src, err := zip.NewReader(bytes.NewReader(plain.Bytes()), int64(plain.Len()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	zw := zip.NewWriter(&out)
-	for _, part := range src.File {
-		w, err := zw.Create(part.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if part.Name != "xl/worksheets/sheet1.xml" {
-			r, err := part.Open()
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, _ = io.Copy(w, r)
-			r.Close()
-			continue
-		}
+	return xlsxWithSheetPart(t, func(w io.Writer) {
 		_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>`+
 			`<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>`+
 			`<row><c t="inlineStr"><is><t>collection</t></is></c><c t="inlineStr"><is><t>chapter</t></is></c>`+
@@ -58,11 +27,7 @@ func xlsxWithRows(t *testing.T, rows int) []byte {
 			_, _ = io.WriteString(w, chunk)
 		}
 		_, _ = io.WriteString(w, `</sheetData></worksheet>`)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
+	})
 }
 
 // TestParse_XLSXBombAndLongSheets is finding 10 of issue 11: a 707 KB sheet that unzips to

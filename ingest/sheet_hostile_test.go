@@ -22,6 +22,14 @@ import (
 // parts (a worksheet's relationships) are added by name.
 func handWrittenXLSX(t *testing.T, sheetXML string, extra ...[2]string) []byte {
 	t.Helper()
+	return xlsxWithSheetPart(t, func(w io.Writer) { _, _ = io.WriteString(w, sheetXML) }, extra...)
+}
+
+// xlsxWithSheetPart returns excelize's empty workbook with its one worksheet part written by
+// writeSheet, straight into the zip (so a sheet of hundreds of megabytes never sits in the
+// test's memory), and extra parts added by name.
+func xlsxWithSheetPart(t *testing.T, writeSheet func(io.Writer), extra ...[2]string) []byte {
+	t.Helper()
 	f := excelize.NewFile()
 	var plain bytes.Buffer
 	if err := f.Write(&plain); err != nil {
@@ -39,7 +47,7 @@ func handWrittenXLSX(t *testing.T, sheetXML string, extra ...[2]string) []byte {
 			t.Fatal(err)
 		}
 		if part.Name == "xl/worksheets/sheet1.xml" {
-			_, _ = io.WriteString(w, sheetXML)
+			writeSheet(w)
 			continue
 		}
 		r, err := part.Open()
