@@ -27,6 +27,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/playhead/playhead/internal/binarytest"
+	"github.com/playhead/playhead/internal/contract"
 	"github.com/playhead/playhead/media"
 )
 
@@ -72,6 +73,7 @@ type hostileFixture struct {
 	secrets    [][]byte
 	importID   int64
 	jobID      int64
+	contract   *contract.Checker
 }
 
 // hostileRoute is one route of the public app and how to reach it.
@@ -113,6 +115,7 @@ func jobID(f *hostileFixture) int64    { return f.jobID }
 var routeTable = []hostileRoute{
 	{method: "GET", pattern: "/healthz", access: public, target: fixed("/healthz")},
 	{method: "GET", pattern: "/readyz", access: public, target: fixed("/readyz")},
+	{method: "GET", pattern: "/openapi.yaml", access: public, target: fixed("/openapi.yaml")},
 	{method: "GET", pattern: "/", access: public, target: fixed("/")},
 	{method: "GET", pattern: "/imports", access: public, target: fixed("/imports")},
 	{method: "GET", pattern: "/watch/:mediaID", access: public, target: idTarget("/watch/%s", mineID), hasParam: true, idParam: true},
@@ -335,7 +338,26 @@ func (f *hostileFixture) check(t *testing.T, c hostileCase) int {
 			t.Errorf("%s: the answer carries another member's private file", c)
 		}
 	}
+	if status != 0 && !tooLong {
+		f.checkContract(t, c, status, header, body)
+	}
 	return status
+}
+
+// checkContract checks the case's exchange against api/openapi.yaml like every request of
+// binarytest's client (internal/contract): the status must be one the document lists for the
+// route, and the body its schema.
+func (f *hostileFixture) checkContract(t *testing.T, c hostileCase, status int, header http.Header, body []byte) {
+	t.Helper()
+	reqHeader := http.Header{}
+	for k, v := range c.header {
+		reqHeader.Set(k, v)
+	}
+	err := f.contract.Check(contract.Exchange{Method: c.method, Target: c.target, Header: reqHeader, Body: c.body,
+		Status: status, ResponseHeader: header, ResponseBody: body})
+	if err != nil {
+		t.Errorf("%s: contract (api/openapi.yaml): %v", c, err)
+	}
 }
 
 func setupHostile(t *testing.T) *hostileFixture {
@@ -353,7 +375,11 @@ func setupHostile(t *testing.T) *hostileFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &hostileFixture{s: s, storageDir: storageDir, a: binarytest.Token(t, 201, false), b: binarytest.Token(t, 202, false),
+	checker, err := contract.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &hostileFixture{s: s, contract: checker, storageDir: storageDir, a: binarytest.Token(t, 201, false), b: binarytest.Token(t, 202, false),
 		adm: binarytest.Token(t, 1, true), signer: signer}
 	f.mine, f.minePrefix = readyUpload(t, s, f.a, "A's clip", "PRIVATE")
 	f.mineURL = mediaOf(t, s, f.a, f.mine).HLSURL

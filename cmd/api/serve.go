@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/playhead/playhead/api"
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/cache"
@@ -391,6 +392,8 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 		RequestContext: n.requests,
 	})
 	n.health.Register(app)
+	// The OpenAPI document, without a token like the health routes.
+	api.Register(app)
 	// Encoded files are fetched by players with signed URLs (GET /v1/media/{id} gives them),
 	// checked for the member they were issued to, who must still be allowed to play the media.
 	(&media.ObjectsHandler{Store: store, Access: mediaCache, Links: links}).Register(app)
@@ -425,11 +428,11 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 		}),
 	}}
 	imports.RegisterUpload(app, verifier.Middleware(), auth.RequireAdmin)
-	api := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
-	playbackHandler.Register(api)
-	(&media.Handler{Store: mediaStore, Access: mediaCache, Links: links}).Register(api)
-	(&ingest.CollectionHandler{Store: ingestStore, Links: links}).Register(api)
-	admin := api.Group("/admin", auth.RequireAdmin)
+	v1 := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
+	playbackHandler.Register(v1)
+	(&media.Handler{Store: mediaStore, Access: mediaCache, Links: links}).Register(v1)
+	(&ingest.CollectionHandler{Store: ingestStore, Links: links}).Register(v1)
+	admin := v1.Group("/admin", auth.RequireAdmin)
 	(&media.AdminHandler{Store: mediaStore}).Register(admin)
 	(&jobqueue.AdminHandler{Queue: n.queue}).Register(admin)
 	imports.Register(admin)

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/internal/contract"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/media"
 )
@@ -41,7 +42,8 @@ type Server struct {
 	HTTPURL string
 	// MetricsAddr is the metrics listener, 127.0.0.1:port, and MetricsURL the same as a URL.
 	MetricsAddr, MetricsURL string
-	// Client is the HTTP client Do uses: 10 s per request.
+	// Client is the HTTP client Do uses: 10 s per request. Every exchange it carries is
+	// checked against the OpenAPI document (checkedTransport).
 	Client *http.Client
 }
 
@@ -64,12 +66,13 @@ func Start(t testing.TB, env map[string]string) *Server {
 	}
 	transport := &http.Transport{MaxIdleConnsPerHost: 16}
 	t.Cleanup(transport.CloseIdleConnections)
+	checked := checkedTransport(t, transport, httpAddr)
 	s := &Server{
 		DBURL:       all["DATABASE_URL"],
 		HTTPURL:     "http://" + all["PLAYHEAD_HTTP_ADDR"],
 		MetricsAddr: all["PLAYHEAD_METRICS_ADDR"],
 		MetricsURL:  "http://" + all["PLAYHEAD_METRICS_ADDR"],
-		Client:      &http.Client{Transport: transport, Timeout: 10 * time.Second},
+		Client:      &http.Client{Transport: checked, Timeout: 10 * time.Second},
 	}
 	s.Process = Run(t, all, "serve")
 
@@ -89,6 +92,28 @@ func Start(t testing.TB, env map[string]string) *Server {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// reportOnce registers the contract coverage report once per test process.
+var reportOnce sync.Once
+
+// checkedTransport wraps base in a contract.Transport: the test fails, when it ends, for every
+// exchange with the public API at host that departs from api/openapi.yaml. The routes × statuses all the tests of the
+// process saw are printed when they have run.
+func checkedTransport(t testing.TB, base http.RoundTripper, host string) *contract.Transport {
+	t.Helper()
+	checker, err := contract.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reportOnce.Do(func() { pgtest.AtExit(func() { fmt.Print(checker.Report()) }) })
+	tr := &contract.Transport{Base: base, Checker: checker, Host: host}
+	t.Cleanup(func() {
+		for _, err := range tr.Violations() {
+			t.Errorf("contract (api/openapi.yaml): %v", err)
+		}
+	})
+	return tr
 }
 
 // handedOut holds every address FreeAddr returned in this test process: the kernel may give
