@@ -37,7 +37,7 @@ test: deps web lint
 .PHONY: hostile
 hostile:
 	@out=$$(mktemp); $(GO) test -count=1 -timeout 15m -run '^TestHostileInput$$' -v ./cmd/api >$$out 2>&1; status=$$?; \
-		grep -E '^(--- |ok |FAIL)|hostile input:' $$out; [ $$status -eq 0 ] || cat $$out; rm -f $$out; exit $$status
+		grep -E '^(--- |ok |FAIL)|hostile input:|^contract:' $$out; [ $$status -eq 0 ] || cat $$out; rm -f $$out; exit $$status
 
 TEST_FUZZTIME ?= 5s
 

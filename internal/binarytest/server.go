@@ -66,7 +66,7 @@ func Start(t testing.TB, env map[string]string) *Server {
 	}
 	transport := &http.Transport{MaxIdleConnsPerHost: 16}
 	t.Cleanup(transport.CloseIdleConnections)
-	checked := checkedTransport(t, transport, httpAddr)
+	checked := checkedTransport(t, transport, all["PLAYHEAD_HTTP_ADDR"])
 	s := &Server{
 		DBURL:       all["DATABASE_URL"],
 		HTTPURL:     "http://" + all["PLAYHEAD_HTTP_ADDR"],
