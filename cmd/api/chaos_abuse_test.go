@@ -98,6 +98,7 @@ func TestChaos_Abuse(t *testing.T) {
 		for i := range 20 {
 			req, _ := http.NewRequest(http.MethodPut, s.URL("/v1/playback/%d", media), strings.NewReader(fmt.Sprintf(`{"position_ms": %d}`, i)))
 			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("Content-Type", "application/json") // as api/openapi.yaml asks
 			resp, err := s.Client.Do(req)
 			if err != nil {
 				t.Fatal(err)
