@@ -25,6 +25,8 @@
 //   - Requests: Do and MustDo (JSON in, status and body out), URL and MetricsURL, Token (a
 //     member's or an admin's token signed with Secret), CreateMedia, Upload (POST /v1/media),
 //     Import (POST /v1/admin/imports), PostMultipart for anything else multipart.
+//     Every exchange of Client with the public API is checked against api/openapi.yaml
+//     (internal/contract): one the document does not describe fails the test when it ends.
 //   - Observing: Metrics and Metric (a sum over /metrics), Ready (the /readyz status), Pool (a
 //     pgx pool on the server's database), StoredPositions (every playback row).
 //   - VideoHost: a loopback stand-in for a cloud drive, for imports.
