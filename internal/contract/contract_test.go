@@ -118,3 +118,23 @@ func TestFiberRoute(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCheck is the cost the contract check adds to one exchange of the end-to-end tests:
+// a PUT report the server accepted (request and response checked), and a 200 with a body.
+func BenchmarkCheck(b *testing.B) {
+	c, err := Shared()
+	if err != nil {
+		b.Fatal(err)
+	}
+	put := Exchange{Method: "PUT", Target: "/v1/playback/7", Header: http.Header{"Authorization": {"Bearer x.y.z"}, "Content-Type": {"application/json"}},
+		Body: []byte(`{"position_ms": 5}`), Status: 204}
+	get := Exchange{Method: "GET", Target: "/v1/playback/7", Header: bearer(), Status: 200, ResponseHeader: jsonHeader(), ResponseBody: []byte(position)}
+	for b.Loop() {
+		if err := c.Check(put); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Check(get); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
