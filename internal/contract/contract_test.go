@@ -16,7 +16,7 @@ func sharedChecker(t *testing.T) *Checker {
 	return c
 }
 
-const position = `{"media_id": 7, "position_ms": 1000, "event_time": "2026-11-30T10:00:00Z"}`
+const position = `{"media_id": 7, "position_ms": 1000, "event_time": "2026-11-30T10:00:00Z", "finished": false}`
 
 func bearer() http.Header { return http.Header{"Authorization": {"Bearer x.y.z"}} }
 
