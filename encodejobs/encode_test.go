@@ -58,11 +58,17 @@ func TestEncode_CompletesAndRemovesDeadClaimsOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	kind := (&encodejobs.Encode{Pool: b.pool, Store: store, Encoder: enc, ScratchDir: dir}).Kind()
-	startRunner(t, b, kind)
+	runner := startRunner(t, b, kind)
 	waitFor(t, "READY", func() bool {
 		got, err := b.media.Get(ctx, m.ID)
 		return err == nil && got.Status == media.StatusReady
 	})
+	// READY is the fenced completion; the winner removes the other claims' outputs only after
+	// it (before, it is not yet the winner). Stop returns once the job's goroutine, that
+	// cleanup included, has ended.
+	if err := runner.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
 	got, _ := b.media.Get(ctx, m.ID)
 	var token string
 	if err := b.pool.QueryRow(ctx, `SELECT claim_token::text FROM jobs WHERE subject_id = $1`, m.ID).Scan(&token); err != nil {

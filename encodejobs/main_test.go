@@ -51,8 +51,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// startRunner runs kind on a queue of its own over b's pool until the test ends.
-func startRunner(t *testing.T, b *bundle, kind jobqueue.Kind) {
+// startRunner runs kind on a queue of its own over b's pool until the test ends, or until the
+// test stops it.
+func startRunner(t *testing.T, b *bundle, kind jobqueue.Kind) *jobqueue.Runner {
 	t.Helper()
 	q, err := jobqueue.NewQueue(b.pool, time.Minute, kind)
 	if err != nil {
@@ -66,4 +67,5 @@ func startRunner(t *testing.T, b *bundle, kind jobqueue.Kind) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Stop(context.Background()) })
+	return r
 }
