@@ -168,8 +168,10 @@ type Handler struct {
 }
 
 // AccessLookup reads a media item's access fields; found is false when there is no such media.
+// Evict forgets what it holds for id, once the row has been seen to differ.
 type AccessLookup interface {
 	Access(ctx context.Context, id int64) (access Access, found bool, err error)
+	Evict(id int64)
 }
 
 // Register adds the member media routes to router, the authenticated /v1 group.
@@ -206,8 +208,15 @@ func (h *Handler) get(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	// The row is the truth: the cache may be a notification behind it.
-	if m.OwnerID != member && !(Access{Status: m.Status, Visibility: m.Visibility, OwnerID: m.OwnerID}).PlayableBy(member) {
+	// The row is the truth: the cache may be a notification behind it, as for a media that
+	// has just become READY. Then this node's entry goes: the playlist link this answer gives
+	// is checked against the cache (ObjectsHandler), and a player that follows it at once
+	// must not be refused by the older entry until the notification arrives.
+	row := Access{OwnerID: m.OwnerID, DurationMS: m.DurationMS, Status: m.Status, Visibility: m.Visibility}
+	if row != access {
+		h.Access.Evict(id)
+	}
+	if m.OwnerID != member && !row.PlayableBy(member) {
 		return apperr.Errorf(apperr.NotFound, "media %d not found", id)
 	}
 	v := View{Media: m}
