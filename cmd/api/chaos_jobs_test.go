@@ -46,6 +46,7 @@ func TestChaos_MediaJobs(t *testing.T) {
 	// The attempt each fault's job must complete on.
 	wantAttempts := map[string]int{"kill -9": 2, "SIGTERM": 1, "lost claim": 2, none: 1}
 	faults := map[string]int{}
+	completedBy := map[string]int{} // encode jobs each worker completed
 	for round := range rounds {
 		id := api.Upload(t, member, binarytest.Upload{Path: video, FileName: "clip.mp4", Title: fmt.Sprintf("round %d", round), Visibility: "PRIVATE"})
 		var alive []*binarytest.Server
@@ -113,6 +114,14 @@ func TestChaos_MediaJobs(t *testing.T) {
 		}
 		if n := outboxCount(t, pool, id, ""); n != 1 {
 			t.Fatalf("round %d (%s): %d notifications, want exactly 1", round, fault, n)
+		}
+		// The winner removes the other claims' prefixes after its completion committed (only
+		// then is it the winner): COMPLETED can be seen before that cleanup ran. Its outcome
+		// metric counts the job once the cleanup has returned. A winner this round stopped has
+		// exited, and a graceful stop waits for its jobs' cleanup.
+		if winner, ok := workers[*done.ClaimedBy]; ok {
+			completedBy[*done.ClaimedBy]++
+			waitMetric(t, winner, `playhead_jobs_outcomes_total{kind="encode",outcome="completed"}`, float64(completedBy[*done.ClaimedBy]))
 		}
 		if dirs := objectDirs(t, storageDir, id); len(dirs) != 1 || !strings.Contains(hlsKey, dirs[0]) {
 			t.Fatalf("round %d (%s): output prefixes %v, want only the winner's (%s)", round, fault, dirs, hlsKey)
