@@ -104,7 +104,7 @@ func New(cfg Config) (*Cache, error) {
 	c.hits = counter("hits_total", "Lookups answered from the cache.")
 	c.misses = counter("misses_total", "Lookups not in the cache.")
 	c.loads = counter("loads_total", "Database queries made to fill the cache (concurrent misses share one).")
-	c.invalidations = counter("invalidations_total", "Entries evicted because a node notified that the media changed.")
+	c.invalidations = counter("invalidations_total", "Entries evicted because the media changed: a node notified it, or a request read a newer row.")
 	c.evictions = counter("evictions_total", "Entries the cache dropped by itself: for space, or past their TTL and PLAYHEAD_CACHE_MAX_STALE.")
 	c.staleServed = counter("stale_served_total", "Lookups answered from an entry past its TTL because the database could not be read (at most PLAYHEAD_CACHE_MAX_STALE past it).")
 	c.loadFailures = counter("load_failures_total", "Database lookups that failed (unreachable, timed out); each answered stale when an entry was known, 503 otherwise.")
