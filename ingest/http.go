@@ -2,16 +2,13 @@ package ingest
 
 import (
 	"io"
-	"net/url"
 	"strings"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/httpserver"
-	"github.com/playhead/playhead/media"
 )
 
 // AdminHandler serves /v1/admin/imports.
@@ -163,42 +160,4 @@ func (h *AdminHandler) get(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(imp)
-}
-
-// CollectionHandler serves GET /v1/collections/{collection}.
-type CollectionHandler struct {
-	Store *Store
-	// Links signs the URLs of the encoded files for the member asking.
-	Links *media.Links
-}
-
-// Register adds the collection route to router, the authenticated /v1 group.
-func (h *CollectionHandler) Register(router fiber.Router) {
-	router.Get("/collections/:collection", h.get)
-}
-
-func (h *CollectionHandler) get(c *fiber.Ctx) error {
-	// Fiber leaves path parameters escaped; collection names are often Korean ("레벨1").
-	name, err := url.PathUnescape(c.Params("collection"))
-	if err != nil || name == "" || !httpserver.ValidText(name) {
-		return apperr.Errorf(apperr.Invalid, "collection must be a URL-escaped name in UTF-8 without control characters")
-	}
-	items, err := h.Store.Collection(c.UserContext(), name)
-	if err != nil {
-		return err
-	}
-	member := auth.From(c).MemberID
-	for i := range items {
-		items[i].HLSURL = h.Links.Playlist(member, items[i].HLSKey, time.Duration(items[i].DurationMS)*time.Millisecond)
-		if items[i].ThumbnailKey != "" {
-			if items[i].ThumbnailURL, err = h.Links.File(c.UserContext(), member, items[i].ThumbnailKey, 0); err != nil {
-				return err
-			}
-		}
-	}
-	c.Set(fiber.HeaderCacheControl, "private, no-store")
-	if items == nil {
-		items = []Placed{}
-	}
-	return c.JSON(fiber.Map{"collection": name, "items": items})
 }

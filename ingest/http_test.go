@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/collection"
 	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/internal/pgtest"
@@ -40,7 +41,7 @@ func startImportAPI(t *testing.T) (string, string, *pgxpool.Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	(&ingest.CollectionHandler{Store: store, Links: &media.Links{Signer: signer, TTL: time.Minute}}).Register(api)
+	(&collection.Handler{Store: collection.NewStore(pool), Links: &media.Links{Signer: signer, TTL: time.Minute}}).Register(api)
 	imports.Register(api.Group("/admin", auth.RequireAdmin))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

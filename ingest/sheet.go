@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/collection"
 	"github.com/playhead/playhead/httpserver"
 )
 
@@ -193,9 +194,6 @@ func blank(rec []cell) bool {
 	return true
 }
 
-// MaxCollectionRunes bounds a collection name.
-const MaxCollectionRunes = 200
-
 func parseRow(number int, rec []cell, index map[string]int) Row {
 	at := func(col string) cell {
 		if i := index[col]; i < len(rec) {
@@ -215,8 +213,8 @@ func parseRow(number int, rec []cell, index map[string]int) Row {
 	switch {
 	case row.Collection == "":
 		problems = append(problems, "collection is empty")
-	case utf8.RuneCountInString(row.Collection) > MaxCollectionRunes:
-		problems = append(problems, fmt.Sprintf("collection is longer than %d characters", MaxCollectionRunes))
+	case utf8.RuneCountInString(row.Collection) > collection.MaxNameRunes:
+		problems = append(problems, fmt.Sprintf("collection is longer than %d characters", collection.MaxNameRunes))
 	case !httpserver.ValidText(row.Collection):
 		problems = append(problems, "collection must be UTF-8 text without control characters")
 	}

@@ -223,38 +223,6 @@ func rowState(reject, mediaStatus, ingestStatus *string, failure string) (RowSta
 	return StatePending, ""
 }
 
-// Placed is one playable item of a collection.
-type Placed struct {
-	Chapter      int    `json:"chapter"`
-	Order        int    `json:"order"`
-	MediaID      int64  `json:"media_id"`
-	Title        string `json:"title"`
-	DurationMS   int64  `json:"duration_ms,omitempty"`
-	HLSKey       string `json:"-"`
-	ThumbnailKey string `json:"-"`
-	HLSURL       string `json:"hls_url"`
-	ThumbnailURL string `json:"thumbnail_url,omitempty"`
-}
-
-// Collection returns the playable media placed in collection, by chapter and order: for each
-// place, the newest imported row whose media is READY.
-func (s *Store) Collection(ctx context.Context, collection string) ([]Placed, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT DISTINCT ON (r.chapter, r.position)
-		       r.chapter, r.position, m.id, m.title, coalesce(m.duration_ms, 0), coalesce(m.hls_key, ''), coalesce(m.thumbnail_key, '')
-		FROM import_rows r JOIN media m ON m.id = r.media_id
-		WHERE r.collection = $1 AND m.status = 'READY' AND m.visibility = 'PUBLIC'
-		ORDER BY r.chapter, r.position, r.id DESC`, collection)
-	if err != nil {
-		return nil, fmt.Errorf("collection: %w", err)
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Placed, error) {
-		var p Placed
-		err := row.Scan(&p.Chapter, &p.Order, &p.MediaID, &p.Title, &p.DurationMS, &p.HLSKey, &p.ThumbnailKey)
-		return p, err
-	})
-}
-
 // source returns the video URL of the imported row behind media id.
 func (s *Store) source(ctx context.Context, mediaID int64) (string, error) {
 	var u string

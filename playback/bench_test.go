@@ -61,7 +61,7 @@ type benchMethod struct {
 var benchMethods = []benchMethod{
 	// The naive baseline: one statement (one round trip, one transaction) per row.
 	{"PerRow", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
-		store := playback.NewStore(pool)
+		store := playback.NewStore(pool, media.DefaultCompletion)
 		return func(ctx context.Context, batch benchBatch) error {
 			for _, e := range batch {
 				if err := store.UpsertOne(ctx, e.Key, e.Value); err != nil {
@@ -73,7 +73,7 @@ var benchMethods = []benchMethod{
 	}},
 	// Production: one INSERT … SELECT FROM unnest(arrays) ON CONFLICT.
 	{"Unnest", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
-		return playback.NewStore(pool).Flush, func() {}
+		return playback.NewStore(pool, media.DefaultCompletion).Flush, func() {}
 	}},
 	// The one-row upsert queued len(batch) times in a pgx.Batch: one pipelined round trip, one
 	// implicit transaction.

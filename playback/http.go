@@ -15,6 +15,7 @@ import (
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/buffer"
+	"github.com/playhead/playhead/collection"
 	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/ratelimit"
@@ -70,6 +71,16 @@ type positionResponse struct {
 	MediaID    int64     `json:"media_id"`
 	PositionMS int32     `json:"position_ms"`
 	EventTime  time.Time `json:"event_time"`
+	// Finished says the position is at or past the completion point: a player starts over.
+	Finished bool `json:"finished"`
+	// WatchedAt is when the member first finished the media; a rewatch keeps it.
+	WatchedAt *time.Time `json:"watched_at,omitempty"`
+}
+
+// response describes pos of a media of durationMS with its stored watched mark.
+func (h *Handler) response(key Key, pos Position, durationMS int64, watchedAt *time.Time) positionResponse {
+	return positionResponse{MediaID: key.Media, PositionMS: pos.PositionMS, EventTime: pos.EventTime,
+		Finished: h.Store.completion.Finished(int64(pos.PositionMS), durationMS), WatchedAt: watchedAt}
 }
 
 func (h *Handler) put(c *fiber.Ctx) error {
@@ -114,21 +125,37 @@ func (h *Handler) put(c *fiber.Ctx) error {
 	return c.SendStatus(fiber.StatusNoContent)
 }
 
+// open serves POST /v1/playback/{mediaID}[?collection=name]: the player opened the media,
+// from that collection if it says so (it decides what comes next when the media is placed in
+// several).
 func (h *Handler) open(c *fiber.Ctx) error {
-	key, err := h.playableKey(c)
+	key, access, err := h.playableKey(c)
 	if err != nil {
 		return err
 	}
-	st, err := h.Store.Open(c.UserContext(), key, now())
+	var from string
+	if c.Context().QueryArgs().Has("collection") {
+		from = c.Query("collection")
+		if err := collection.CheckName("collection", from); err != nil {
+			return err
+		}
+		in, err := h.Store.InCollection(c.UserContext(), from, key.Media)
+		if err != nil {
+			return err
+		}
+		if !in {
+			return apperr.Errorf(apperr.Unprocessable, "media %d is not in that collection", key.Media)
+		}
+	}
+	st, err := h.Store.Open(c.UserContext(), key, now(), from)
 	if err != nil {
 		return err
 	}
-	pos := h.newest(key, st.Position)
-	return c.JSON(positionResponse{MediaID: key.Media, PositionMS: pos.PositionMS, EventTime: pos.EventTime})
+	return c.JSON(h.response(key, h.newest(key, st.Position), access.DurationMS, st.WatchedAt))
 }
 
 func (h *Handler) get(c *fiber.Ctx) error {
-	key, err := h.playableKey(c)
+	key, access, err := h.playableKey(c)
 	if err != nil {
 		return err
 	}
@@ -144,11 +171,11 @@ func (h *Handler) get(c *fiber.Ctx) error {
 	if isPending && (!found || Newer(pending, pos)) {
 		pos = pending
 	}
-	return c.JSON(positionResponse{MediaID: key.Media, PositionMS: pos.PositionMS, EventTime: pos.EventTime})
+	return c.JSON(h.response(key, pos, access.DurationMS, st.WatchedAt))
 }
 
 func (h *Handler) hide(c *fiber.Ctx) error {
-	key, err := h.playableKey(c)
+	key, _, err := h.playableKey(c)
 	if err != nil {
 		return err
 	}
@@ -200,16 +227,17 @@ func (h *Handler) list(c *fiber.Ctx) error {
 }
 
 // playableKey reads the media id and checks the member may play it.
-func (h *Handler) playableKey(c *fiber.Ctx) (Key, error) {
+func (h *Handler) playableKey(c *fiber.Ctx) (Key, media.Access, error) {
 	member := auth.From(c).MemberID
 	mediaID, err := httpserver.ParamID(c, "mediaID")
 	if err != nil {
-		return Key{}, err
+		return Key{}, media.Access{}, err
 	}
-	if _, err := h.Access.Playable(c.UserContext(), member, mediaID); err != nil {
-		return Key{}, err
+	access, err := h.Access.Playable(c.UserContext(), member, mediaID)
+	if err != nil {
+		return Key{}, media.Access{}, err
 	}
-	return Key{Member: member, Media: mediaID}, nil
+	return Key{Member: member, Media: mediaID}, access, nil
 }
 
 // pending returns this node's unflushed position for key: reads see their own writes.

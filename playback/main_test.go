@@ -50,7 +50,7 @@ type options struct {
 func setup(t *testing.T, opts options) *bundle {
 	t.Helper()
 	pool, dbURL := pgtest.Pool(t)
-	b := &bundle{pool: pool, dbURL: dbURL, store: playback.NewStore(pool), media: media.NewStore(pool), reg: prometheus.NewRegistry()}
+	b := &bundle{pool: pool, dbURL: dbURL, store: playback.NewStore(pool, media.DefaultCompletion), media: media.NewStore(pool), reg: prometheus.NewRegistry()}
 	var err error
 	b.cache, err = cache.New(cache.Config{Load: b.media.LookupAccess, Registerer: b.reg})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/playhead/playhead/buffer"
+	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/playback"
 )
 
@@ -56,7 +57,7 @@ func TestStore_FlushConnectionErrorIsTransient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	err = playback.NewStore(pool).Flush(context.Background(), []buffer.Entry[playback.Key, playback.Position]{
+	err = playback.NewStore(pool, media.DefaultCompletion).Flush(context.Background(), []buffer.Entry[playback.Key, playback.Position]{
 		{Key: playback.Key{Member: 1, Media: 1}, Value: playback.Position{PositionMS: 5, EventTime: time.Now()}}})
 	if err == nil || errors.Is(err, buffer.ErrRejected) {
 		t.Fatalf("Flush with no database = %v, want a transient error", err)

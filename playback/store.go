@@ -11,29 +11,41 @@ import (
 
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/buffer"
+	"github.com/playhead/playhead/media"
 )
 
 // Store reads and writes playback rows.
 type Store struct {
-	pool *pgxpool.Pool
+	pool       *pgxpool.Pool
+	completion media.Completion
 }
 
-// NewStore returns a Store on pool.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+// NewStore returns a Store on pool that marks media watched by completion.
+func NewStore(pool *pgxpool.Pool, completion media.Completion) *Store {
+	return &Store{pool: pool, completion: completion}
+}
 
 // flushSQL writes a whole batch in one round trip. The batch is coalesced (a key twice in one
 // INSERT … ON CONFLICT is a cardinality error) and sorted (row locks in one order on every
 // node). The event_time guard makes a late flush of an older position, from this node or
 // another, a no-op. A newer position un-hides a hidden row: the member is watching again.
-// DO UPDATE uses only excluded.* so the statement stays valid when playback is sharded.
+// A position at or past the completion point ($6 ratio, $7 tail) sets watched_at once; a later
+// position before it (a rewatch) keeps the mark. The media row is read in the SELECT (media is
+// a reference table under Citus), and DO UPDATE uses only excluded.* and the row it updates,
+// so the statement stays valid when playback is sharded. The ORDER BY keeps the batch's key
+// order through the join: rows are inserted, and so locked, in that order.
 const flushSQL = `
-INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at)
-SELECT t.member_id, t.media_id, t.position_ms, t.event_time, $5
+INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at)
+SELECT t.member_id, t.media_id, t.position_ms, t.event_time, $5,
+       CASE WHEN t.position_ms >= playhead_completion_point(m.duration_ms, $6, $7) THEN t.event_time END
 FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::timestamptz[]) AS t(member_id, media_id, position_ms, event_time)
+LEFT JOIN media m ON m.id = t.media_id
+ORDER BY t.member_id, t.media_id
 ON CONFLICT (member_id, media_id) DO UPDATE
 SET position_ms = excluded.position_ms,
     event_time  = excluded.event_time,
     updated_at  = excluded.updated_at,
+    watched_at  = coalesce(p.watched_at, excluded.watched_at),
     hidden      = false
 WHERE p.event_time < excluded.event_time`
 
@@ -48,7 +60,8 @@ func (s *Store) Flush(ctx context.Context, batch []buffer.Entry[Key, Position]) 
 		members[i], medias[i] = e.Key.Member, e.Key.Media
 		positions[i], times[i] = e.Value.PositionMS, e.Value.EventTime
 	}
-	if _, err := s.pool.Exec(ctx, flushSQL, members, medias, positions, times, time.Now()); err != nil {
+	if _, err := s.pool.Exec(ctx, flushSQL, members, medias, positions, times, time.Now(),
+		s.completion.Ratio, s.completion.TailMS()); err != nil {
 		return flushError(len(batch), err)
 	}
 	return nil
@@ -71,18 +84,22 @@ func flushError(rows int, err error) error {
 // upsertOneSQL is the one-row form of flushSQL: the synchronous baseline writes with it, one
 // statement per request, as the seed did before write-behind.
 const upsertOneSQL = `
-INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at)
+SELECT $1::bigint, m.id, $3::int, $4::timestamptz, $5::timestamptz,
+       CASE WHEN $3::int >= playhead_completion_point(m.duration_ms, $6, $7) THEN $4::timestamptz END
+FROM media m WHERE m.id = $2::bigint
 ON CONFLICT (member_id, media_id) DO UPDATE
 SET position_ms = excluded.position_ms,
     event_time  = excluded.event_time,
     updated_at  = excluded.updated_at,
+    watched_at  = coalesce(p.watched_at, excluded.watched_at),
     hidden      = false
 WHERE p.event_time < excluded.event_time`
 
 // UpsertOne writes one position on the request path (the synchronous baseline).
 func (s *Store) UpsertOne(ctx context.Context, key Key, pos Position) error {
-	if _, err := s.pool.Exec(ctx, upsertOneSQL, key.Member, key.Media, pos.PositionMS, pos.EventTime, time.Now()); err != nil {
+	if _, err := s.pool.Exec(ctx, upsertOneSQL, key.Member, key.Media, pos.PositionMS, pos.EventTime, time.Now(),
+		s.completion.Ratio, s.completion.TailMS()); err != nil {
 		return fmt.Errorf("write playback row: %w", err)
 	}
 	return nil
@@ -92,13 +109,15 @@ func (s *Store) UpsertOne(ctx context.Context, key Key, pos Position) error {
 type Stored struct {
 	Position
 	Hidden bool
+	// WatchedAt is when the member first reached the completion point; nil if never.
+	WatchedAt *time.Time
 }
 
 // Get returns the stored row for key, and false when there is none.
 func (s *Store) Get(ctx context.Context, key Key) (Stored, bool, error) {
 	var st Stored
-	err := s.pool.QueryRow(ctx, `SELECT position_ms, event_time, hidden FROM playback WHERE member_id = $1 AND media_id = $2`,
-		key.Member, key.Media).Scan(&st.PositionMS, &st.EventTime, &st.Hidden)
+	err := s.pool.QueryRow(ctx, `SELECT position_ms, event_time, hidden, watched_at FROM playback WHERE member_id = $1 AND media_id = $2`,
+		key.Member, key.Media).Scan(&st.PositionMS, &st.EventTime, &st.Hidden, &st.WatchedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Stored{}, false, nil
 	}
@@ -110,23 +129,37 @@ func (s *Store) Get(ctx context.Context, key Key) (Stored, bool, error) {
 
 // Open creates the row for key at position 0 if it does not exist, and returns the stored
 // row, in one statement: a player opening a video costs one round trip. (Both halves of the
-// UNION read the same snapshot, so a row inserted here comes back through RETURNING.)
-func (s *Store) Open(ctx context.Context, key Key, at time.Time) (Stored, error) {
+// UNION read the same snapshot, so a row inserted here comes back through RETURNING.) A
+// non-empty collection records where the media was opened from; it touches neither the
+// position nor event_time, so it cannot reorder the continue-watching list or beat the guard.
+func (s *Store) Open(ctx context.Context, key Key, at time.Time, collection string) (Stored, error) {
 	var st Stored
 	err := s.pool.QueryRow(ctx, `
 		WITH ins AS (
-			INSERT INTO playback (member_id, media_id, position_ms, event_time, updated_at)
-			VALUES ($1, $2, 0, $3, $3)
-			ON CONFLICT (member_id, media_id) DO NOTHING
-			RETURNING position_ms, event_time, hidden)
-		SELECT position_ms, event_time, hidden FROM ins
+			INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, collection)
+			VALUES ($1, $2, 0, $3, $3, nullif($4, ''))
+			ON CONFLICT (member_id, media_id) DO UPDATE SET collection = excluded.collection
+			WHERE excluded.collection IS NOT NULL AND p.collection IS DISTINCT FROM excluded.collection
+			RETURNING position_ms, event_time, hidden, watched_at)
+		SELECT position_ms, event_time, hidden, watched_at FROM ins
 		UNION ALL
-		SELECT position_ms, event_time, hidden FROM playback WHERE member_id = $1 AND media_id = $2
-		LIMIT 1`, key.Member, key.Media, at).Scan(&st.PositionMS, &st.EventTime, &st.Hidden)
+		SELECT position_ms, event_time, hidden, watched_at FROM playback WHERE member_id = $1 AND media_id = $2
+		LIMIT 1`, key.Member, key.Media, at, collection).Scan(&st.PositionMS, &st.EventTime, &st.Hidden, &st.WatchedAt)
 	if err != nil {
 		return Stored{}, fmt.Errorf("open playback row: %w", err)
 	}
 	return st, nil
+}
+
+// InCollection reports whether media is one of collection's items now.
+func (s *Store) InCollection(ctx context.Context, collection string, mediaID int64) (bool, error) {
+	var in bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM collection_items WHERE collection = $1 AND media_id = $2)`,
+		collection, mediaID).Scan(&in)
+	if err != nil {
+		return false, fmt.Errorf("check collection: %w", err)
+	}
+	return in, nil
 }
 
 // Hide removes key from the continue-watching list. It bumps event_time to at, so a position
@@ -143,55 +176,4 @@ func (s *Store) Hide(ctx context.Context, key Key, pos Position, at time.Time) e
 		return fmt.Errorf("hide playback row: %w", err)
 	}
 	return nil
-}
-
-// Item is one entry of the continue-watching list.
-type Item struct {
-	MediaID    int64     `json:"media_id"`
-	Title      string    `json:"title"`
-	PositionMS int32     `json:"position_ms"`
-	DurationMS int64     `json:"duration_ms,omitempty"`
-	EventTime  time.Time `json:"event_time"`
-}
-
-// Cursor is where a continue-watching page ends: the last item's event_time and media id.
-type Cursor struct {
-	EventTime time.Time
-	MediaID   int64
-}
-
-// List returns up to limit visible, playable items of member older than after (nil: from the
-// newest), newest first, and the cursor of the next page (nil on the last page).
-func (s *Store) List(ctx context.Context, member int64, after *Cursor, limit int) ([]Item, *Cursor, error) {
-	var afterTime *time.Time
-	var afterID int64
-	if after != nil {
-		afterTime, afterID = &after.EventTime, after.MediaID
-	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT p.media_id, m.title, p.position_ms, coalesce(m.duration_ms, 0), p.event_time
-		FROM playback p
-		JOIN media m ON m.id = p.media_id
-		WHERE p.member_id = $1 AND NOT p.hidden
-		  AND ($2::timestamptz IS NULL OR (p.event_time, p.media_id) < ($2, $3))
-		  AND m.status = 'READY' AND (m.visibility = 'PUBLIC' OR m.owner_id = $1)
-		ORDER BY p.event_time DESC, p.media_id DESC
-		LIMIT $4`, member, afterTime, afterID, limit+1)
-	if err != nil {
-		return nil, nil, fmt.Errorf("list playback: %w", err)
-	}
-	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Item, error) {
-		var it Item
-		err := row.Scan(&it.MediaID, &it.Title, &it.PositionMS, &it.DurationMS, &it.EventTime)
-		return it, err
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("list playback: %w", err)
-	}
-	if len(items) <= limit {
-		return items, nil, nil
-	}
-	items = items[:limit]
-	last := items[limit-1]
-	return items, &Cursor{EventTime: last.EventTime, MediaID: last.MediaID}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/ingest"
+	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/playback"
 	"github.com/playhead/playhead/storage"
 )
@@ -44,6 +45,10 @@ type Config struct {
 	FlushInterval time.Duration
 	// WriteMode is writebehind or sync (PLAYHEAD_PLAYBACK_WRITE_MODE). Default writebehind.
 	WriteMode playback.Mode
+	// Completion is when a position marks a media watched: a ratio of the duration
+	// (PLAYHEAD_COMPLETION_RATIO, from 0.5 to 1) or a stretch before the end
+	// (PLAYHEAD_COMPLETION_TAIL), whichever comes first. Defaults 0.95 and 30 s.
+	Completion media.Completion
 	// CacheTTL and CacheNegativeTTL bound how long found and missing media are trusted
 	// (PLAYHEAD_CACHE_TTL, PLAYHEAD_CACHE_NEGATIVE_TTL). Defaults 60 s and 5 s.
 	CacheTTL, CacheNegativeTTL time.Duration
@@ -251,16 +256,20 @@ func (e *env) check(ok bool, format string, args ...any) {
 func loadConfig(args []string) (Config, error) {
 	var e env
 	c := Config{
-		DatabaseURL:      e.str("DATABASE_URL", ""),
-		Role:             e.str("PLAYHEAD_ROLE", roleAll),
-		HTTPAddr:         e.str("PLAYHEAD_HTTP_ADDR", ":8080"),
-		MetricsAddr:      e.str("PLAYHEAD_METRICS_ADDR", "127.0.0.1:9464"),
-		JWTSecret:        e.str("PLAYHEAD_JWT_SECRET", ""),
-		BufferCapacity:   e.int("PLAYHEAD_BUFFER_CAPACITY", 10_000),
-		BufferMaxKeys:    e.int("PLAYHEAD_BUFFER_MAX_KEYS", 0),
-		FlushBatch:       e.int("PLAYHEAD_FLUSH_BATCH", 1_000),
-		FlushInterval:    e.duration("PLAYHEAD_FLUSH_INTERVAL", 5*time.Second),
-		WriteMode:        playback.Mode(e.str("PLAYHEAD_PLAYBACK_WRITE_MODE", string(playback.ModeWriteBehind))),
+		DatabaseURL:    e.str("DATABASE_URL", ""),
+		Role:           e.str("PLAYHEAD_ROLE", roleAll),
+		HTTPAddr:       e.str("PLAYHEAD_HTTP_ADDR", ":8080"),
+		MetricsAddr:    e.str("PLAYHEAD_METRICS_ADDR", "127.0.0.1:9464"),
+		JWTSecret:      e.str("PLAYHEAD_JWT_SECRET", ""),
+		BufferCapacity: e.int("PLAYHEAD_BUFFER_CAPACITY", 10_000),
+		BufferMaxKeys:  e.int("PLAYHEAD_BUFFER_MAX_KEYS", 0),
+		FlushBatch:     e.int("PLAYHEAD_FLUSH_BATCH", 1_000),
+		FlushInterval:  e.duration("PLAYHEAD_FLUSH_INTERVAL", 5*time.Second),
+		WriteMode:      playback.Mode(e.str("PLAYHEAD_PLAYBACK_WRITE_MODE", string(playback.ModeWriteBehind))),
+		Completion: media.Completion{
+			Ratio: e.float("PLAYHEAD_COMPLETION_RATIO", media.DefaultCompletion.Ratio),
+			Tail:  e.duration("PLAYHEAD_COMPLETION_TAIL", media.DefaultCompletion.Tail),
+		},
 		CacheTTL:         e.duration("PLAYHEAD_CACHE_TTL", 60*time.Second),
 		CacheNegativeTTL: e.duration("PLAYHEAD_CACHE_NEGATIVE_TTL", 5*time.Second),
 		CacheMaxItems:    e.int("PLAYHEAD_CACHE_MAX_ITEMS", 100_000),
@@ -341,6 +350,8 @@ func (c Config) validate(e *env) error {
 	e.check(c.FlushBatch > 0, "PLAYHEAD_FLUSH_BATCH: must be positive")
 	e.check(c.FlushInterval > 0, "PLAYHEAD_FLUSH_INTERVAL: must be positive")
 	e.check(c.WriteMode.Valid(), "PLAYHEAD_PLAYBACK_WRITE_MODE: %q is not writebehind or sync", c.WriteMode)
+	e.check(c.Completion.Ratio >= 0.5 && c.Completion.Ratio <= 1, "PLAYHEAD_COMPLETION_RATIO: must be from 0.5 to 1")
+	e.check(c.Completion.Tail >= 0, "PLAYHEAD_COMPLETION_TAIL: must not be negative")
 	e.check(c.CacheTTL > 0, "PLAYHEAD_CACHE_TTL: must be positive")
 	e.check(c.CacheNegativeTTL > 0, "PLAYHEAD_CACHE_NEGATIVE_TTL: must be positive")
 	e.check(c.CacheMaxItems > 0, "PLAYHEAD_CACHE_MAX_ITEMS: must be positive")

@@ -19,6 +19,7 @@ import (
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/cache"
+	"github.com/playhead/playhead/collection"
 	"github.com/playhead/playhead/dbpool"
 	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/encoder"
@@ -354,7 +355,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	n.add("media cache", mediaCache)
 	listener.Handle(media.ChannelChanged, mediaCache.EvictPayload, mediaCache.Clear)
 
-	playbackStore := playback.NewStore(n.pool)
+	playbackStore := playback.NewStore(n.pool, cfg.Completion)
 	playbackHandler := &playback.Handler{Store: playbackStore, Access: mediaCache, Mode: cfg.WriteMode}
 	// The flusher gets its own connections: under a burst of synchronous requests (players
 	// opening videos) it must not queue for the request pool while the buffer fills up.
@@ -431,7 +432,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	v1 := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
 	playbackHandler.Register(v1)
 	(&media.Handler{Store: mediaStore, Access: mediaCache, Links: links}).Register(v1)
-	(&ingest.CollectionHandler{Store: ingestStore, Links: links}).Register(v1)
+	(&collection.Handler{Store: collection.NewStore(n.pool), Links: links}).Register(v1)
 	admin := v1.Group("/admin", auth.RequireAdmin)
 	(&media.AdminHandler{Store: mediaStore}).Register(admin)
 	(&jobqueue.AdminHandler{Queue: n.queue}).Register(admin)
@@ -454,7 +455,7 @@ func (n *node) buildPlaybackBuffer(flushPool *pgxpool.Pool) error {
 		MaxKeys:       cfg.BufferMaxKeys,
 		FlushBatch:    cfg.FlushBatch,
 		FlushInterval: cfg.FlushInterval,
-		Flush:         playback.NewStore(flushPool).Flush,
+		Flush:         playback.NewStore(flushPool, cfg.Completion).Flush,
 		Compare:       playback.CompareKeys,
 		Newer:         playback.Newer,
 		Spill:         spill,

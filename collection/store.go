@@ -1,0 +1,117 @@
+package collection
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store reads collections with a member's progress.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// NewStore returns a Store on pool.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// progressSQL reads a collection's items in order with the member's rows: the view's filter on
+// collection walks import_rows_placement_idx, each item's row is one primary-key probe.
+const progressSQL = `
+SELECT ci.chapter, ci.position, m.id, m.title, coalesce(m.duration_ms, 0), coalesce(m.hls_key, ''), coalesce(m.thumbnail_key, ''),
+       coalesce(p.position_ms, 0), p.watched_at
+FROM collection_items ci
+JOIN media m ON m.id = ci.media_id
+LEFT JOIN playback p ON p.member_id = $2 AND p.media_id = ci.media_id
+WHERE ci.collection = $1
+ORDER BY ci.chapter, ci.position`
+
+// Progress returns collection's items, in order, with member's state of each, and the totals.
+// A collection nobody imported is an empty one.
+func (s *Store) Progress(ctx context.Context, collection string, member int64) (Progress, error) {
+	rows, err := s.pool.Query(ctx, progressSQL, collection, member)
+	if err != nil {
+		return Progress{}, fmt.Errorf("collection progress: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Item, error) {
+		var it Item
+		err := row.Scan(&it.Chapter, &it.Order, &it.MediaID, &it.Title, &it.DurationMS, &it.HLSKey, &it.ThumbnailKey,
+			&it.PositionMS, &it.WatchedAt)
+		it.State = stateOf(it.PositionMS, it.WatchedAt)
+		return it, err
+	})
+	if err != nil {
+		return Progress{}, fmt.Errorf("collection progress: %w", err)
+	}
+	if items == nil {
+		items = []Item{}
+	}
+	return progressOf(collection, items), nil
+}
+
+func stateOf(positionMS int32, watchedAt *time.Time) State {
+	switch {
+	case watchedAt != nil:
+		return Watched
+	case positionMS > 0:
+		return InProgress
+	}
+	return NotStarted
+}
+
+// startedSQL lists the collections member has started (a position past 0 or a watched mark
+// on one of their items), each summed over all its items, most recently watched first. The
+// member's rows find the collections (primary-key prefix, then import_rows_media_idx); each
+// collection's items are read once through the view (import_rows_placement_idx).
+const startedSQL = `
+WITH started AS (
+	SELECT DISTINCT r.collection
+	FROM playback p
+	JOIN import_rows r ON r.media_id = p.media_id
+	WHERE p.member_id = $1 AND (p.position_ms > 0 OR p.watched_at IS NOT NULL)
+)
+SELECT ci.collection, count(*), count(p.watched_at), sum(coalesce(m.duration_ms, 0))::bigint,
+       sum(CASE WHEN p.watched_at IS NULL THEN greatest(coalesce(m.duration_ms, 0) - coalesce(p.position_ms, 0), 0) ELSE 0 END)::bigint,
+       max(p.event_time) FILTER (WHERE p.position_ms > 0 OR p.watched_at IS NOT NULL) AS last_watched,
+       (array_agg(ci.media_id ORDER BY ci.chapter, ci.position) FILTER (WHERE p.watched_at IS NULL))[1],
+       (array_agg(m.title ORDER BY ci.chapter, ci.position) FILTER (WHERE p.watched_at IS NULL))[1],
+       (array_agg(ci.chapter ORDER BY ci.chapter, ci.position) FILTER (WHERE p.watched_at IS NULL))[1],
+       (array_agg(ci.position ORDER BY ci.chapter, ci.position) FILTER (WHERE p.watched_at IS NULL))[1],
+       (array_agg(coalesce(p.position_ms, 0) ORDER BY ci.chapter, ci.position) FILTER (WHERE p.watched_at IS NULL))[1]
+FROM started s
+CROSS JOIN LATERAL (SELECT c.collection, c.chapter, c.position, c.media_id FROM collection_items c WHERE c.collection = s.collection) ci
+JOIN media m ON m.id = ci.media_id
+LEFT JOIN playback p ON p.member_id = $1 AND p.media_id = ci.media_id
+GROUP BY ci.collection
+HAVING count(*) FILTER (WHERE p.position_ms > 0 OR p.watched_at IS NOT NULL) > 0
+ORDER BY last_watched DESC, ci.collection`
+
+// Started returns the collections member has started, most recently watched first.
+func (s *Store) Started(ctx context.Context, member int64) ([]Summary, error) {
+	rows, err := s.pool.Query(ctx, startedSQL, member)
+	if err != nil {
+		return nil, fmt.Errorf("started collections: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Summary, error) {
+		var sum Summary
+		var resumeID *int64
+		var resumeTitle *string
+		var resumeChapter, resumeOrder, resumePosition *int32
+		err := row.Scan(&sum.Collection, &sum.Total, &sum.Watched, &sum.DurationMS, &sum.LeftMS, &sum.LastWatchedAt,
+			&resumeID, &resumeTitle, &resumeChapter, &resumeOrder, &resumePosition)
+		if err == nil && resumeID != nil {
+			sum.Resume = &Resume{MediaID: *resumeID, Title: *resumeTitle, Chapter: int(*resumeChapter), Order: int(*resumeOrder),
+				PositionMS: *resumePosition}
+		}
+		return sum, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("started collections: %w", err)
+	}
+	if list == nil {
+		list = []Summary{}
+	}
+	return list, nil
+}

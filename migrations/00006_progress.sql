@@ -1,0 +1,36 @@
+-- +goose Up
+-- watched_at is when a member's position first reached the media's completion point (see
+-- playhead_completion_point). It is set by the flush statement and never cleared: a rewatch
+-- moves position_ms back but keeps the mark. collection is the collection the player said the
+-- media was opened from (POST /v1/playback/{id}?collection=…); it decides what comes next when
+-- a media is placed in several collections. Both are nullable, so adding them rewrites nothing.
+ALTER TABLE playback ADD COLUMN watched_at timestamptz;
+ALTER TABLE playback ADD COLUMN collection text;
+
+-- playhead_completion_point is the position (ms) from which a media counts as watched: ratio of
+-- the duration or tail_ms before the end, whichever comes first, but never before the middle
+-- (a 20 s clip is not "watched" at 0 s because its last 30 s cover all of it). NULL when the
+-- duration is unknown: such media are never watched by position. A simple IMMUTABLE SQL
+-- function is inlined by the planner, so it costs nothing over writing the expression out.
+CREATE FUNCTION playhead_completion_point(duration_ms bigint, ratio double precision, tail_ms bigint)
+RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN greatest(least(duration_ms * ratio, duration_ms - tail_ms), duration_ms / 2.0);
+
+-- collection_items is what a collection holds: for each (chapter, position), the newest
+-- imported row whose media is READY and public (re-importing a place replaces it once the new
+-- media is playable). A filter on collection, chapter or position is pushed below the DISTINCT
+-- ON, so reading one collection walks import_rows_placement_idx for that collection only.
+CREATE VIEW collection_items AS
+SELECT DISTINCT ON (r.collection, r.chapter, r.position)
+       r.collection, r.chapter, r.position, r.media_id, r.id AS row_id
+FROM import_rows r
+JOIN media m ON m.id = r.media_id
+WHERE m.status = 'READY' AND m.visibility = 'PUBLIC'
+ORDER BY r.collection, r.chapter, r.position, r.id DESC;
+
+-- +goose Down
+DROP VIEW collection_items;
+DROP FUNCTION playhead_completion_point(bigint, double precision, bigint);
+ALTER TABLE playback DROP COLUMN collection;
+ALTER TABLE playback DROP COLUMN watched_at;
