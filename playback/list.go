@@ -44,7 +44,7 @@ type Cursor struct {
 // before the completion point is listed as it is. A finished row is listed only as its
 // collection's up-next item, computed in a lateral subquery that runs for finished rows only:
 //   - its place: the collection it was opened from if it is still placed there, else among the
-//     collections placing it the one where the member watched something most recently;
+//     collections placing it the one where the member watched another item most recently;
 //   - the next item after that place (chapter, then order) the member has not watched;
 //   - shown only when the member has no row for that item (a row in progress is listed by
 //     itself; a hidden one was dismissed), and only for the collection's newest finished
@@ -78,7 +78,7 @@ LEFT JOIN LATERAL (
 		         CASE WHEN EXISTS (SELECT 1 FROM import_rows o WHERE o.media_id = s.media_id AND o.collection <> r.collection)
 		              THEN (SELECT max(u.event_time) FROM import_rows ur
 		                    JOIN playback u ON u.member_id = $1 AND u.media_id = ur.media_id
-		                    WHERE ur.collection = r.collection) END DESC NULLS LAST,
+		                    WHERE ur.collection = r.collection AND ur.media_id <> s.media_id) END DESC NULLS LAST,
 		         r.collection
 		LIMIT 1
 	) f
