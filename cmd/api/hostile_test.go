@@ -136,7 +136,8 @@ var routeTable = []hostileRoute{
 	{method: "POST", pattern: "/v1/admin/imports", access: admin, target: fixed("/v1/admin/imports")},
 	{method: "GET", pattern: "/v1/playback/", access: member, target: fixed("/v1/playback/"), query: []string{"cursor", "limit"}},
 	{method: "GET", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true},
-	{method: "POST", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true},
+	{method: "POST", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true,
+		query: []string{"collection"}},
 	{method: "PUT", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true,
 		jsonBody: map[string]any{"position_ms": 1000}},
 	{method: "DELETE", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true},
@@ -147,6 +148,7 @@ var routeTable = []hostileRoute{
 		}
 		return "/v1/collections/" + p
 	}},
+	{method: "GET", pattern: "/v1/me/collections", access: member, target: fixed("/v1/me/collections")},
 	{method: "POST", pattern: "/v1/admin/media", access: admin, target: fixed("/v1/admin/media"),
 		jsonBody: map[string]any{"title": "registered", "duration_ms": 60000}, textFields: []string{"title", "status", "visibility"}},
 	{method: "PATCH", pattern: "/v1/admin/media/:id", access: admin, target: idTarget("/v1/admin/media/%s", mineID), hasParam: true, idParam: true,
