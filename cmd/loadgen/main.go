@@ -34,6 +34,7 @@ type options struct {
 	warmup       time.Duration // requests scheduled before this offset are counted apart
 	period       time.Duration
 	listEvery    int
+	collection   string
 	memberStart  int64
 	mediaCount   int
 	conns        int
@@ -104,6 +105,7 @@ func parseFlags(args []string) (options, error) {
 	stages := fs.String("stages", "", `ramp stages "dur:players,…" (overrides --ramp/--duration), e.g. "10s:2000,60s:2000,10s:0"`)
 	period := fs.Duration("period", 5*time.Second, "interval between one player's position reports")
 	listEvery := fs.Int("list-every", 60, "one continue-watching GET per this many reports (0: none): every 5 min by default, as a player reads the list on its home screen, not while it plays")
+	collection := fs.String("collection", "", "also read this collection (GET /v1/collections/{name}, with the player's progress) each time a player reads its list")
 	memberStart := fs.Int64("member-start", 1_000_000, "member id of the first player")
 	mediaCount := fs.Int("media", 20, "media items to register (admin API) and spread players over")
 	conns := fs.Int("conns", 512, "connections per target")
@@ -118,7 +120,7 @@ func parseFlags(args []string) (options, error) {
 	}
 	o := options{
 		targets: splitList(*targets), metricsURLs: splitList(*metrics), databaseURL: *dbURL,
-		secret: os.Getenv("PLAYHEAD_JWT_SECRET"), players: *players, period: *period, listEvery: *listEvery,
+		secret: os.Getenv("PLAYHEAD_JWT_SECRET"), players: *players, period: *period, listEvery: *listEvery, collection: *collection,
 		memberStart: *memberStart, mediaCount: *mediaCount, conns: *conns, inflight: *inflight,
 		timeout: *timeout, jsonPath: *jsonPath, markdownPath: *markdownPath, label: *label, allowNonLoop: *allowNonLoop,
 	}

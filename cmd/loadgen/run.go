@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -18,13 +19,14 @@ import (
 type op int
 
 const (
-	opOpen op = iota // POST /v1/playback/{media}: the player opened the media
-	opPut            // PUT /v1/playback/{media}: a position report
-	opList           // GET /v1/playback: the continue-watching list
+	opOpen       op = iota // POST /v1/playback/{media}: the player opened the media
+	opPut                  // PUT /v1/playback/{media}: a position report
+	opList                 // GET /v1/playback: the continue-watching list
+	opCollection           // GET /v1/collections/{name}: a collection with the player's progress
 	opCount
 )
 
-var opNames = [opCount]string{"POST open", "PUT position", "GET list"}
+var opNames = [opCount]string{"POST open", "PUT position", "GET list", "GET collection"}
 
 // player is one virtual player. Only the dispatcher goroutine touches it.
 type player struct {
@@ -161,6 +163,9 @@ func dispatch(ctx context.Context, o options, players []player, start time.Time,
 					body: fmt.Appendf(nil, `{"position_ms":%d}`, p.position)})
 				if o.listEvery > 0 && p.reports%o.listEvery == 0 {
 					fire(request{op: opList, target: p.target, token: p.token, path: "/v1/playback?limit=20"})
+					if o.collection != "" {
+						fire(request{op: opCollection, target: p.target, token: p.token, path: "/v1/collections/" + url.PathEscape(o.collection)})
+					}
 				}
 			}
 		}
@@ -197,7 +202,7 @@ func send(c *fasthttp.HostClient, base string, r request, req *fasthttp.Request,
 		req.Header.SetMethod(fasthttp.MethodPut)
 		req.Header.SetContentType("application/json")
 		req.SetBodyRaw(r.body)
-	case opList:
+	case opList, opCollection:
 		req.Header.SetMethod(fasthttp.MethodGet)
 	}
 	return c.DoTimeout(req, resp, timeout)
