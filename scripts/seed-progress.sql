@@ -15,7 +15,7 @@ lessons AS (
 	SELECT 1, 'loadgen course lesson ' || g, 'READY', 'PUBLIC', 600000, 'hls/none/master.m3u8'
 	FROM generate_series(1, 500) g RETURNING id)
 INSERT INTO import_rows (import_id, row_number, collection, chapter, position, video_url, media_id)
-SELECT imp.id, n + 1, 'loadgen course', (n - 1) / 20 + 1, (n - 1) % 20 + 1, 'https://example.com/lesson.mp4', id
+SELECT imp.id, n + 1, 'loadgen course', (n - 1) / 20 + 1, (n - 1) % 20 + 1, 'https://example.com/lesson.mp4', l.id
 FROM imp, (SELECT id, row_number() OVER (ORDER BY id) AS n FROM lessons) l;
 
 INSERT INTO playback (member_id, media_id, position_ms, event_time, updated_at, watched_at)
