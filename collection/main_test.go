@@ -48,7 +48,10 @@ func setup(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(access.Close)
+	if err := access.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = access.Stop(context.Background()) })
 	verifier, err := auth.NewVerifier(secret, 0)
 	if err != nil {
 		t.Fatal(err)
