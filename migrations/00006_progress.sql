@@ -7,6 +7,16 @@
 ALTER TABLE playback ADD COLUMN watched_at timestamptz;
 ALTER TABLE playback ADD COLUMN collection text;
 
+-- finished says the row's current position is at or past the completion point. The flush
+-- statement sets it with every position (a rewatch clears it; watched_at stays). The list
+-- reads rows in progress and finished rows apart: with finished in the continue-watching
+-- index, a member with hundreds of finished lessons reads a page of rows in progress without
+-- stepping over them, and the finished ones (which only yield up-next items) in their own run.
+-- A constant default adds the column without rewriting the table.
+ALTER TABLE playback ADD COLUMN finished boolean NOT NULL DEFAULT false;
+DROP INDEX playback_continue_idx;
+CREATE INDEX playback_continue_idx ON playback (member_id, finished, event_time DESC, media_id DESC) WHERE NOT hidden;
+
 -- playhead_completion_point is the position (ms) from which a media counts as watched: ratio of
 -- the duration or tail_ms before the end, whichever comes first, but never before the middle
 -- (a 20 s clip is not "watched" at 0 s because its last 30 s cover all of it). NULL when the
@@ -32,5 +42,8 @@ ORDER BY r.collection, r.chapter, r.position, r.id DESC;
 -- +goose Down
 DROP VIEW collection_items;
 DROP FUNCTION playhead_completion_point(bigint, double precision, bigint);
+DROP INDEX playback_continue_idx;
+CREATE INDEX playback_continue_idx ON playback (member_id, event_time DESC, media_id DESC) WHERE NOT hidden;
+ALTER TABLE playback DROP COLUMN finished;
 ALTER TABLE playback DROP COLUMN collection;
 ALTER TABLE playback DROP COLUMN watched_at;

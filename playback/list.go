@@ -39,69 +39,86 @@ type Cursor struct {
 	MediaID   int64
 }
 
-// listSQL reads one page of the continue-watching list in one statement, walking
-// playback_continue_idx newest first and stopping at the page's end. A row whose position is
-// before the completion point is listed as it is. A finished row is listed only as its
-// collection's up-next item, computed in a lateral subquery that runs for finished rows only:
-//   - its place: the collection it was opened from if it is still placed there, else among the
-//     collections placing it the one where the member watched another item most recently;
-//   - the next item after that place (chapter, then order) the member has not watched;
-//   - shown only when the member has no row for that item (a row in progress is listed by
-//     itself; a hidden one was dismissed), and only for the collection's newest finished
-//     row, so finishing lessons 2 and 3 lists lesson 4 once;
-//   - nothing at the end of a collection, or for a media in no collection.
+// listSQL reads one page of the continue-watching list in one statement. It reads the
+// member's rows in two runs of playback_continue_idx, whose key puts finished after member:
+//   - in progress: rows before the completion point, newest first, at most a page of them;
+//   - up next: the finished rows. Each gets its place (the collection it was opened from if it
+//     is still placed there, else among the collections placing it the one where the member
+//     watched another item most recently); only the newest finished row of each collection
+//     goes on, and for it alone the next item after its place (chapter, then order) that the
+//     member has not watched, shown only when the member has no row for that item (a row in
+//     progress is listed by itself; a hidden one was dismissed). So finishing lessons 2 and 3
+//     lists lesson 4 once, the end of a collection and a media in no collection list nothing,
+//     and the work per finished row is three index probes, whatever the collection's size.
+// A place is current when its import row's media is READY and public and no newer row at the
+// same place has such media: what collection_items holds, written out as index probes on
+// import_rows_placement_idx (the view sorts the whole collection for each lookup). Pages are
+// ordered, and cut by the cursor, by the row an item comes from: the finished row for an
+// up-next item. The newest finished row of a collection is chosen before the cursor applies,
+// so a later page never shows a second up-next for a collection.
 //
 // Every join to playback is on the calling member ($1), the rule that keeps it valid under
 // Citus with playback sharded by member.
 const listSQL = `
-SELECT s.media_id, s.event_time, s.title, s.position_ms, s.duration_ms, s.watched_at,
-       n.media_id, n.title, n.duration_ms, n.collection
-FROM (
-	SELECT p.media_id, p.event_time, p.position_ms, p.watched_at, p.collection,
-	       m.title, coalesce(m.duration_ms, 0) AS duration_ms,
-	       coalesce(p.position_ms >= playhead_completion_point(m.duration_ms, $5, $6), false) AS finished
+WITH finished AS (
+	SELECT DISTINCT ON (f.collection) p.media_id, p.event_time, m.title, coalesce(m.duration_ms, 0) AS duration_ms,
+	       f.collection, f.chapter, f.position
 	FROM playback p
 	JOIN media m ON m.id = p.media_id
-	WHERE p.member_id = $1 AND NOT p.hidden
-	  AND ($2::timestamptz IS NULL OR (p.event_time, p.media_id) < ($2, $3))
-	  AND m.status = 'READY' AND (m.visibility = 'PUBLIC' OR m.owner_id = $1)
-) s
-LEFT JOIN LATERAL (
-	SELECT nx.media_id, nm.title, coalesce(nm.duration_ms, 0) AS duration_ms, f.collection
-	FROM (
+	CROSS JOIN LATERAL (
 		SELECT r.collection, r.chapter, r.position
 		FROM import_rows r
-		WHERE r.media_id = s.media_id
-		  AND EXISTS (SELECT 1 FROM collection_items w
-		              WHERE w.collection = r.collection AND w.chapter = r.chapter AND w.position = r.position AND w.row_id = r.id)
-		ORDER BY r.collection IS NOT DISTINCT FROM s.collection DESC,
-		         CASE WHEN EXISTS (SELECT 1 FROM import_rows o WHERE o.media_id = s.media_id AND o.collection <> r.collection)
+		WHERE r.media_id = p.media_id AND m.visibility = 'PUBLIC'
+		  AND NOT EXISTS (SELECT 1 FROM import_rows r2 JOIN media m2 ON m2.id = r2.media_id
+		                  WHERE r2.collection = r.collection AND r2.chapter = r.chapter AND r2.position = r.position
+		                    AND r2.media_id IS NOT NULL AND r2.id > r.id AND m2.status = 'READY' AND m2.visibility = 'PUBLIC')
+		ORDER BY r.collection IS NOT DISTINCT FROM p.collection DESC,
+		         CASE WHEN EXISTS (SELECT 1 FROM import_rows o WHERE o.media_id = p.media_id AND o.collection <> r.collection)
 		              THEN (SELECT max(u.event_time) FROM import_rows ur
 		                    JOIN playback u ON u.member_id = $1 AND u.media_id = ur.media_id
-		                    WHERE ur.collection = r.collection AND ur.media_id <> s.media_id) END DESC NULLS LAST,
+		                    WHERE ur.collection = r.collection AND ur.media_id <> p.media_id) END DESC NULLS LAST,
 		         r.collection
 		LIMIT 1
 	) f
+	WHERE p.member_id = $1 AND p.finished AND NOT p.hidden
+	  AND m.status = 'READY' AND (m.visibility = 'PUBLIC' OR m.owner_id = $1)
+	ORDER BY f.collection, p.event_time DESC, p.media_id DESC
+),
+up_next AS (
+	SELECT fs.media_id, fs.event_time, fs.title, 0 AS position_ms, fs.duration_ms, NULL::timestamptz AS watched_at,
+	       nx.media_id AS next_id, nm.title AS next_title, coalesce(nm.duration_ms, 0) AS next_duration_ms, fs.collection
+	FROM finished fs
 	CROSS JOIN LATERAL (
-		SELECT ci.media_id FROM collection_items ci
-		WHERE ci.collection = f.collection AND (ci.chapter, ci.position) > (f.chapter, f.position)
-		  AND NOT EXISTS (SELECT 1 FROM playback w WHERE w.member_id = $1 AND w.media_id = ci.media_id AND w.watched_at IS NOT NULL)
-		ORDER BY ci.chapter, ci.position
+		SELECT r.media_id
+		FROM import_rows r
+		JOIN media m ON m.id = r.media_id
+		WHERE r.collection = fs.collection AND (r.chapter, r.position) > (fs.chapter, fs.position) AND r.media_id IS NOT NULL
+		  AND m.status = 'READY' AND m.visibility = 'PUBLIC'
+		  AND NOT EXISTS (SELECT 1 FROM import_rows r2 JOIN media m2 ON m2.id = r2.media_id
+		                  WHERE r2.collection = r.collection AND r2.chapter = r.chapter AND r2.position = r.position
+		                    AND r2.media_id IS NOT NULL AND r2.id > r.id AND m2.status = 'READY' AND m2.visibility = 'PUBLIC')
+		  AND NOT EXISTS (SELECT 1 FROM playback w WHERE w.member_id = $1 AND w.media_id = r.media_id AND w.watched_at IS NOT NULL)
+		ORDER BY r.chapter, r.position, r.id DESC
 		LIMIT 1
 	) nx
 	JOIN media nm ON nm.id = nx.media_id
-	WHERE s.finished
+	WHERE ($2::timestamptz IS NULL OR (fs.event_time, fs.media_id) < ($2, $3))
 	  AND NOT EXISTS (SELECT 1 FROM playback o WHERE o.member_id = $1 AND o.media_id = nx.media_id)
-	  AND NOT EXISTS (
-		SELECT 1 FROM playback q
-		JOIN media qm ON qm.id = q.media_id
-		JOIN import_rows qr ON qr.media_id = q.media_id AND qr.collection = f.collection
-		WHERE q.member_id = $1 AND NOT q.hidden
-		  AND (q.event_time, q.media_id) > (s.event_time, s.media_id)
-		  AND q.position_ms >= playhead_completion_point(qm.duration_ms, $5, $6))
-) n ON true
-WHERE NOT s.finished OR n.media_id IS NOT NULL
-ORDER BY s.event_time DESC, s.media_id DESC
+),
+in_progress AS (
+	SELECT p.media_id, p.event_time, m.title, p.position_ms, coalesce(m.duration_ms, 0) AS duration_ms, p.watched_at,
+	       NULL::bigint AS next_id, NULL::text AS next_title, NULL::bigint AS next_duration_ms, NULL::text AS collection
+	FROM playback p
+	JOIN media m ON m.id = p.media_id
+	WHERE p.member_id = $1 AND NOT p.finished AND NOT p.hidden
+	  AND ($2::timestamptz IS NULL OR (p.event_time, p.media_id) < ($2, $3))
+	  AND m.status = 'READY' AND (m.visibility = 'PUBLIC' OR m.owner_id = $1)
+	ORDER BY p.event_time DESC, p.media_id DESC
+	LIMIT $4
+)
+SELECT media_id, event_time, title, position_ms, duration_ms, watched_at, next_id, next_title, next_duration_ms, collection
+FROM (SELECT * FROM in_progress UNION ALL SELECT * FROM up_next) l
+ORDER BY event_time DESC, media_id DESC
 LIMIT $4`
 
 // List returns up to limit items of member's continue-watching list older than after (nil:
@@ -112,7 +129,7 @@ func (s *Store) List(ctx context.Context, member int64, after *Cursor, limit int
 	if after != nil {
 		afterTime, afterID = &after.EventTime, after.MediaID
 	}
-	rows, err := s.pool.Query(ctx, listSQL, member, afterTime, afterID, limit+1, s.completion.Ratio, s.completion.TailMS())
+	rows, err := s.pool.Query(ctx, listSQL, member, afterTime, afterID, limit+1)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list playback: %w", err)
 	}

@@ -30,22 +30,27 @@ func NewStore(pool *pgxpool.Pool, completion media.Completion) *Store {
 // node). The event_time guard makes a late flush of an older position, from this node or
 // another, a no-op. A newer position un-hides a hidden row: the member is watching again.
 // A position at or past the completion point ($6 ratio, $7 tail) sets watched_at once; a later
-// position before it (a rewatch) keeps the mark. The media row is read in the SELECT (media is
+// position before it (a rewatch) keeps the mark. finished follows every position: the list
+// reads rows in progress and finished rows apart by it (playback_continue_idx). The media row is read in the SELECT (media is
 // a reference table under Citus), and DO UPDATE uses only excluded.* and the row it updates,
 // so the statement stays valid when playback is sharded. The ORDER BY keeps the batch's key
 // order through the join: rows are inserted, and so locked, in that order.
 const flushSQL = `
-INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at)
+INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished)
 SELECT t.member_id, t.media_id, t.position_ms, t.event_time, $5,
-       CASE WHEN t.position_ms >= playhead_completion_point(m.duration_ms, $6, $7) THEN t.event_time END
-FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::timestamptz[]) AS t(member_id, media_id, position_ms, event_time)
-LEFT JOIN media m ON m.id = t.media_id
+       CASE WHEN t.finished THEN t.event_time END, t.finished
+FROM (
+	SELECT u.*, coalesce(u.position_ms >= playhead_completion_point(m.duration_ms, $6, $7), false) AS finished
+	FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::timestamptz[]) AS u(member_id, media_id, position_ms, event_time)
+	LEFT JOIN media m ON m.id = u.media_id
+) t
 ORDER BY t.member_id, t.media_id
 ON CONFLICT (member_id, media_id) DO UPDATE
 SET position_ms = excluded.position_ms,
     event_time  = excluded.event_time,
     updated_at  = excluded.updated_at,
     watched_at  = coalesce(p.watched_at, excluded.watched_at),
+    finished    = excluded.finished,
     hidden      = false
 WHERE p.event_time < excluded.event_time`
 
@@ -84,15 +89,17 @@ func flushError(rows int, err error) error {
 // upsertOneSQL is the one-row form of flushSQL: the synchronous baseline writes with it, one
 // statement per request, as the seed did before write-behind.
 const upsertOneSQL = `
-INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at)
+INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished)
 SELECT $1::bigint, m.id, $3::int, $4::timestamptz, $5::timestamptz,
-       CASE WHEN $3::int >= playhead_completion_point(m.duration_ms, $6, $7) THEN $4::timestamptz END
+       CASE WHEN $3::int >= playhead_completion_point(m.duration_ms, $6, $7) THEN $4::timestamptz END,
+       coalesce($3::int >= playhead_completion_point(m.duration_ms, $6, $7), false)
 FROM media m WHERE m.id = $2::bigint
 ON CONFLICT (member_id, media_id) DO UPDATE
 SET position_ms = excluded.position_ms,
     event_time  = excluded.event_time,
     updated_at  = excluded.updated_at,
     watched_at  = coalesce(p.watched_at, excluded.watched_at),
+    finished    = excluded.finished,
     hidden      = false
 WHERE p.event_time < excluded.event_time`
 

@@ -18,10 +18,10 @@ INSERT INTO import_rows (import_id, row_number, collection, chapter, position, v
 SELECT imp.id, n + 1, 'loadgen course', (n - 1) / 20 + 1, (n - 1) % 20 + 1, 'https://example.com/lesson.mp4', l.id
 FROM imp, (SELECT id, row_number() OVER (ORDER BY id) AS n FROM lessons) l;
 
-INSERT INTO playback (member_id, media_id, position_ms, event_time, updated_at, watched_at)
+INSERT INTO playback (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished)
 SELECT member, l.media_id, CASE WHEN l.n <= 200 THEN 600000 ELSE 300000 END,
        statement_timestamp() - interval '1 minute' * (300 - l.n), statement_timestamp(),
-       CASE WHEN l.n <= 200 THEN statement_timestamp() - interval '1 minute' * (300 - l.n) END
+       CASE WHEN l.n <= 200 THEN statement_timestamp() - interval '1 minute' * (300 - l.n) END, l.n <= 200
 FROM generate_series(:start::bigint, :start::bigint + :players - 1) member,
      (SELECT media_id, row_number() OVER (ORDER BY chapter, position) AS n
       FROM import_rows WHERE collection = 'loadgen course') l
