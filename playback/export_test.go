@@ -3,3 +3,6 @@ package playback
 // ParsePositionJSON exposes the encoding/json reader, the reference the plain reader must agree
 // with.
 var ParsePositionJSON = parsePositionJSON
+
+// ListSQL lets the plan test explain the list statement the store runs.
+const ListSQL = listSQL

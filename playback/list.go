@@ -50,6 +50,7 @@ type Cursor struct {
 //     progress is listed by itself; a hidden one was dismissed). So finishing lessons 2 and 3
 //     lists lesson 4 once, the end of a collection and a media in no collection list nothing,
 //     and the work per finished row is three index probes, whatever the collection's size.
+//
 // A place is current when its import row's media is READY and public and no newer row at the
 // same place has such media: what collection_items holds, written out as index probes on
 // import_rows_placement_idx (the view sorts the whole collection for each lookup). Pages are

@@ -39,6 +39,12 @@ for run in $(seq "$RUNS"); do
     binary=bin/playhead; [ "$which" = base ] && binary=bin/playhead-base
     psql "$DATABASE_URL" -qc "TRUNCATE playback; DELETE FROM import_rows; DELETE FROM imports;
       DELETE FROM media WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.media_id = media.id)" >/dev/null
+    # Each binary reads with its own continue-watching index: main's is (member_id, event_time),
+    # this branch's puts finished after member_id (migration 00006).
+    index="(member_id, finished, event_time DESC, media_id DESC)"
+    [ "$which" = base ] && index="(member_id, event_time DESC, media_id DESC)"
+    psql "$DATABASE_URL" -qc "DROP INDEX playback_continue_idx;
+      CREATE INDEX playback_continue_idx ON playback $index WHERE NOT hidden" >/dev/null
     psql "$DATABASE_URL" -q -v start=$START -v players="$PLAYERS" -f scripts/seed-progress.sql >/dev/null
     PLAYHEAD_ROLE=api PLAYHEAD_HTTP_ADDR=$http PLAYHEAD_METRICS_ADDR=$metrics PLAYHEAD_LOG_LEVEL=warn \
       $binary serve 2> "$OUT/$which-$run.server.log" &

@@ -1,0 +1,107 @@
+package playback_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/playback"
+)
+
+// TestListSQL_FinishedRowsCostLinearWork reads the continue-watching list of members who
+// finished many lessons of one 400-lesson course and checks, with EXPLAIN (ANALYZE, BUFFERS),
+// what the statement touches, never how long it takes. Each finished row may cost a few index
+// probes (its media, its place in the course), but the up-next item is looked for once per
+// course: the rows passed through the plan's nodes, and the buffers read, for a member with
+// 200 finished lessons stay within a small constant per finished row of those for a member
+// with 50.
+func TestListSQL_FinishedRowsCostLinearWork(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.Pool(t)
+	ctx := context.Background()
+	// One course of 400 lessons (20 chapters of 20); member 50 finished lessons 1-50, member
+	// 200 lessons 1-200, each in order a minute apart, and is half way through the next one.
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO members (id) VALUES (1), (50), (200);
+		WITH imp AS (
+			INSERT INTO imports (created_by, filename, total_rows, accepted, rejected)
+			VALUES (1, 'plan.csv', 400, 400, 0) RETURNING id),
+		lessons AS (
+			INSERT INTO media (owner_id, title, status, visibility, duration_ms, hls_key)
+			SELECT 1, 'lesson ' || g, 'READY', 'PUBLIC', 600000, 'hls/x/master.m3u8'
+			FROM generate_series(1, 400) g RETURNING id)
+		INSERT INTO import_rows (import_id, row_number, collection, chapter, position, video_url, media_id)
+		SELECT imp.id, n + 1, 'course', (n - 1) / 20 + 1, (n - 1) % 20 + 1, 'https://example.com/l.mp4', l.id
+		FROM imp, (SELECT id, row_number() OVER (ORDER BY id) AS n FROM lessons) l;
+		INSERT INTO playback (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished)
+		SELECT member, l.media_id, CASE WHEN l.n <= member THEN 600000 ELSE 300000 END,
+		       statement_timestamp() - interval '1 minute' * (500 - l.n), statement_timestamp(),
+		       CASE WHEN l.n <= member THEN statement_timestamp() END, l.n <= member
+		FROM (VALUES (50), (200)) m(member),
+		     (SELECT media_id, row_number() OVER (ORDER BY chapter, position) AS n FROM import_rows) l
+		WHERE l.n <= member + 1;
+		ANALYZE`); err != nil {
+		t.Fatal(err)
+	}
+	work := func(member int64) (rows, buffers float64) {
+		t.Helper()
+		var raw []byte
+		if err := pool.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+playback.ListSQL,
+			member, nil, int64(0), 21).Scan(&raw); err != nil {
+			t.Fatal(err)
+		}
+		var plan []struct {
+			Plan planNode `json:"Plan"`
+		}
+		if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
+			t.Fatalf("explain: %v %s", err, raw)
+		}
+		return plan[0].Plan.rows(), plan[0].Plan.SharedHit + plan[0].Plan.SharedRead
+	}
+	work(50) // warm the catalogue and the pages both members share
+	fewRows, fewBuffers := work(50)
+	manyRows, manyBuffers := work(200)
+	rowsPer, buffersPer := (manyRows-fewRows)/150, (manyBuffers-fewBuffers)/150
+	t.Logf("rows through plan nodes: 50 finished %.0f, 200 finished %.0f, %.1f per extra finished row", fewRows, manyRows, rowsPer)
+	t.Logf("buffers: 50 finished %.0f, 200 finished %.0f, %.1f per extra finished row", fewBuffers, manyBuffers, buffersPer)
+	if rowsPer > 20 {
+		t.Errorf("each finished row passes %.1f rows through the plan, want at most 20: the list does more than a few probes per finished row", rowsPer)
+	}
+	if buffersPer > 15 {
+		t.Errorf("each finished row costs %.1f buffers, want at most 15", buffersPer)
+	}
+
+	// The list itself: lesson 51 (resp. 201) in progress; the up-next after lesson 50 (201) is
+	// not listed because the member has a row for it.
+	store := playback.NewStore(pool, media.DefaultCompletion)
+	for _, member := range []int64{50, 200} {
+		items, _, err := store.List(ctx, member, nil, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(items) != 1 || items[0].UpNext != nil || items[0].PositionMS != 300000 {
+			t.Errorf("member %d: list = %+v, want the one lesson in progress", member, items)
+		}
+	}
+}
+
+// planNode is the part of an EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) node the test reads.
+type planNode struct {
+	ActualRows  float64    `json:"Actual Rows"`
+	ActualLoops float64    `json:"Actual Loops"`
+	SharedHit   float64    `json:"Shared Hit Blocks"`
+	SharedRead  float64    `json:"Shared Read Blocks"`
+	Plans       []planNode `json:"Plans"`
+}
+
+// rows is the number of rows every node of the plan produced, over all its loops: the work
+// the statement did, in rows.
+func (n planNode) rows() float64 {
+	sum := n.ActualRows * n.ActualLoops
+	for _, c := range n.Plans {
+		sum += c.rows()
+	}
+	return sum
+}
