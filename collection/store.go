@@ -17,16 +17,19 @@ type Store struct {
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// progressSQL reads a collection's items in order with the member's rows: the view's filter on
-// collection walks import_rows_placement_idx, each item's row is one primary-key probe.
+// progressSQL reads a collection's items in order with the member's rows: for each place the
+// newest imported row whose media is READY and public (what collection_items holds), written
+// out over import_rows so the media row is read once per item; the member's rows come from
+// playback's primary key.
 const progressSQL = `
-SELECT ci.chapter, ci.position, m.id, m.title, coalesce(m.duration_ms, 0), coalesce(m.hls_key, ''), coalesce(m.thumbnail_key, ''),
+SELECT DISTINCT ON (r.chapter, r.position)
+       r.chapter, r.position, m.id, m.title, coalesce(m.duration_ms, 0), coalesce(m.hls_key, ''), coalesce(m.thumbnail_key, ''),
        coalesce(p.position_ms, 0), p.watched_at
-FROM collection_items ci
-JOIN media m ON m.id = ci.media_id
-LEFT JOIN playback p ON p.member_id = $2 AND p.media_id = ci.media_id
-WHERE ci.collection = $1
-ORDER BY ci.chapter, ci.position`
+FROM import_rows r
+JOIN media m ON m.id = r.media_id
+LEFT JOIN playback p ON p.member_id = $2 AND p.media_id = r.media_id
+WHERE r.collection = $1 AND m.status = 'READY' AND m.visibility = 'PUBLIC'
+ORDER BY r.chapter, r.position, r.id DESC`
 
 // Progress returns collection's items, in order, with member's state of each, and the totals.
 // A collection nobody imported is an empty one.

@@ -38,7 +38,7 @@ for run in $(seq "$RUNS"); do
   for which in base branch; do
     binary=bin/playhead; [ "$which" = base ] && binary=bin/playhead-base
     psql "$DATABASE_URL" -qc "TRUNCATE playback; DELETE FROM import_rows; DELETE FROM imports;
-      DELETE FROM media WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.media_id = media.id)" >/dev/null
+      DELETE FROM media WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.subject_id = media.id)" >/dev/null
     # Each binary reads with its own continue-watching index: main's is (member_id, event_time),
     # this branch's puts finished after member_id (migration 00006).
     index="(member_id, finished, event_time DESC, media_id DESC)"
