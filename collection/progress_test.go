@@ -157,10 +157,10 @@ func TestUpNext_FollowsTheCollectionItWasOpenedFrom(t *testing.T) {
 	}
 
 	for query, want := range map[string]int{
-		"?collection=C":                           http.StatusUnprocessableEntity,
-		"?collection=":                            http.StatusBadRequest,
-		"?collection=%00":                         http.StatusBadRequest,
-		"?collection=%FF":                         http.StatusBadRequest,
+		"?collection=C":   http.StatusUnprocessableEntity,
+		"?collection=":    http.StatusBadRequest,
+		"?collection=%00": http.StatusBadRequest,
+		"?collection=%FF": http.StatusBadRequest,
 		"?collection=" + strings.Repeat("x", 201): http.StatusBadRequest,
 	} {
 		if status, body := b.send(t, 6, http.MethodPost, open+query); status != want || !strings.Contains(string(body), `"error"`) {
