@@ -194,6 +194,9 @@ func blank(rec []cell) bool {
 	return true
 }
 
+// MaxCollectionRunes bounds a collection name: the limit the collection routes check too.
+const MaxCollectionRunes = collection.MaxNameRunes
+
 func parseRow(number int, rec []cell, index map[string]int) Row {
 	at := func(col string) cell {
 		if i := index[col]; i < len(rec) {
@@ -213,8 +216,8 @@ func parseRow(number int, rec []cell, index map[string]int) Row {
 	switch {
 	case row.Collection == "":
 		problems = append(problems, "collection is empty")
-	case utf8.RuneCountInString(row.Collection) > collection.MaxNameRunes:
-		problems = append(problems, fmt.Sprintf("collection is longer than %d characters", collection.MaxNameRunes))
+	case utf8.RuneCountInString(row.Collection) > MaxCollectionRunes:
+		problems = append(problems, fmt.Sprintf("collection is longer than %d characters", MaxCollectionRunes))
 	case !httpserver.ValidText(row.Collection):
 		problems = append(problems, "collection must be UTF-8 text without control characters")
 	}

@@ -40,7 +40,7 @@ for run in $(seq "$RUNS"); do
     psql "$DATABASE_URL" -qc "TRUNCATE playback; DELETE FROM import_rows; DELETE FROM imports;
       DELETE FROM media WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.subject_id = media.id)" >/dev/null
     # Each binary reads with its own continue-watching index: main's is (member_id, event_time),
-    # this branch's puts finished after member_id (migration 00006).
+    # this branch's puts finished after member_id (migration 00007).
     index="(member_id, finished, event_time DESC, media_id DESC)"
     [ "$which" = base ] && index="(member_id, event_time DESC, media_id DESC)"
     psql "$DATABASE_URL" -qc "DROP INDEX playback_continue_idx;
