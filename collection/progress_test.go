@@ -1,12 +1,17 @@
 package collection_test
 
 import (
+	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/collection"
+	"github.com/playhead/playhead/playback"
 )
 
 // ids returns the media ids of a continue-watching list, with "+" before up-next ones.
@@ -166,5 +171,34 @@ func TestUpNext_FollowsTheCollectionItWasOpenedFrom(t *testing.T) {
 		if status, body := b.send(t, 6, http.MethodPost, open+query); status != want || !strings.Contains(string(body), `"error"`) {
 			t.Errorf("POST %s: %d %s, want %d with a JSON error", query, status, body, want)
 		}
+	}
+}
+
+// TestUpNext_StaleFinishedReportListsNothing: the list's up-next comes from the newest
+// finished item the flush recorded per collection, and the event_time guard decides what is
+// recorded. Lesson 1 at 40 % flushed, then an older report of lesson 1 at 96 % (another
+// node's, flushed late): the stale report is not stored, lesson 1 stays in progress and no
+// up-next appears. A newer 96 % report then lists lesson 2 in its place.
+func TestUpNext_StaleFinishedReportListsNothing(t *testing.T) {
+	b := setup(t)
+	lessons := b.course(t, "stale", 3)
+	const member = 7
+	newer := time.Now().UTC().Truncate(time.Microsecond)
+	flush := func(fraction float64, at time.Time) {
+		t.Helper()
+		pos := playback.Position{PositionMS: int32(fraction * lessonMS), EventTime: at}
+		if err := b.store.Flush(context.Background(), []buffer.Entry[playback.Key, playback.Position]{
+			{Key: playback.Key{Member: member, Media: lessons[0]}, Value: pos}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(0.4, newer)
+	flush(0.96, newer.Add(-5*time.Second))
+	if got, want := ids(b.continueWatching(t, member, 20)), []string{strconv.FormatInt(lessons[0], 10)}; !slices.Equal(got, want) {
+		t.Errorf("after a stale 96%% report: list %v, want lesson 1 in progress only %v", got, want)
+	}
+	flush(0.96, newer.Add(5*time.Second))
+	if got, want := ids(b.continueWatching(t, member, 20)), []string{"+" + strconv.FormatInt(lessons[1], 10)}; !slices.Equal(got, want) {
+		t.Errorf("after a newer 96%% report: list %v, want lesson 2 up next %v", got, want)
 	}
 }

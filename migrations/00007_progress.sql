@@ -39,7 +39,29 @@ JOIN media m ON m.id = r.media_id
 WHERE m.status = 'READY' AND m.visibility = 'PUBLIC'
 ORDER BY r.collection, r.chapter, r.position, r.id DESC;
 
+-- playback_last_finished is, per member and collection, the member's most recently finished
+-- item placed in that collection (by event_time), kept by the flush statement in the same bulk
+-- statement as the positions. The continue-watching list reads a member's rows here, one per
+-- collection, instead of all its finished playback rows: its cost follows the collections the
+-- member finished something in, not the lessons. Rows are written for every collection that
+-- places the media; the list keeps a row only while the media still follows that collection
+-- and its playback row is the finished one recorded (same event_time).
+CREATE TABLE playback_last_finished (
+    member_id  bigint      NOT NULL,
+    collection text        NOT NULL,
+    media_id   bigint      NOT NULL,
+    event_time timestamptz NOT NULL,
+    PRIMARY KEY (member_id, collection)
+);
+INSERT INTO playback_last_finished (member_id, collection, media_id, event_time)
+SELECT DISTINCT ON (p.member_id, r.collection) p.member_id, r.collection, p.media_id, p.event_time
+FROM playback p
+JOIN import_rows r ON r.media_id = p.media_id
+WHERE p.finished
+ORDER BY p.member_id, r.collection, p.event_time DESC, p.media_id DESC;
+
 -- +goose Down
+DROP TABLE playback_last_finished;
 DROP VIEW collection_items;
 DROP FUNCTION playhead_completion_point(bigint, double precision, bigint);
 DROP INDEX playback_continue_idx;

@@ -42,29 +42,35 @@ type Cursor struct {
 // listSQL reads one page of the continue-watching list in one statement. It reads the
 // member's rows in two runs of playback_continue_idx, whose key puts finished after member:
 //   - in progress: rows before the completion point, newest first, at most a page of them;
-//   - up next: the finished rows. Each gets its place (the collection it was opened from if it
-//     is still placed there, else among the collections placing it the one where the member
-//     watched another item most recently); only the newest finished row of each collection
-//     goes on, and for it alone the next item after its place (chapter, then order) that the
-//     member has not watched, shown only when the member has no row for that item (a row in
-//     progress is listed by itself; a hidden one was dismissed). So finishing lessons 2 and 3
-//     lists lesson 4 once, the end of a collection and a media in no collection list nothing,
-//     and the work per finished row is three index probes, whatever the collection's size.
+//   - up next: the member's rows of playback_last_finished, the newest finished item of each
+//     collection as the flush recorded it (one row per collection, not one per finished
+//     lesson). A row goes on while its playback row is still that finished position (not
+//     rewatched since, not hidden) and its media still follows that collection: the one it was
+//     opened from if it is still placed there, else among the collections placing it the one
+//     where the member watched another item most recently. For it the next item after its
+//     place (chapter, then order) that the member has not watched is shown, only when the
+//     member has no row for that item (a row in progress is listed by itself; a hidden one
+//     was dismissed). So finishing lessons 2 and 3 lists lesson 4 once, the end of a
+//     collection and a media in no collection list nothing, and the work is a few index probes
+//     per collection the member finished something in, whatever the number of lessons. When
+//     the newest finished item of a collection was rewatched or hidden, that collection shows
+//     no up-next (an older finished item's next is usually that very item, listed by itself).
 //
 // A place is current when its import row's media is READY and public and no newer row at the
 // same place has such media: what collection_items holds, written out as index probes on
 // import_rows_placement_idx (the view sorts the whole collection for each lookup). Pages are
 // ordered, and cut by the cursor, by the row an item comes from: the finished row for an
-// up-next item. The newest finished row of a collection is chosen before the cursor applies,
-// so a later page never shows a second up-next for a collection.
+// up-next item. The newest finished row of a collection is chosen by the flush, before the
+// cursor applies, so a later page never shows a second up-next for a collection.
 //
 // Every join to playback is on the calling member ($1), the rule that keeps it valid under
 // Citus with playback sharded by member.
 const listSQL = `
 WITH finished AS (
-	SELECT DISTINCT ON (f.collection) p.media_id, p.event_time, m.title, coalesce(m.duration_ms, 0) AS duration_ms,
+	SELECT p.media_id, p.event_time, m.title, coalesce(m.duration_ms, 0) AS duration_ms,
 	       f.collection, f.chapter, f.position
-	FROM playback p
+	FROM playback_last_finished l
+	JOIN playback p ON p.member_id = $1 AND p.media_id = l.media_id AND p.event_time = l.event_time
 	JOIN media m ON m.id = p.media_id
 	CROSS JOIN LATERAL (
 		SELECT r.collection, r.chapter, r.position
@@ -81,9 +87,8 @@ WITH finished AS (
 		         r.collection
 		LIMIT 1
 	) f
-	WHERE p.member_id = $1 AND p.finished AND NOT p.hidden
+	WHERE l.member_id = $1 AND f.collection = l.collection AND p.finished AND NOT p.hidden
 	  AND m.status = 'READY' AND (m.visibility = 'PUBLIC' OR m.owner_id = $1)
-	ORDER BY f.collection, p.event_time DESC, p.media_id DESC
 ),
 up_next AS (
 	SELECT fs.media_id, fs.event_time, fs.title, 0 AS position_ms, fs.duration_ms, NULL::timestamptz AS watched_at,

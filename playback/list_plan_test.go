@@ -10,14 +10,17 @@ import (
 	"github.com/playhead/playhead/playback"
 )
 
-// TestListSQL_FinishedRowsCostLinearWork reads the continue-watching list of members who
-// finished many lessons of one 400-lesson course and checks, with EXPLAIN (ANALYZE, BUFFERS),
-// what the statement touches, never how long it takes. Each finished row may cost a few index
-// probes (its media, its place in the course), but the up-next item is looked for once per
-// course: the rows passed through the plan's nodes, and the buffers read, for a member with
-// 200 finished lessons stay within a small constant per finished row of those for a member
-// with 50.
-func TestListSQL_FinishedRowsCostLinearWork(t *testing.T) {
+// TestListSQL_FinishedRowsCostNoWork reads the continue-watching list of members who finished
+// many lessons of one 400-lesson course and checks, with EXPLAIN (ANALYZE, BUFFERS), what the
+// statement touches, never how long it takes. The list reads the newest finished lesson of
+// each course (playback_last_finished), not every finished row: the rows passed through the
+// plan's nodes, and the buffers read, for a member with 200 finished lessons are those for a
+// member with 50, within 4 rows and one buffer per extra finished lesson (the version that
+// read every finished row passed about 10 rows and 9 buffers per finished lesson). The rows'
+// margin is for the planner: on this small table it reads the in-progress part of member
+// 200's list with a hash join over all 400 media rows (2.3 rows per extra finished lesson)
+// where member 50's uses index probes; the buffers are the same.
+func TestListSQL_FinishedRowsCostNoWork(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.Pool(t)
 	ctx := context.Background()
@@ -42,6 +45,10 @@ func TestListSQL_FinishedRowsCostLinearWork(t *testing.T) {
 		FROM (VALUES (50), (200)) m(member),
 		     (SELECT media_id, row_number() OVER (ORDER BY chapter, position) AS n FROM import_rows) l
 		WHERE l.n <= member + 1;
+		-- What the flush keeps for these rows: each member's newest finished lesson.
+		INSERT INTO playback_last_finished (member_id, collection, media_id, event_time)
+		SELECT DISTINCT ON (p.member_id) p.member_id, 'course', p.media_id, p.event_time
+		FROM playback p WHERE p.finished ORDER BY p.member_id, p.event_time DESC;
 		ANALYZE`); err != nil {
 		t.Fatal(err)
 	}
@@ -66,11 +73,11 @@ func TestListSQL_FinishedRowsCostLinearWork(t *testing.T) {
 	rowsPer, buffersPer := (manyRows-fewRows)/150, (manyBuffers-fewBuffers)/150
 	t.Logf("rows through plan nodes: 50 finished %.0f, 200 finished %.0f, %.1f per extra finished row", fewRows, manyRows, rowsPer)
 	t.Logf("buffers: 50 finished %.0f, 200 finished %.0f, %.1f per extra finished row", fewBuffers, manyBuffers, buffersPer)
-	if rowsPer > 20 {
-		t.Errorf("each finished row passes %.1f rows through the plan, want at most 20: the list does more than a few probes per finished row", rowsPer)
+	if rowsPer > 4 {
+		t.Errorf("each finished row passes %.1f rows through the plan, want at most 4: the list reads finished rows", rowsPer)
 	}
-	if buffersPer > 15 {
-		t.Errorf("each finished row costs %.1f buffers, want at most 15", buffersPer)
+	if buffersPer > 1 {
+		t.Errorf("each finished row costs %.1f buffers, want at most 1: the list reads finished rows", buffersPer)
 	}
 
 	// The list itself: lesson 51 (resp. 201) in progress; the up-next after lesson 50 (201) is

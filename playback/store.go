@@ -25,17 +25,41 @@ func NewStore(pool *pgxpool.Pool, completion media.Completion) *Store {
 	return &Store{pool: pool, completion: completion}
 }
 
+// keepLastFinishedSQL ends the flush statements: for each row the statement wrote (RETURNING
+// gives only the rows the event_time guard let through, so a stale report changes nothing
+// here either) that is finished, it records the row as its member's last finished item of
+// every collection placing the media, unless a newer one is recorded. The list reads this
+// table, one row per collection the member finished something in, instead of every finished
+// row; it checks there which collection the media follows now (opened from, or used last) and
+// that the row is still finished. DISTINCT ON keeps one row per key (ON CONFLICT may touch a
+// row once per statement) and its ORDER BY the key order, so locks are taken in one order.
+// DO UPDATE uses only excluded.* and the row it updates, as the playback upsert does.
+const keepLastFinishedSQL = `
+INSERT INTO playback_last_finished AS l (member_id, collection, media_id, event_time)
+SELECT DISTINCT ON (w.member_id, r.collection) w.member_id, r.collection, w.media_id, w.event_time
+FROM written w
+JOIN import_rows r ON r.media_id = w.media_id
+WHERE w.finished
+ORDER BY w.member_id, r.collection, w.event_time DESC, w.media_id DESC
+ON CONFLICT (member_id, collection) DO UPDATE
+SET media_id   = excluded.media_id,
+    event_time = excluded.event_time
+WHERE l.event_time < excluded.event_time
+   OR (l.event_time = excluded.event_time AND l.media_id < excluded.media_id)`
+
 // flushSQL writes a whole batch in one round trip. The batch is coalesced (a key twice in one
 // INSERT … ON CONFLICT is a cardinality error) and sorted (row locks in one order on every
 // node). The event_time guard makes a late flush of an older position, from this node or
 // another, a no-op. A newer position un-hides a hidden row: the member is watching again.
 // A position at or past the completion point ($6 ratio, $7 tail) sets watched_at once; a later
 // position before it (a rewatch) keeps the mark. finished follows every position: the list
-// reads rows in progress and finished rows apart by it (playback_continue_idx). The media row is read in the SELECT (media is
+// reads rows in progress and finished rows apart by it (playback_continue_idx), and the same
+// statement keeps playback_last_finished (keepLastFinishedSQL). The media row is read in the SELECT (media is
 // a reference table under Citus), and DO UPDATE uses only excluded.* and the row it updates,
 // so the statement stays valid when playback is sharded. The ORDER BY keeps the batch's key
 // order through the join: rows are inserted, and so locked, in that order.
 const flushSQL = `
+WITH written AS (
 INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished)
 SELECT t.member_id, t.media_id, t.position_ms, t.event_time, $5,
        CASE WHEN t.finished THEN t.event_time END, t.finished
@@ -52,7 +76,9 @@ SET position_ms = excluded.position_ms,
     watched_at  = coalesce(p.watched_at, excluded.watched_at),
     finished    = excluded.finished,
     hidden      = false
-WHERE p.event_time < excluded.event_time`
+WHERE p.event_time < excluded.event_time
+RETURNING p.member_id, p.media_id, p.event_time, p.finished
+)` + keepLastFinishedSQL
 
 // Flush writes a coalesced, sorted batch with one statement. It is the playback buffer's
 // flush function.
@@ -89,6 +115,7 @@ func flushError(rows int, err error) error {
 // upsertOneSQL is the one-row form of flushSQL: the synchronous baseline writes with it, one
 // statement per request, as the seed did before write-behind.
 const upsertOneSQL = `
+WITH written AS (
 INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished)
 SELECT $1::bigint, m.id, $3::int, $4::timestamptz, $5::timestamptz,
        CASE WHEN $3::int >= playhead_completion_point(m.duration_ms, $6, $7) THEN $4::timestamptz END,
@@ -101,7 +128,9 @@ SET position_ms = excluded.position_ms,
     watched_at  = coalesce(p.watched_at, excluded.watched_at),
     finished    = excluded.finished,
     hidden      = false
-WHERE p.event_time < excluded.event_time`
+WHERE p.event_time < excluded.event_time
+RETURNING p.member_id, p.media_id, p.event_time, p.finished
+)` + keepLastFinishedSQL
 
 // UpsertOne writes one position on the request path (the synchronous baseline).
 func (s *Store) UpsertOne(ctx context.Context, key Key, pos Position) error {

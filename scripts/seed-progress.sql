@@ -26,4 +26,10 @@ FROM generate_series(:start::bigint, :start::bigint + :players - 1) member,
      (SELECT media_id, row_number() OVER (ORDER BY chapter, position) AS n
       FROM import_rows WHERE collection = 'loadgen course') l
 WHERE l.n <= 201;
+-- What the flush keeps for such rows: each player's newest finished lesson of the collection.
+INSERT INTO playback_last_finished (member_id, collection, media_id, event_time)
+SELECT DISTINCT ON (p.member_id, r.collection) p.member_id, r.collection, p.media_id, p.event_time
+FROM playback p JOIN import_rows r ON r.media_id = p.media_id
+WHERE p.finished AND p.member_id >= :start::bigint
+ORDER BY p.member_id, r.collection, p.event_time DESC, p.media_id DESC;
 ANALYZE;
