@@ -1,6 +1,7 @@
 // Package web serves Playhead's player pages from files embedded in the binary: the home page
-// (continue watching and an upload form) at /, the player at /watch/{mediaID}, the admins'
-// import page at /imports, and their assets under /static/. The pages need no token to load: their JavaScript keeps the member's
+// (continue watching, the member's courses and an upload form) at /, the player at
+// /watch/{mediaID}, a course's lessons with the member's progress at /course?c={collection}, the
+// admins' import page at /imports, and their assets under /static/. The pages need no token to load: their JavaScript keeps the member's
 // token in sessionStorage and sends it to the /v1 API itself.
 //
 // hls.js is not in the repository: `make web` copies it from node_modules (pinned in
@@ -89,7 +90,7 @@ func New(mediaOrigins ...string) (*Handler, error) {
 			return nil, err
 		}
 	}
-	for _, page := range []string{"index.html", "watch.html", "imports.html"} {
+	for _, page := range []string{"index.html", "watch.html", "course.html", "imports.html"} {
 		if _, ok := h.pages[page]; !ok {
 			return nil, fmt.Errorf("web: page %s is not embedded", page)
 		}
@@ -114,10 +115,12 @@ var contentTypes = map[string]string{
 	".txt":  "text/plain; charset=utf-8",
 }
 
-// Register adds GET / , GET /watch/:mediaID, GET /imports (the admins' import page) and GET
-// /static/* to router (the public app).
+// Register adds GET / , GET /watch/:mediaID, GET /course (a course page: the collection is in
+// ?c=, read by its script, so that any collection name fits), GET /imports (the admins' import
+// page) and GET /static/* to router (the public app).
 func (h *Handler) Register(router fiber.Router) {
 	router.Get("/", h.securityHeaders, h.page("index.html"))
+	router.Get("/course", h.securityHeaders, h.page("course.html"))
 	router.Get("/imports", h.securityHeaders, h.page("imports.html"))
 	router.Get("/watch/:mediaID", h.securityHeaders, h.watch)
 	router.Get("/static/*", h.securityHeaders, h.asset)

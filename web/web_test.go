@@ -47,6 +47,7 @@ func TestPagesAndAssets(t *testing.T) {
 	}{
 		{"/", "text/html; charset=utf-8", `src="/static/js/home.mjs"`},
 		{"/watch/42", "text/html; charset=utf-8", `src="/static/js/watch.mjs"`},
+		{"/course?c=Go", "text/html; charset=utf-8", `src="/static/js/course.mjs"`},
 		{"/imports", "text/html; charset=utf-8", `src="/static/js/imports.mjs"`},
 		{"/static/css/app.css", "text/css; charset=utf-8", ".player"},
 		{"/static/js/watch.mjs", "text/javascript; charset=utf-8", "keepalive"},

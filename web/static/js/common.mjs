@@ -199,6 +199,17 @@ export function initSession() {
   return { member: c.sub };
 }
 
+// watchHref is the player's address for a media, opened from collection when given (the player
+// passes it on to POST /v1/playback, which then knows what comes next in that collection).
+export function watchHref(mediaID, collection) {
+  return collection ? `/watch/${mediaID}?${new URLSearchParams({ collection })}` : `/watch/${mediaID}`;
+}
+
+// courseHref is a collection's course page.
+export function courseHref(collection) {
+  return `/course?${new URLSearchParams({ c: collection })}`;
+}
+
 // clock formats milliseconds as m:ss or h:mm:ss.
 export function clock(ms) {
   const total = Math.max(0, Math.floor(ms / 1000));

@@ -1,8 +1,10 @@
 // The home page: the member's continue-watching list (GET /v1/playback, a thumbnail per item
-// from GET /v1/media/{id}, hide with DELETE) and the upload form (POST /v1/media with a
-// progress bar, then the media's status until READY).
+// from GET /v1/media/{id}, hide with DELETE; an up-next item, standing in for a finished lesson,
+// is labelled "Up next" and opens the player from its collection), the courses the member has
+// started (GET /v1/me/collections, each linking to its course page) and the upload form (POST
+// /v1/media with a progress bar, then the media's status until READY).
 
-import { api, APIError, authHeader, bytes, clock, ago, el, fail, initSession, showNotice, describe } from './common.mjs';
+import { api, APIError, authHeader, bytes, clock, ago, el, fail, initSession, showNotice, describe, watchHref, courseHref } from './common.mjs';
 
 const PAGE = 20;
 const STATUS_POLL_MS = 1000;
@@ -45,7 +47,8 @@ function updateCount() {
 }
 
 function card(item, media) {
-  const href = `/watch/${item.media_id}`;
+  const next = item.up_next || null;
+  const href = watchHref(item.media_id, next && next.collection);
   const duration = item.duration_ms || (media && media.duration_ms) || 0;
   const fraction = duration > 0 ? Math.min(1, item.position_ms / duration) : 0;
   const fill = el('span');
@@ -59,19 +62,59 @@ function card(item, media) {
     duration > 0 ? (left <= 1000 ? 'finished' : `${clock(left)} left`) : null,
     ago(new Date(item.event_time)),
   ].filter(Boolean).join(' · ');
-  const li = el('li', { class: 'item', dataset: { mediaId: String(item.media_id), progress: fraction.toFixed(4) } },
-    el('a', { class: 'thumb', href, 'aria-label': `Resume ${item.title}` },
+  const dataset = { mediaId: String(item.media_id), progress: fraction.toFixed(4) };
+  if (next) dataset.upNext = next.collection;
+  const li = el('li', { class: next ? 'item up-next' : 'item', dataset },
+    // The thumbnail's name holds the duration its badge shows (WCAG 2.5.3, label in name).
+    el('a', { class: 'thumb', href, 'aria-label': [next ? `Play ${item.title}, up next in ${next.collection}` : `Resume ${item.title}`,
+      duration > 0 ? clock(duration) : null].filter(Boolean).join(', ') },
       thumb,
       duration > 0 ? el('span', { class: 'badge' }, clock(duration)) : null,
       el('span', { class: 'play', 'aria-hidden': 'true' }, '▶'),
       el('span', { class: 'progress', role: 'progressbar', 'aria-label': 'Watched', 'aria-valuemin': '0',
         'aria-valuemax': '100', 'aria-valuenow': String(Math.round(fraction * 100)) }, fill)),
     el('div', { class: 'item-body' },
+      next ? el('p', { class: 'up-next-label' }, 'Up next') : null,
       el('a', { class: 'item-title', href, title: item.title }, item.title),
+      next ? el('p', { class: 'muted small' }, 'After ', el('span', { class: 'after' }, next.after_title), ' in ',
+        el('a', { href: courseHref(next.collection) }, next.collection)) : null,
       el('p', { class: 'muted small' }, facts)),
     el('button', { type: 'button', class: 'hide', title: 'Hide from continue watching',
       'aria-label': `Hide ${item.title} from continue watching`, onclick: () => hide(item, li) }, '✕'));
   return li;
+}
+
+// loadCourses lists the collections the member has started, most recently watched first.
+async function loadCourses() {
+  let answer;
+  try {
+    answer = await api('GET', '/v1/me/collections');
+  } catch (err) {
+    fail(err, 'Could not load your courses');
+    return;
+  }
+  const section = document.getElementById('courses');
+  const items = answer.collections || [];
+  section.hidden = items.length === 0;
+  document.getElementById('courses-count').textContent = items.length ? `${items.length} ${items.length === 1 ? 'course' : 'courses'}` : '';
+  document.getElementById('course-list').replaceChildren(...items.map(courseRow));
+}
+
+function courseRow(c) {
+  const fraction = c.total > 0 ? c.watched / c.total : 0;
+  const fill = el('span');
+  fill.style.width = `${(fraction * 100).toFixed(2)}%`;
+  const resume = c.resume
+    ? el('a', { class: 'button secondary', href: watchHref(c.resume.media_id, c.collection),
+      'aria-label': `Resume ${c.collection} at ${c.resume.title}` }, 'Resume')
+    : el('span', { class: 'muted small' }, 'Finished');
+  return el('li', { class: 'course-row', dataset: { collection: c.collection } },
+    el('div', { class: 'course-row-body' },
+      el('a', { class: 'item-title', href: courseHref(c.collection) }, c.collection),
+      el('p', { class: 'muted small totals' }, `${c.watched} of ${c.total} watched · ${clock(c.left_ms)} left`),
+      el('span', { class: 'progress', role: 'progressbar', 'aria-label': `${c.collection}: lessons watched`, 'aria-valuemin': '0',
+        'aria-valuemax': '100', 'aria-valuenow': String(Math.round(fraction * 100)) }, fill)),
+    resume);
 }
 
 async function hide(item, li) {
@@ -231,4 +274,5 @@ if (initSession()) {
   });
   form.addEventListener('submit', upload);
   loadPage();
+  loadCourses();
 }

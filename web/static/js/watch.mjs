@@ -1,5 +1,7 @@
 // The player page, following the contract the API was built for:
-//   - on open: POST /v1/playback/{id} and start at the resume point it returns;
+//   - on open: POST /v1/playback/{id}[?collection=…] and start at the resume point it returns;
+//     the collection is the one the page was opened from (/watch/{id}?collection=…, from an
+//     up-next item or a course page), which decides what comes next once the video is watched;
 //   - while playing: PUT /v1/playback/{id} {"position_ms"} every 5 s;
 //   - also on pause, seek, pagehide and when the page is hidden (fetch with keepalive, so the
 //     last report outlives the page).
@@ -7,7 +9,7 @@
 // browser plays HLS itself and has no MSE. Errors from the API or the video are shown, never
 // swallowed; hls.js's non-fatal errors (it recovers from them itself) are only logged.
 
-import { api, APIError, clearNotice, clock, describe, fail, initSession, showNotice } from './common.mjs';
+import { api, APIError, clearNotice, clock, courseHref, describe, fail, initSession, showNotice } from './common.mjs';
 
 const REPORT_EVERY_MS = 5000;
 const STATUS_POLL_MS = 2000;
@@ -22,6 +24,8 @@ const facts = document.getElementById('facts');
 const saved = document.getElementById('saved');
 
 const mediaID = Number(location.pathname.split('/')[2]);
+// fromCollection is the collection the player was opened from, or null.
+const fromCollection = new URLSearchParams(location.search).get('collection');
 
 let durationMS = 0; // the API's duration: positions must not exceed it
 let started = false; // the resume point is applied: reports may start
@@ -196,7 +200,8 @@ async function open() {
   try {
     m = await readyMedia();
     setOverlay('');
-    resume = await api('POST', `/v1/playback/${mediaID}`);
+    const from = fromCollection ? `?${new URLSearchParams({ collection: fromCollection })}` : '';
+    resume = await api('POST', `/v1/playback/${mediaID}${from}`);
   } catch (err) {
     unavailable();
     if (err instanceof APIError && err.status === 404) {
@@ -243,5 +248,10 @@ async function open() {
 if (!Number.isSafeInteger(mediaID) || mediaID <= 0) {
   showNotice('This is not a video address.');
 } else if (initSession()) {
+  if (fromCollection) {
+    const back = document.getElementById('back');
+    back.href = courseHref(fromCollection);
+    back.textContent = `← ${fromCollection}`;
+  }
   open();
 }
