@@ -166,6 +166,11 @@ func TestCoursePage_UpNextAndProgressInChromium(t *testing.T) {
 		t.Errorf("lesson 4's playback row has collection %v, want %q", from, course)
 	}
 
+	if empty := events["empty"]; empty.Title != "This course has no lessons." || empty.Totals != "0 of 0 watched · 0:00 left" || empty.Resume != "" {
+		t.Errorf("the page of a course that does not exist shows %q, %q, resume %q; want no lessons, 0 of 0 and no resume button",
+			empty.Title, empty.Totals, empty.Resume)
+	}
+
 	done := events["done"]
 	if len(done.Problems) > 0 || done.Notice != "" {
 		t.Errorf("the pages reported problems %q, notice %q", done.Problems, done.Notice)

@@ -11,7 +11,8 @@
 // Events: home (the continue-watching cards and the "Your courses" rows as the home page shows
 // them), course (the course page reached from the home page: title, totals, resume button,
 // lessons), opened (the player opened from the resume button: its address, and the POST
-// /v1/playback request it sent with the answer's status), done (axe-core's violations on both pages, console errors,
+// /v1/playback request it sent with the answer's status), empty (the page of a course that
+// does not exist), done (axe-core's violations on both pages, console errors,
 // the notice). Any failure: an "error" event, and exit status 1.
 //
 // Timeouts only bound how long a step may wait before the script gives up.
@@ -126,6 +127,12 @@ async function main() {
     await page.click('#resume');
     const response = await opened;
     emit('opened', { url: page.url().slice(BASE.length), request: response.url().slice(BASE.length), status: response.status() });
+
+    // 4. A course that does not exist reads as one without lessons.
+    await page.goto(`${BASE}/course?${new URLSearchParams({ c: 'no such course' })}`);
+    await page.waitForSelector('#finished:not([hidden])', { timeout: STEP_WAIT });
+    emit('empty', { totals: await visibleText(page, '#totals'), resume: await page.$eval('#resume', (a) => (a.hidden ? '' : a.innerText.trim())),
+      title: await visibleText(page, '#finished') });
 
     emit('done', result);
   } finally {

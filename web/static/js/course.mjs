@@ -69,7 +69,9 @@ async function load() {
     resume.dataset.mediaId = String(p.resume.media_id);
   }
   resume.hidden = !p.resume;
-  finished.hidden = Boolean(p.resume) || p.total === 0;
+  // An unknown collection reads as an empty one (the API answers 200 with no items).
+  if (p.total === 0) finished.textContent = 'This course has no lessons.';
+  finished.hidden = Boolean(p.resume);
   lessons.replaceChildren(...p.items.map((it) => lesson(it, p.resume ? p.resume.media_id : 0)));
 }
 
