@@ -117,6 +117,7 @@ var routeTable = []hostileRoute{
 	{method: "GET", pattern: "/readyz", access: public, target: fixed("/readyz")},
 	{method: "GET", pattern: "/openapi.yaml", access: public, target: fixed("/openapi.yaml")},
 	{method: "GET", pattern: "/", access: public, target: fixed("/")},
+	{method: "GET", pattern: "/course", access: public, target: fixed("/course")},
 	{method: "GET", pattern: "/imports", access: public, target: fixed("/imports")},
 	{method: "GET", pattern: "/watch/:mediaID", access: public, target: idTarget("/watch/%s", mineID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/static/*", access: public, hasParam: true, target: func(_ *hostileFixture, p string) string {
