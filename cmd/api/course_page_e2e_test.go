@@ -6,14 +6,10 @@ package main
 // member sees them and checks them with axe-core.
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,14 +89,19 @@ func TestCoursePage_UpNextAndProgressInChromium(t *testing.T) {
 		waitPlaybackRow(t, pool, 1, lessons[r.lesson-1], int(r.fraction*coursePageLessonMS))
 	}
 
-	shots := t.TempDir()
-	if dir := os.Getenv(screenshotsEnv); dir != "" {
-		shots = dir
-		if err := os.MkdirAll(shots, 0o755); err != nil {
-			t.Fatal(err)
+	shots := screenshotsDir(t)
+	script := startBrowserScript(t, root, node, "course.mjs", "PLAYHEAD_URL="+s.HTTPURL, "PLAYHEAD_TOKEN="+token, "PLAYHEAD_SHOTS="+shots)
+	events := map[string]coursePageEvent{}
+	for {
+		var ev coursePageEvent
+		if !script.next(t, &ev) {
+			break
 		}
+		events[ev.Event] = ev
 	}
-	events := runCourseScript(t, node, root, s.HTTPURL, token, shots)
+	if _, err := script.wait(); err != nil || events["error"].Message != "" {
+		t.Fatalf("course.mjs failed (%v): %s", err, events["error"].Message)
+	}
 
 	// The home page: lesson 4 up next, in words, opening the player from the course; lesson 5
 	// in progress; nothing of lessons 1-3.
@@ -227,44 +228,4 @@ func waitPlaybackRow(t *testing.T, pool *pgxpool.Pool, member, media int64, posi
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// runCourseScript runs web/e2e/course.mjs against the server and returns its events by name.
-func runCourseScript(t *testing.T, node, root, baseURL, token, shots string) map[string]coursePageEvent {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), playerTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "web", "e2e", "course.mjs"))
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "PLAYHEAD_URL="+baseURL, "PLAYHEAD_TOKEN="+token, "PLAYHEAD_SHOTS="+shots, "CHROMIUM="+chromiumPath)
-	stderr := &binarytest.Output{}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s web/e2e/course.mjs: %v", node, err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("course.mjs stderr:\n%s", stderr)
-		}
-	})
-	events := map[string]coursePageEvent{}
-	scanner := bufio.NewScanner(stdout)
-	scanner.Buffer(make([]byte, 64*1024), 1<<20)
-	for scanner.Scan() {
-		var ev coursePageEvent
-		if err := json.Unmarshal(scanner.Bytes(), &ev); err != nil {
-			t.Errorf("course.mjs printed a line that is not an event: %q", scanner.Text())
-			continue
-		}
-		events[ev.Event] = ev
-		t.Logf("course.mjs: %s", scanner.Text())
-	}
-	if err := cmd.Wait(); err != nil || events["error"].Message != "" {
-		t.Fatalf("course.mjs failed (%v): %s", err, events["error"].Message)
-	}
-	return events
 }
