@@ -37,7 +37,7 @@ metrics=${LOAD_METRICS_ADDR:-127.0.0.1:29564}
 for run in $(seq "$RUNS"); do
   for which in base branch; do
     binary=bin/playhead; [ "$which" = base ] && binary=bin/playhead-base
-    psql "$DATABASE_URL" -qc "TRUNCATE playback; DELETE FROM import_rows; DELETE FROM imports;
+    psql "$DATABASE_URL" -qc "TRUNCATE playback, playback_last_finished; DELETE FROM import_rows; DELETE FROM imports;
       DELETE FROM media WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.subject_id = media.id)" >/dev/null
     # Each binary reads with its own continue-watching index: main's is (member_id, event_time),
     # this branch's puts finished after member_id (migration 00007).
