@@ -16,6 +16,30 @@ import (
 // Open parses connString, applies maxConns when positive, and returns a pool whose
 // acquisitions are timed into the registered metrics. It does not wait for the database.
 func Open(ctx context.Context, connString string, maxConns int32, reg prometheus.Registerer) (*pgxpool.Pool, error) {
+	cfg, err := parse(connString, maxConns)
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx, cfg, reg)
+}
+
+// OpenGenericPlans is Open for a pool whose sessions plan every prepared statement once, for
+// any parameters (plan_cache_mode = force_generic_plan). It is for statements that cost more
+// to plan than to run: by default PostgreSQL plans a prepared statement afresh for its first
+// five executions on each connection, and again after every invalidation (an ANALYZE of a
+// table it reads), before it settles on the generic plan. A statement whose generic plan is
+// as good as its custom ones (index probes keyed by its parameters, checked by a plan test)
+// loses nothing by skipping them.
+func OpenGenericPlans(ctx context.Context, connString string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := parse(connString, maxConns)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	return open(ctx, cfg, nil)
+}
+
+func parse(connString string, maxConns int32) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
@@ -23,6 +47,10 @@ func Open(ctx context.Context, connString string, maxConns int32, reg prometheus
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	return cfg, nil
+}
+
+func open(ctx context.Context, cfg *pgxpool.Config, reg prometheus.Registerer) (*pgxpool.Pool, error) {
 	tracer := &acquireTracer{wait: prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "playhead", Subsystem: "db_pool", Name: "acquire_duration_seconds",
 		Help:    "Time to acquire a connection from the pool, including waiting for a free one.",

@@ -135,7 +135,7 @@ func (s *Store) List(ctx context.Context, member int64, after *Cursor, limit int
 	if after != nil {
 		afterTime, afterID = &after.EventTime, after.MediaID
 	}
-	rows, err := s.pool.Query(ctx, listSQL, member, afterTime, afterID, limit+1)
+	rows, err := s.lists.Query(ctx, listSQL, member, afterTime, afterID, limit+1)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list playback: %w", err)
 	}

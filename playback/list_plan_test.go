@@ -3,8 +3,10 @@ package playback_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
+	"github.com/playhead/playhead/dbpool"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/playback"
@@ -12,7 +14,8 @@ import (
 
 // TestListSQL_FinishedRowsCostNoWork reads the continue-watching list of members who finished
 // many lessons of one 400-lesson course and checks, with EXPLAIN (ANALYZE, BUFFERS), what the
-// statement touches, never how long it takes. The list reads the newest finished lesson of
+// statement touches, never how long it takes, in its plan for the member (custom) and in the
+// plan for any member (generic) the server's read pool uses. The list reads the newest finished lesson of
 // each course (playback_last_finished), not every finished row: the rows passed through the
 // plan's nodes, and the buffers read, for a member with 200 finished lessons are those for a
 // member with 50, within 4 rows and one buffer per extra finished lesson (the version that
@@ -22,7 +25,7 @@ import (
 // where member 50's uses index probes; the buffers are the same.
 func TestListSQL_FinishedRowsCostNoWork(t *testing.T) {
 	t.Parallel()
-	pool, _ := pgtest.Pool(t)
+	pool, dbURL := pgtest.Pool(t)
 	ctx := context.Background()
 	// One course of 400 lessons (20 chapters of 20); member 50 finished lessons 1-50, member
 	// 200 lessons 1-200, each in order a minute apart, and is half way through the next one.
@@ -52,11 +55,27 @@ func TestListSQL_FinishedRowsCostNoWork(t *testing.T) {
 		ANALYZE`); err != nil {
 		t.Fatal(err)
 	}
-	work := func(member int64) (rows, buffers float64) {
+	// The server reads the list on a pool that plans it once for any member (a generic plan,
+	// dbpool.OpenGenericPlans); a plain pool plans it for the member's id. Both plans must do
+	// no work per finished lesson.
+	generic, err := dbpool.OpenGenericPlans(ctx, dbURL, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(generic.Close)
+	if _, err := generic.Exec(ctx, "PREPARE list_plan(bigint, timestamptz, bigint, int) AS "+playback.ListSQL); err != nil {
+		t.Fatal(err)
+	}
+	work := func(planned string, member int64) (rows, buffers float64) {
 		t.Helper()
 		var raw []byte
-		if err := pool.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+playback.ListSQL,
-			member, nil, int64(0), 21).Scan(&raw); err != nil {
+		var err error
+		if planned == "generic" {
+			err = generic.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE list_plan(%d, NULL, 0, 21)", member)).Scan(&raw)
+		} else {
+			err = pool.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+playback.ListSQL, member, nil, int64(0), 21).Scan(&raw)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		var plan []struct {
@@ -67,17 +86,19 @@ func TestListSQL_FinishedRowsCostNoWork(t *testing.T) {
 		}
 		return plan[0].Plan.rows(), plan[0].Plan.SharedHit + plan[0].Plan.SharedRead
 	}
-	work(50) // warm the catalogue and the pages both members share
-	fewRows, fewBuffers := work(50)
-	manyRows, manyBuffers := work(200)
-	rowsPer, buffersPer := (manyRows-fewRows)/150, (manyBuffers-fewBuffers)/150
-	t.Logf("rows through plan nodes: 50 finished %.0f, 200 finished %.0f, %.1f per extra finished row", fewRows, manyRows, rowsPer)
-	t.Logf("buffers: 50 finished %.0f, 200 finished %.0f, %.1f per extra finished row", fewBuffers, manyBuffers, buffersPer)
-	if rowsPer > 4 {
-		t.Errorf("each finished row passes %.1f rows through the plan, want at most 4: the list reads finished rows", rowsPer)
-	}
-	if buffersPer > 1 {
-		t.Errorf("each finished row costs %.1f buffers, want at most 1: the list reads finished rows", buffersPer)
+	for _, planned := range []string{"custom", "generic"} {
+		work(planned, 50) // warm the catalogue and the pages both members share
+		fewRows, fewBuffers := work(planned, 50)
+		manyRows, manyBuffers := work(planned, 200)
+		rowsPer, buffersPer := (manyRows-fewRows)/150, (manyBuffers-fewBuffers)/150
+		t.Logf("%s plan: rows through plan nodes: 50 finished %.0f, 200 finished %.0f, %.1f per extra finished row", planned, fewRows, manyRows, rowsPer)
+		t.Logf("%s plan: buffers: 50 finished %.0f, 200 finished %.0f, %.1f per extra finished row", planned, fewBuffers, manyBuffers, buffersPer)
+		if rowsPer > 4 {
+			t.Errorf("%s plan: each finished row passes %.1f rows through the plan, want at most 4: the list reads finished rows", planned, rowsPer)
+		}
+		if buffersPer > 1 {
+			t.Errorf("%s plan: each finished row costs %.1f buffers, want at most 1: the list reads finished rows", planned, buffersPer)
+		}
 	}
 
 	// The list itself: lesson 51 (resp. 201) in progress; the up-next after lesson 50 (201) is

@@ -16,13 +16,22 @@ import (
 
 // Store reads and writes playback rows.
 type Store struct {
-	pool       *pgxpool.Pool
+	pool *pgxpool.Pool
+	// lists is the pool List reads on: pool unless ListOn gave another.
+	lists      *pgxpool.Pool
 	completion media.Completion
 }
 
 // NewStore returns a Store on pool that marks media watched by completion.
 func NewStore(pool *pgxpool.Pool, completion media.Completion) *Store {
-	return &Store{pool: pool, completion: completion}
+	return &Store{pool: pool, lists: pool, completion: completion}
+}
+
+// ListOn makes List read on pool (the server's read pool, see dbpool.OpenGenericPlans) and
+// returns s.
+func (s *Store) ListOn(pool *pgxpool.Pool) *Store {
+	s.lists = pool
+	return s
 }
 
 // keepLastFinishedSQL ends the flush statements: for each row the statement wrote (RETURNING

@@ -327,6 +327,13 @@ const defaultAPIPoolConns = 10
 // the second connection lets a flush start while the first one's connection is being reset.
 const flushPoolConns = 2
 
+// readPoolConns is the size of the pool the progress reads use (the continue-watching list, a
+// collection with progress, the started collections). They get their own pool so that they
+// plan their statements once per connection (see dbpool.OpenGenericPlans) and so that a burst
+// of them cannot queue players opening videos in the request pool. Four are enough for reads
+// of about a millisecond each; more would only let more of them compete for the CPU.
+const readPoolConns = 4
+
 // buildAPI builds the public app (playback, media, uploads and admin routes) and lists the
 // media cache, the playback buffer and the rate-limit sweeper. storeOrigin is where the
 // store's presigned URLs point ("" for local storage).
@@ -355,7 +362,12 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	n.add("media cache", mediaCache)
 	listener.Handle(media.ChannelChanged, mediaCache.EvictPayload, mediaCache.Clear)
 
-	playbackStore := playback.NewStore(n.pool, cfg.Completion)
+	readPool, err := dbpool.OpenGenericPlans(ctx, cfg.DatabaseURL, readPoolConns)
+	if err != nil {
+		return nil, err
+	}
+	n.closers = append(n.closers, func() { n.closePool(readPool) })
+	playbackStore := playback.NewStore(n.pool, cfg.Completion).ListOn(readPool)
 	playbackHandler := &playback.Handler{Store: playbackStore, Access: mediaCache, Mode: cfg.WriteMode}
 	// The flusher gets its own connections: under a burst of synchronous requests (players
 	// opening videos) it must not queue for the request pool while the buffer fills up.
@@ -432,7 +444,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	v1 := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
 	playbackHandler.Register(v1)
 	(&media.Handler{Store: mediaStore, Access: mediaCache, Links: links}).Register(v1)
-	(&collection.Handler{Store: collection.NewStore(n.pool), Links: links}).Register(v1)
+	(&collection.Handler{Store: collection.NewStore(readPool), Links: links}).Register(v1)
 	admin := v1.Group("/admin", auth.RequireAdmin)
 	(&media.AdminHandler{Store: mediaStore}).Register(admin)
 	(&jobqueue.AdminHandler{Queue: n.queue}).Register(admin)
