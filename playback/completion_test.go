@@ -104,3 +104,44 @@ func TestCompletion_DatabaseAndGoAgree(t *testing.T) {
 		t.Error("an unknown duration has a completion point")
 	}
 }
+
+// TestStore_StaleFinishFlushedAfterARewatchStillMarksWatched: a member reaches 96 % on one
+// node, then starts over and reports 10 % on another, and the 10 % is flushed first (the
+// first node was slow, or its buffer replayed after a database outage). The position stays
+// 10 % (the event_time guard decides it) but the media is watched, since it was: the same
+// watched mark as when the flushes come in order, whatever the order.
+func TestStore_StaleFinishFlushedAfterARewatchStillMarksWatched(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	for _, finishFirst := range []bool{true, false} {
+		id := b.createMedia(t, map[string]any{"title": "lesson", "duration_ms": 600_000})
+		key := playback.Key{Member: 4, Media: id}
+		finish := playback.Position{PositionMS: 576_000, EventTime: time.Now().UTC().Truncate(time.Microsecond)}
+		rewatch := playback.Position{PositionMS: 60_000, EventTime: finish.EventTime.Add(5 * time.Second)}
+		nodeFinish, nodeRewatch := b.node(t), b.node(t)
+		if _, err := nodeFinish.Offer(key, finish); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nodeRewatch.Offer(key, rewatch); err != nil {
+			t.Fatal(err)
+		}
+		first, second := nodeRewatch, nodeFinish
+		if finishFirst {
+			first, second = nodeFinish, nodeRewatch
+		}
+		for _, node := range []*buffer.Buffer[playback.Key, playback.Position]{first, second} {
+			if err := node.Stop(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, found, err := b.store.Get(context.Background(), key)
+		if err != nil || !found {
+			t.Fatalf("Get = %v, %v", found, err)
+		}
+		if got.PositionMS != rewatch.PositionMS || !got.EventTime.Equal(rewatch.EventTime) ||
+			got.WatchedAt == nil || !got.WatchedAt.Equal(finish.EventTime) {
+			t.Errorf("96%% flushed first = %v: stored %+v watched_at %v, want position %d at %v watched at %v",
+				finishFirst, got.Position, got.WatchedAt, rewatch.PositionMS, rewatch.EventTime, finish.EventTime)
+		}
+	}
+}

@@ -35,8 +35,9 @@ func (s *Store) ListOn(pool *pgxpool.Pool) *Store {
 }
 
 // keepLastFinishedSQL ends the flush statements: for each row the statement wrote (RETURNING
-// gives only the rows the event_time guard let through, so a stale report changes nothing
-// here either) that is finished, it records the row as its member's last finished item of
+// gives only the rows the upsert's WHERE let through, so a stale report changes nothing here
+// unless it brought an earlier watched mark) whose report is finished, it records the report
+// (its own event_time) as its member's last finished item of
 // every collection placing the media, unless a newer one is recorded. The list reads this
 // table, one row per collection the member finished something in, instead of every finished
 // row; it checks there which collection the media follows now (opened from, or used last) and
@@ -45,11 +46,12 @@ func (s *Store) ListOn(pool *pgxpool.Pool) *Store {
 // DO UPDATE uses only excluded.* and the row it updates, as the playback upsert does.
 const keepLastFinishedSQL = `
 INSERT INTO playback_last_finished AS l (member_id, collection, media_id, event_time)
-SELECT DISTINCT ON (w.member_id, r.collection) w.member_id, r.collection, w.media_id, w.event_time
+SELECT DISTINCT ON (w.member_id, r.collection) w.member_id, r.collection, w.media_id, t.event_time
 FROM written w
+JOIN reported t ON t.member_id = w.member_id AND t.media_id = w.media_id
 JOIN import_rows r ON r.media_id = w.media_id
-WHERE w.finished
-ORDER BY w.member_id, r.collection, w.event_time DESC, w.media_id DESC
+WHERE t.finished
+ORDER BY w.member_id, r.collection, t.event_time DESC, w.media_id DESC
 ON CONFLICT (member_id, collection) DO UPDATE
 SET media_id   = excluded.media_id,
     event_time = excluded.event_time
@@ -59,35 +61,43 @@ WHERE l.event_time < excluded.event_time
 // flushSQL writes a whole batch in one round trip. The batch is coalesced (a key twice in one
 // INSERT … ON CONFLICT is a cardinality error) and sorted (row locks in one order on every
 // node). The event_time guard makes a late flush of an older position, from this node or
-// another, a no-op. A newer position un-hides a hidden row: the member is watching again.
-// A position at or past the completion point ($6 ratio, $7 tail) sets watched_at once; a later
-// position before it (a rewatch) keeps the mark. finished follows every position: the list
+// another, change no position. A newer position un-hides a hidden row: the member is watching
+// again. A position at or past the completion point ($6 ratio, $7 tail) sets watched_at; a
+// later position before it (a rewatch) keeps the mark. A late report that is finished still
+// brings its earlier watched_at (and nothing else): a member who finished on one node and
+// started over on another is watched whichever node flushes first (least() skips NULLs). finished follows every position: the list
 // reads rows in progress and finished rows apart by it (playback_continue_idx), and the same
 // statement keeps playback_last_finished (keepLastFinishedSQL). The media row is read in the SELECT (media is
 // a reference table under Citus), and DO UPDATE uses only excluded.* and the row it updates,
 // so the statement stays valid when playback is sharded. The ORDER BY keeps the batch's key
 // order through the join: rows are inserted, and so locked, in that order.
 const flushSQL = `
-WITH written AS (
-INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished)
-SELECT t.member_id, t.media_id, t.position_ms, t.event_time, $5,
-       CASE WHEN t.finished THEN t.event_time END, t.finished
-FROM (
+WITH reported AS (
 	SELECT u.*, coalesce(u.position_ms >= playhead_completion_point(m.duration_ms, $6, $7), false) AS finished
 	FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::timestamptz[]) AS u(member_id, media_id, position_ms, event_time)
 	LEFT JOIN media m ON m.id = u.media_id
-) t
+),
+written AS (
+INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished)
+SELECT t.member_id, t.media_id, t.position_ms, t.event_time, $5,
+       CASE WHEN t.finished THEN t.event_time END, t.finished
+FROM reported t
 ORDER BY t.member_id, t.media_id
-ON CONFLICT (member_id, media_id) DO UPDATE
-SET position_ms = excluded.position_ms,
-    event_time  = excluded.event_time,
-    updated_at  = excluded.updated_at,
-    watched_at  = coalesce(p.watched_at, excluded.watched_at),
-    finished    = excluded.finished,
-    hidden      = false
-WHERE p.event_time < excluded.event_time
-RETURNING p.member_id, p.media_id, p.event_time, p.finished
+` + upsertConflictSQL + `
 )` + keepLastFinishedSQL
+
+// upsertConflictSQL is the conflict clause of both upserts: a newer report replaces the
+// position, a report (newer or not) with an earlier watched mark brings the mark.
+const upsertConflictSQL = `ON CONFLICT (member_id, media_id) DO UPDATE
+SET position_ms = CASE WHEN p.event_time < excluded.event_time THEN excluded.position_ms ELSE p.position_ms END,
+    event_time  = greatest(p.event_time, excluded.event_time),
+    updated_at  = excluded.updated_at,
+    watched_at  = least(p.watched_at, excluded.watched_at),
+    finished    = CASE WHEN p.event_time < excluded.event_time THEN excluded.finished ELSE p.finished END,
+    hidden      = p.hidden AND p.event_time >= excluded.event_time
+WHERE p.event_time < excluded.event_time
+   OR excluded.watched_at < coalesce(p.watched_at, 'infinity')
+RETURNING p.member_id, p.media_id`
 
 // Flush writes a coalesced, sorted batch with one statement. It is the playback buffer's
 // flush function.
@@ -124,21 +134,17 @@ func flushError(rows int, err error) error {
 // upsertOneSQL is the one-row form of flushSQL: the synchronous baseline writes with it, one
 // statement per request, as the seed did before write-behind.
 const upsertOneSQL = `
-WITH written AS (
+WITH reported AS (
+	SELECT $1::bigint AS member_id, m.id AS media_id, $3::int AS position_ms, $4::timestamptz AS event_time,
+	       coalesce($3::int >= playhead_completion_point(m.duration_ms, $6, $7), false) AS finished
+	FROM media m WHERE m.id = $2::bigint
+),
+written AS (
 INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished)
-SELECT $1::bigint, m.id, $3::int, $4::timestamptz, $5::timestamptz,
-       CASE WHEN $3::int >= playhead_completion_point(m.duration_ms, $6, $7) THEN $4::timestamptz END,
-       coalesce($3::int >= playhead_completion_point(m.duration_ms, $6, $7), false)
-FROM media m WHERE m.id = $2::bigint
-ON CONFLICT (member_id, media_id) DO UPDATE
-SET position_ms = excluded.position_ms,
-    event_time  = excluded.event_time,
-    updated_at  = excluded.updated_at,
-    watched_at  = coalesce(p.watched_at, excluded.watched_at),
-    finished    = excluded.finished,
-    hidden      = false
-WHERE p.event_time < excluded.event_time
-RETURNING p.member_id, p.media_id, p.event_time, p.finished
+SELECT t.member_id, t.media_id, t.position_ms, t.event_time, $5::timestamptz,
+       CASE WHEN t.finished THEN t.event_time END, t.finished
+FROM reported t
+` + upsertConflictSQL + `
 )` + keepLastFinishedSQL
 
 // UpsertOne writes one position on the request path (the synchronous baseline).
