@@ -177,8 +177,9 @@ func TestUpNext_FollowsTheCollectionItWasOpenedFrom(t *testing.T) {
 // TestUpNext_StaleFinishedReportListsNothing: the list's up-next comes from the newest
 // finished item the flush recorded per collection, and the event_time guard decides what is
 // recorded. Lesson 1 at 40 % flushed, then an older report of lesson 1 at 96 % (another
-// node's, flushed late): the stale report is not stored, lesson 1 stays in progress and no
-// up-next appears. A newer 96 % report then lists lesson 2 in its place.
+// node's, flushed late): the stale report moves no position (it brings only its watched
+// mark, a finish before a rewatch), lesson 1 stays in progress and no up-next appears. A
+// newer 96 % report then lists lesson 2 in its place.
 func TestUpNext_StaleFinishedReportListsNothing(t *testing.T) {
 	b := setup(t)
 	lessons := b.course(t, "stale", 3)
