@@ -66,7 +66,8 @@ type coursePageEvent struct {
 // home page shows lesson 4 labelled "Up next" (in words), linking to the player from the
 // course, and lists the course under "Your courses"; the course page shows every lesson's state
 // in words, 3 of 5 watched, and resumes at lesson 4; its resume button opens the player, which
-// passes the collection to POST /v1/playback. Neither page has an axe-core violation.
+// passes the collection to POST /v1/playback. Neither page has an axe-core violation. The
+// course's name carries HTML, shown as text everywhere.
 func TestCoursePage_UpNextAndProgressInChromium(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -75,7 +76,10 @@ func TestCoursePage_UpNextAndProgressInChromium(t *testing.T) {
 	node := requireBrowser(t, root)
 	s := binarytest.Start(t, map[string]string{"PLAYHEAD_PUT_RATE": "0", "PLAYHEAD_FLUSH_INTERVAL": "200ms"})
 	pool := s.Pool(t)
-	const course = "파이썬 기초 (Python basics)"
+	// The name (and so every lesson title, "<name> lesson N") carries markup: the pages must show
+	// it as text. A page that parsed it would lose the tags from the text the test reads, and
+	// the onerror would retitle the page.
+	const course = `파이썬 기초 (Python basics) <img src=x onerror="document.title='xss'"><b>&amp;</b>`
 	lessons := seedCourse(t, pool, course, 5)
 	token := binarytest.Token(t, 1, false)
 
