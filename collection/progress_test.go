@@ -203,3 +203,33 @@ func TestUpNext_StaleFinishedReportListsNothing(t *testing.T) {
 		t.Errorf("after a newer 96%% report: list %v, want lesson 2 up next %v", got, want)
 	}
 }
+
+// TestProgress_ResumeIsTheFirstUnfinishedInOrder: lesson 1 watched, lesson 2 not started,
+// lesson 3 half way, lesson 4 watched. Both the collection and GET /v1/me/collections count 2
+// watched (a row in progress is not watched), leave lesson 2 whole and half of lesson 3, and
+// resume at lesson 2 (the first unfinished in order), not at the one in progress.
+func TestProgress_ResumeIsTheFirstUnfinishedInOrder(t *testing.T) {
+	b := setup(t)
+	l := b.course(t, "resume", 4)
+	const member = 9
+	b.watch(t, member, l[0], 1)
+	b.watch(t, member, l[2], 0.5)
+	b.watch(t, member, l[3], 1)
+	check := func(where string, tot collection.Totals, resume *collection.Resume) {
+		t.Helper()
+		if tot.Total != 4 || tot.Watched != 2 || tot.LeftMS != lessonMS+lessonMS/2 {
+			t.Errorf("%s: %d of %d watched, %d ms left; want 2 of 4, %d ms left", where, tot.Watched, tot.Total, tot.LeftMS, lessonMS+lessonMS/2)
+		}
+		if resume == nil || resume.MediaID != l[1] || resume.PositionMS != 0 {
+			t.Errorf("%s: resume %+v, want lesson 2 (%d) at 0", where, resume, l[1])
+		}
+	}
+	p := b.progress(t, member, "resume")
+	check("GET /v1/collections/resume", p.Totals, p.Resume)
+	var mine struct{ Collections []collection.Summary }
+	b.get(t, member, "/v1/me/collections", &mine)
+	if len(mine.Collections) != 1 {
+		t.Fatalf("GET /v1/me/collections: %+v, want the one course", mine.Collections)
+	}
+	check("GET /v1/me/collections", mine.Collections[0].Totals, mine.Collections[0].Resume)
+}
