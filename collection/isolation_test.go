@@ -45,7 +45,10 @@ func TestIsolation_AMemberNeverSeesOrMovesAnothersProgress(t *testing.T) {
 		"?collection=" + url.QueryEscape("레벨1 🎬"),
 		"?collection=%E2%80%AEY",
 		"?collection=" + strings.Repeat("Y", 200),
-		"?collection=" + strings.Repeat("Y", 100_000),
+		// Just under Fiber's 4 KiB read buffer, so the value reaches the handler. A longer URL is
+		// refused with 431 before routing, and the server closes the connection while the client
+		// may still be writing (a reset, not an answer); the hostile suite covers that case.
+		"?collection=" + strings.Repeat("Y", 3_500),
 		"?collection=",
 		"?collection",
 	}
