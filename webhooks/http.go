@@ -7,7 +7,9 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -83,8 +85,8 @@ func (h *AdminHandler) checkURL(ctx context.Context, raw string) error {
 	if len(raw) > maxURLBytes {
 		return apperr.Errorf(apperr.Invalid, "url is longer than %d bytes", maxURLBytes)
 	}
-	if !httpserver.ValidText(raw) {
-		return apperr.Errorf(apperr.Invalid, "url must be UTF-8 text without control characters")
+	if !httpserver.ValidText(raw) || strings.ContainsFunc(raw, unicode.IsSpace) {
+		return apperr.Errorf(apperr.Invalid, "url must be UTF-8 text without spaces or control characters (percent-encode them)")
 	}
 	u, err := url.Parse(raw)
 	switch {
