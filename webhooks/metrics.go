@@ -39,8 +39,10 @@ func NewMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) *Metrics {
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15},
 		}, []string{"outcome"}),
 	}
+	// Every outcome's series exists from the start, at 0: rate() sees the first increase too.
 	for _, o := range []string{outcomeDelivered, outcomeRejected, outcomeUnreachable, outcomeRefused} {
 		m.attempts.WithLabelValues(o)
+		m.duration.WithLabelValues(o)
 	}
 	reg.MustRegister(m.attempts, m.duration, oldestCollector{pool: pool})
 	return m
