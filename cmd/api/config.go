@@ -55,7 +55,7 @@ type Config struct {
 	// ShutdownTimeout is the whole budget of a graceful stop (PLAYHEAD_SHUTDOWN_TIMEOUT). Default 30 s.
 	ShutdownTimeout time.Duration
 	// DBMaxConns caps the request pool (PLAYHEAD_DB_MAX_CONNS). Default 0: 10 on api and all
-	// nodes, encode + ingest concurrency + 2 on workers. The playback flusher has 2 more of its
+	// nodes, encode + ingest + webhook concurrency + 5 on workers. The playback flusher has 2 more of its
 	// own.
 	DBMaxConns int
 	// MaxBodyBytes bounds request bodies read into memory (PLAYHEAD_MAX_BODY_BYTES). Default 64 KiB.
