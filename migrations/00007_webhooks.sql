@@ -12,8 +12,11 @@ CREATE TABLE webhook_endpoints (
 );
 
 -- The relay marks each outbox row once it made its deliveries (in the same transaction), so
--- rows still to relay are a small index.
+-- rows still to relay are a small index. The rows written before this migration are marked
+-- relayed now: no endpoint existed, there is nothing to deliver, and the relay need not walk
+-- the whole history on its first start.
 ALTER TABLE notification_outbox ADD COLUMN relayed_at timestamptz;
+UPDATE notification_outbox SET relayed_at = created_at;
 CREATE INDEX notification_outbox_unrelayed_idx ON notification_outbox (id) WHERE relayed_at IS NULL;
 
 -- One delivery per (event, endpoint). Deliveries to one endpoint about one media item form a
