@@ -3,6 +3,7 @@ package webhooks
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -183,7 +184,7 @@ func advance(ctx context.Context, tx pgx.Tx, c chain, maxAttempts int) error {
 		WHERE endpoint_id = $1 AND media_id = $2 AND status IN ('WAITING', 'QUEUED')
 		ORDER BY outbox_id LIMIT 1`, c.endpoint, c.media).Scan(&head, &status)
 	switch {
-	case err == pgx.ErrNoRows || (err == nil && status != "WAITING"):
+	case errors.Is(err, pgx.ErrNoRows) || (err == nil && status != "WAITING"):
 		return nil
 	case err != nil:
 		return fmt.Errorf("find the head of webhook chain %d/%d: %w", c.endpoint, c.media, err)
