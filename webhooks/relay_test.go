@@ -3,6 +3,8 @@ package webhooks
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -231,21 +233,36 @@ func waitBlocked(t *testing.T, pool *pgxpool.Pool) {
 }
 
 // The sender checks the address it dials, not only the registration: a URL whose host now
-// resolves to loopback is refused at delivery, permanently, without reaching the server.
+// resolves to loopback is refused at delivery, permanently, without reaching the server, in
+// every form that reaches it (0.0.0.0 is this host on Linux; an IPv4-mapped IPv6 address is the
+// IPv4 one). Names and numeric forms that Go does not read as addresses (decimal, octal, hex
+// IPv4) either resolve to loopback and are refused, or do not resolve: never reached.
 func TestSender_RefusesPrivateAddressAtDelivery(t *testing.T) {
 	var hit atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hit.Store(true) }))
 	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
 	s := NewSender(SenderConfig{})
-	req, err := http.NewRequest(http.MethodPost, srv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.send(req)
-	if !errors.Is(err, egress.ErrForbiddenAddress) || !jobqueue.IsPermanent(err) {
-		t.Fatalf("send to loopback = %v, want a permanent ErrForbiddenAddress", err)
-	}
-	if hit.Load() {
-		t.Fatal("the loopback server was reached")
+	for _, tc := range []struct {
+		host      string
+		forbidden bool // a literal address: refused by the policy, not by resolution
+	}{
+		{"127.0.0.1", true}, {"0.0.0.0", true}, {"[::ffff:127.0.0.1]", true}, {"[::1]", true},
+		{"localhost", false}, {"2130706433", false}, {"0177.0.0.1", false}, {"0x7f.0.0.1", false}, {"127.1", false},
+	} {
+		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://%s:%d/hook", tc.host, port), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.send(req)
+		switch {
+		case err == nil:
+			t.Errorf("send to %s = nil, want an error", tc.host)
+		case tc.forbidden && (!errors.Is(err, egress.ErrForbiddenAddress) || !jobqueue.IsPermanent(err)):
+			t.Errorf("send to %s = %v, want a permanent ErrForbiddenAddress", tc.host, err)
+		}
+		if hit.Load() {
+			t.Fatalf("the loopback server was reached through %s", tc.host)
+		}
 	}
 }
