@@ -266,3 +266,83 @@ func TestSender_RefusesPrivateAddressAtDelivery(t *testing.T) {
 		}
 	}
 }
+
+// An endpoint deleted while its deliveries are pending takes them with it: its queued job,
+// when it runs, sends nothing and completes (as does one that goes DEAD), and nothing further
+// of its chain is queued; the other endpoints' chains go on.
+func TestDeletedEndpointStopsItsChain(t *testing.T) {
+	pool, m1, _, all, _ := setup(t)
+	var hit atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hit.Add(1) }))
+	defer srv.Close()
+	store := NewStore(pool)
+	gone, err := store.Create(t.Context(), srv.URL, Events, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outbox(t, pool, m1, media.OutboxFailed)
+	outbox(t, pool, m1, media.OutboxReady)
+	outbox(t, pool, m1, media.OutboxFailed)
+	if _, err := NewRelay(pool, RelayConfig{}).RelayOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sender := NewSender(SenderConfig{Pool: pool, AllowPrivate: true, MaxAttempts: 3})
+	q, err := jobqueue.NewQueue(pool, time.Minute, sender.Kind())
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := q.Claim(t.Context(), KindDeliver, 10, "test")
+	if err != nil || len(claimed) != 3 {
+		t.Fatalf("claimed %d (%v), want the heads of three chains (one per endpoint)", len(claimed), err)
+	}
+	var goneJob, otherJob jobqueue.Job
+	for _, j := range claimed {
+		var endpoint int64
+		if err := pool.QueryRow(t.Context(), `SELECT endpoint_id FROM webhook_deliveries WHERE id = $1`, j.Subject).Scan(&endpoint); err != nil {
+			t.Fatal(err)
+		}
+		switch endpoint {
+		case gone.ID:
+			goneJob = j
+		case all:
+			otherJob = j
+		}
+	}
+	if err := store.Delete(t.Context(), gone.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := sender.run(t.Context(), goneJob)
+	if err != nil {
+		t.Fatalf("run of a deleted endpoint's delivery = %v, want nil (nothing to send)", err)
+	}
+	if res.Commit != nil {
+		t.Fatal("run of a deleted endpoint's delivery has a commit, want none (nothing was delivered)")
+	}
+	// Its job going DEAD (its attempts spent before the deletion) finds no delivery to mark
+	// and no chain to advance, and is no error.
+	if err := q.Dead(t.Context(), goneJob, errors.New("receiver down")); err != nil {
+		t.Fatalf("a deleted endpoint's delivery job going DEAD: %v", err)
+	}
+	if n := hit.Load(); n != 0 {
+		t.Fatalf("the deleted endpoint received %d requests", n)
+	}
+	var left int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1`, gone.ID).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d deliveries of the deleted endpoint left (%v), want 0", left, err)
+	}
+	// The other endpoint's head goes DEAD: its chain goes on.
+	if err := q.Dead(t.Context(), otherJob, errors.New("receiver down")); err != nil {
+		t.Fatal(err)
+	}
+	var pending, orphans int
+	if err := pool.QueryRow(t.Context(), `
+		SELECT count(*) FILTER (WHERE d.id IS NOT NULL AND d.endpoint_id = $2), count(*) FILTER (WHERE d.id IS NULL)
+		FROM jobs j LEFT JOIN webhook_deliveries d ON d.id = j.subject_id
+		WHERE j.kind = $1 AND j.status = 'PENDING'`, KindDeliver, all).Scan(&pending, &orphans); err != nil {
+		t.Fatal(err)
+	}
+	if pending != 1 || orphans != 0 {
+		t.Fatalf("pending delivery jobs: %d of the remaining endpoint (want 1, its chain's next), %d of deleted deliveries (want 0)", pending, orphans)
+	}
+}
