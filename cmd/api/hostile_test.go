@@ -408,6 +408,12 @@ func setupHostile(t *testing.T) *hostileFixture {
 	// machine to its public address.
 	f.webhookID = registerWebhook(t, s, f.adm, "https://8.8.8.8/hook").ID
 	s.MustDo(t, http.StatusNoContent, http.MethodDelete, s.URL("/v1/admin/webhooks/%d", f.webhookID), f.adm, nil)
+	// The deleted endpoint's routes answer 404, which no case below reaches (their ids are
+	// refused first): checked here against the document like every exchange of the client.
+	for _, path := range []string{"/v1/admin/webhooks/%d", "/v1/admin/webhooks/%d/deliveries"} {
+		s.MustDo(t, http.StatusNotFound, http.MethodGet, s.URL(path, f.webhookID), f.adm, nil)
+	}
+	s.MustDo(t, http.StatusNotFound, http.MethodDelete, s.URL("/v1/admin/webhooks/%d", f.webhookID), f.adm, nil)
 	if err := s.Pool(t).QueryRow(t.Context(), `SELECT id FROM jobs ORDER BY id LIMIT 1`).Scan(&f.jobID); err != nil {
 		t.Fatal(err)
 	}
