@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"os"
 	"testing"
+
+	"github.com/playhead/playhead/egress"
 )
 
 // A redirect from an allowed server to a loopback address is refused at the redirect's dial:
@@ -34,7 +36,7 @@ func TestFetcher_RefusesRedirectToLoopback(t *testing.T) {
 	}
 	defer dst.Close()
 	_, err = f.Fetch(context.Background(), outer.URL+"/video.mp4", "", dst)
-	if !errors.Is(err, ErrForbiddenAddress) || !IsPermanent(err) {
+	if !errors.Is(err, egress.ErrForbiddenAddress) || !IsPermanent(err) {
 		t.Fatalf("Fetch through a redirect to loopback = %v, want a permanent ErrForbiddenAddress", err)
 	}
 	if hit {

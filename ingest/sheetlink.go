@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/egress"
 )
 
 // DefaultSheetExport is where a Google Sheets link's spreadsheet ({id}) is downloaded as .xlsx.
@@ -82,7 +83,7 @@ func sheetFetchError(err error) error {
 	switch {
 	case errors.Is(err, errHTMLPage):
 		return apperr.Errorf(apperr.Unprocessable, "the sheet link answered a web page, not a spreadsheet: share the sheet as \"anyone with the link can view\"")
-	case errors.Is(err, ErrForbiddenAddress):
+	case errors.Is(err, egress.ErrForbiddenAddress):
 		return apperr.Errorf(apperr.Unprocessable, "the sheet's download address is not allowed: %v", err)
 	case IsPermanent(err):
 		return apperr.Errorf(apperr.Unprocessable, "fetching the sheet: %v", err)

@@ -14,6 +14,10 @@ import (
 // evicts that id.
 const ChannelChanged = "media_changed"
 
+// ChannelOutbox carries an outbox row's kind whenever one is written; the webhook relay wakes
+// at once instead of at its next poll.
+const ChannelOutbox = "notification_outbox"
+
 // The outbox kinds: what a member is told about their media.
 const (
 	OutboxReady  = "media_ready"
@@ -21,8 +25,8 @@ const (
 )
 
 // Outbox records a notification for member about media in the caller's transaction, so it is
-// sent exactly when the change it announces commits. A relay (outside this service) delivers
-// the rows.
+// sent exactly when the change it announces commits. The webhook relay (package webhooks)
+// delivers the rows; the notification on ChannelOutbox wakes it on commit.
 func Outbox(ctx context.Context, db notify.Execer, member, media int64, kind string, payload map[string]any) error {
 	if payload == nil {
 		payload = map[string]any{}
@@ -32,7 +36,7 @@ func Outbox(ctx context.Context, db notify.Execer, member, media int64, kind str
 	if err != nil {
 		return fmt.Errorf("outbox %s: %w", kind, err)
 	}
-	return nil
+	return notify.Send(ctx, db, ChannelOutbox, kind)
 }
 
 // JobKind returns the queue kind named name whose jobs are about a media item (the job's

@@ -60,7 +60,7 @@ type Config struct {
 	// ShutdownTimeout is the whole budget of a graceful stop (PLAYHEAD_SHUTDOWN_TIMEOUT). Default 30 s.
 	ShutdownTimeout time.Duration
 	// DBMaxConns caps the request pool (PLAYHEAD_DB_MAX_CONNS). Default 0: 10 on api and all
-	// nodes, encode + ingest concurrency + 2 on workers. The playback flusher has 2 more of its
+	// nodes, encode + ingest + webhook concurrency + 5 on workers. The playback flusher has 2 more of its
 	// own.
 	DBMaxConns int
 	// MaxBodyBytes bounds request bodies read into memory (PLAYHEAD_MAX_BODY_BYTES). Default 64 KiB.
@@ -145,6 +145,22 @@ type Config struct {
 	RetentionCompleted, RetentionDead time.Duration
 	// RetentionInterval is how often a node tries to prune (PLAYHEAD_RETENTION_INTERVAL). Default 10 min.
 	RetentionInterval time.Duration
+
+	// WebhookAllowPrivate lets webhook endpoints be on loopback and private addresses, at
+	// registration and at delivery (PLAYHEAD_WEBHOOK_ALLOW_PRIVATE). Default false; tests only.
+	WebhookAllowPrivate bool
+	// WebhookConcurrency is how many webhook deliveries run at once on this node
+	// (PLAYHEAD_WEBHOOK_CONCURRENCY). Default 4.
+	WebhookConcurrency int
+	// WebhookTimeout bounds one delivery attempt, connect to answer (PLAYHEAD_WEBHOOK_TIMEOUT).
+	// Default 15 s.
+	WebhookTimeout time.Duration
+	// WebhookMaxAttempts is each delivery's attempt limit before it is DEAD
+	// (PLAYHEAD_WEBHOOK_MAX_ATTEMPTS). Default 12.
+	WebhookMaxAttempts int
+	// WebhookRetryCap caps the backoff between a delivery's attempts, which starts at
+	// PLAYHEAD_JOB_RETRY_BASE (PLAYHEAD_WEBHOOK_RETRY_CAP). Default 1 h.
+	WebhookRetryCap time.Duration
 
 	// IngestConcurrency is how many imported videos download at once on this node
 	// (PLAYHEAD_INGEST_CONCURRENCY). Default 2: the remote end's limits are unknown.
@@ -318,6 +334,12 @@ func loadConfig(args []string) (Config, error) {
 		RetentionDead:      e.duration("PLAYHEAD_RETENTION_DEAD", 30*24*time.Hour),
 		RetentionInterval:  e.duration("PLAYHEAD_RETENTION_INTERVAL", 10*time.Minute),
 
+		WebhookAllowPrivate: e.bool("PLAYHEAD_WEBHOOK_ALLOW_PRIVATE", false),
+		WebhookConcurrency:  e.int("PLAYHEAD_WEBHOOK_CONCURRENCY", 4),
+		WebhookTimeout:      e.duration("PLAYHEAD_WEBHOOK_TIMEOUT", 15*time.Second),
+		WebhookMaxAttempts:  e.int("PLAYHEAD_WEBHOOK_MAX_ATTEMPTS", 12),
+		WebhookRetryCap:     e.duration("PLAYHEAD_WEBHOOK_RETRY_CAP", time.Hour),
+
 		IngestConcurrency:     e.int("PLAYHEAD_INGEST_CONCURRENCY", 2),
 		IngestAllowPrivate:    e.bool("PLAYHEAD_INGEST_ALLOW_PRIVATE", false),
 		IngestDownloadURL:     e.str("PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE", ingest.DefaultLinks.Download),
@@ -384,6 +406,10 @@ func (c Config) validate(e *env) error {
 	e.check(c.HTTPReadTimeout > 0 && c.HTTPIdleTimeout > 0, "PLAYHEAD_HTTP_READ_TIMEOUT/_IDLE_TIMEOUT: must be positive")
 	e.check(c.PutRate >= 0, "PLAYHEAD_PUT_RATE: must not be negative (0 turns the limit off)")
 	e.check(c.PutBurst >= 1, "PLAYHEAD_PUT_BURST: must be at least 1")
+	e.check(c.WebhookConcurrency >= 1, "PLAYHEAD_WEBHOOK_CONCURRENCY: must be at least 1")
+	e.check(c.WebhookTimeout > 0, "PLAYHEAD_WEBHOOK_TIMEOUT: must be positive")
+	e.check(c.WebhookMaxAttempts >= 1, "PLAYHEAD_WEBHOOK_MAX_ATTEMPTS: must be at least 1")
+	e.check(c.WebhookRetryCap >= c.JobRetryBase, "PLAYHEAD_WEBHOOK_RETRY_CAP: must be at least PLAYHEAD_JOB_RETRY_BASE")
 	e.check(c.IngestConcurrency >= 1, "PLAYHEAD_INGEST_CONCURRENCY: must be at least 1")
 	e.check(strings.Contains(c.IngestDownloadURL, "{id}"), "PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE: must contain {id}")
 	e.check(c.IngestFallbackURL == "" || strings.Contains(c.IngestFallbackURL, "{id}"), "PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE: must contain {id} (or be empty)")

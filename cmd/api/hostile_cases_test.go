@@ -144,6 +144,38 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 	if r.pattern == "/v1/media" || r.pattern == "/v1/admin/imports" {
 		out = append(out, multipartBodyCases(t, r, tok)...)
 	}
+	if r.method == "POST" && r.pattern == "/v1/admin/webhooks" {
+		out = append(out, webhookURLCases(r, tok)...)
+	}
+	return out
+}
+
+// hostileWebhookURLs are webhook URLs the server must not call, or that are not URLs it can
+// call: loopback, private, link-local and metadata addresses in their literal, IPv6-wrapped
+// and named forms, other schemes, credentials, bad ports. Each is refused at registration
+// (400); the sender checks the dialled address again at delivery.
+var hostileWebhookURLs = []string{
+	"http://127.0.0.1/hook", "http://127.1/hook", "http://[::1]/hook", "http://[::ffff:127.0.0.1]/hook", "http://[64:ff9b::7f00:1]/hook",
+	"http://[::127.0.0.1]/hook", "http://[2002:7f00:1::1]/hook", "http://localhost/hook", "http://10.1.2.3/hook", "http://172.16.0.1/hook",
+	"http://192.168.0.1/hook", "http://169.254.169.254/latest/meta-data/", "http://100.64.0.1/hook", "http://0.0.0.0/hook",
+	"http://[fe80::1]/hook", "http://[fd00::1]/hook", "file:///etc/passwd", "gopher://8.8.8.8/x", "javascript:alert(1)", "ftp://8.8.8.8/",
+	"https://user:pass@8.8.8.8/hook", "https://8.8.8.8:99999/hook", "https://8.8.8.8:0/hook", "http:///hook", "8.8.8.8/hook", "",
+	"https://8.8.8.8/" + strings.Repeat("a", 3000), "https://8.8.8.8/a b",
+}
+
+// webhookURLCases are the registrations of hostile webhook URLs (400) and of malformed events.
+func webhookURLCases(r hostileRoute, tok string) []hostileCase {
+	var out []hostileCase
+	add := func(class string, body any, want ...int) {
+		b, _ := json.Marshal(body)
+		out = append(out, hostileCase{class: class, method: r.method, target: r.pattern, header: jsonHeader(tok), body: b, want: want})
+	}
+	for _, u := range hostileWebhookURLs {
+		add(classLink, map[string]any{"url": u, "events": []string{"media.ready"}}, 400)
+	}
+	for _, events := range []any{[]string{}, []string{"media.deleted"}, []string{"media.ready", ""}, "media.ready", []int{1}, map[string]int{}} {
+		add(classBody, map[string]any{"url": "https://8.8.8.8/hook", "events": events}, 400, 422)
+	}
 	return out
 }
 

@@ -39,7 +39,7 @@ const (
 	classBody  = "body" // malformed, mistyped, oversized and truncated bodies
 	classFile  = "file" // hostile files as uploads and imports: playlists, huge frames, bombs
 	classSlow  = "slow" // slow and silent clients, too many uploads at once
-	classLink  = "link" // private-address forms in an imported sheet's links
+	classLink  = "link" // private-address forms in an imported sheet's links and in webhook URLs
 	classCount = 7
 )
 
@@ -73,6 +73,7 @@ type hostileFixture struct {
 	secrets    [][]byte
 	importID   int64
 	jobID      int64
+	webhookID  int64 // a deleted endpoint
 	contract   *contract.Checker
 }
 
@@ -107,9 +108,10 @@ func fixed(path string) func(*hostileFixture, string) string {
 	return func(*hostileFixture, string) string { return path }
 }
 
-func mineID(f *hostileFixture) int64   { return f.mine }
-func importID(f *hostileFixture) int64 { return f.importID }
-func jobID(f *hostileFixture) int64    { return f.jobID }
+func mineID(f *hostileFixture) int64    { return f.mine }
+func importID(f *hostileFixture) int64  { return f.importID }
+func jobID(f *hostileFixture) int64     { return f.jobID }
+func webhookID(f *hostileFixture) int64 { return f.webhookID }
 
 // routeTable is every route of the public app. HEAD routes are their GET's.
 var routeTable = []hostileRoute{
@@ -158,6 +160,13 @@ var routeTable = []hostileRoute{
 	{method: "GET", pattern: "/v1/admin/jobs", access: admin, target: fixed("/v1/admin/jobs"), query: []string{"status", "limit"}},
 	{method: "POST", pattern: "/v1/admin/jobs/:id/retry", access: admin, target: idTarget("/v1/admin/jobs/%s/retry", jobID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/v1/admin/imports/:id", access: admin, target: idTarget("/v1/admin/imports/%s", importID), hasParam: true, idParam: true},
+	{method: "POST", pattern: "/v1/admin/webhooks", access: admin, target: fixed("/v1/admin/webhooks"),
+		jsonBody: map[string]any{"url": "https://8.8.8.8/hook"}, textFields: []string{"url"}},
+	{method: "GET", pattern: "/v1/admin/webhooks", access: admin, target: fixed("/v1/admin/webhooks")},
+	{method: "GET", pattern: "/v1/admin/webhooks/:id", access: admin, target: idTarget("/v1/admin/webhooks/%s", webhookID), hasParam: true, idParam: true},
+	{method: "DELETE", pattern: "/v1/admin/webhooks/:id", access: admin, target: idTarget("/v1/admin/webhooks/%s", webhookID), hasParam: true, idParam: true},
+	{method: "GET", pattern: "/v1/admin/webhooks/:id/deliveries", access: admin, target: idTarget("/v1/admin/webhooks/%s/deliveries", webhookID),
+		hasParam: true, idParam: true, query: []string{"limit"}},
 }
 
 // hostileCase is one request and what it must get.
@@ -397,6 +406,17 @@ func setupHostile(t *testing.T) *hostileFixture {
 	}
 	imp := s.Import(t, f.adm, "seed.csv", "collection,chapter,order,video_url\nc,1,1,http://127.0.0.1:1/x.mp4\n")
 	f.importID = imp.ID
+	// A registration that works, deleted at once: no case needs it to exist (they are refused
+	// before the lookup), and while it existed the suite's events would be sent out of this
+	// machine to its public address.
+	f.webhookID = registerWebhook(t, s, f.adm, "https://8.8.8.8/hook").ID
+	s.MustDo(t, http.StatusNoContent, http.MethodDelete, s.URL("/v1/admin/webhooks/%d", f.webhookID), f.adm, nil)
+	// The deleted endpoint's routes answer 404, which no case below reaches (their ids are
+	// refused first): checked here against the document like every exchange of the client.
+	for _, path := range []string{"/v1/admin/webhooks/%d", "/v1/admin/webhooks/%d/deliveries"} {
+		s.MustDo(t, http.StatusNotFound, http.MethodGet, s.URL(path, f.webhookID), f.adm, nil)
+	}
+	s.MustDo(t, http.StatusNotFound, http.MethodDelete, s.URL("/v1/admin/webhooks/%d", f.webhookID), f.adm, nil)
 	if err := s.Pool(t).QueryRow(t.Context(), `SELECT id FROM jobs ORDER BY id LIMIT 1`).Scan(&f.jobID); err != nil {
 		t.Fatal(err)
 	}

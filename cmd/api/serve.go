@@ -33,6 +33,7 @@ import (
 	"github.com/playhead/playhead/ratelimit"
 	"github.com/playhead/playhead/storage"
 	"github.com/playhead/playhead/web"
+	"github.com/playhead/playhead/webhooks"
 )
 
 func runServe(ctx context.Context, args []string) error {
@@ -155,7 +156,8 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err e
 	listener := notify.NewListener(cfg.DatabaseURL, logger)
 	if cfg.Role == roleAPI {
 		// The admin retry needs every kind's hooks, not their runners.
-		n.queue, err = jobqueue.NewQueue(n.pool, cfg.JobLease, media.JobKind(encodejobs.KindEncode), media.JobKind(ingest.KindIngest))
+		n.queue, err = jobqueue.NewQueue(n.pool, cfg.JobLease, media.JobKind(encodejobs.KindEncode), media.JobKind(ingest.KindIngest),
+			webhooks.JobKind(cfg.WebhookMaxAttempts))
 	} else {
 		err = n.buildWorker(store, listener)
 	}
@@ -305,9 +307,9 @@ func poolConns(cfg Config) int32 {
 		return int32(cfg.DBMaxConns)
 	case cfg.Role == roleWorker:
 		// A connection per running job (heartbeats, finishes), two for the claims, the rescuer
-		// and the pruner, which are short, and two for the orphan sweep (its lock's session and
-		// its queries).
-		return int32(cfg.EncodeConcurrency + cfg.IngestConcurrency + 4)
+		// and the pruner, which are short, two for the orphan sweep (its lock's session and its
+		// queries), and one for the webhook relay.
+		return int32(cfg.EncodeConcurrency + cfg.IngestConcurrency + cfg.WebhookConcurrency + 5)
 	default:
 		// HikariCP's default, which the seed's measurements used; pgx's own default,
 		// max(4, CPUs), queues synchronous requests on a 2-core machine.
@@ -449,6 +451,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	(&media.AdminHandler{Store: mediaStore}).Register(admin)
 	(&jobqueue.AdminHandler{Queue: n.queue}).Register(admin)
 	imports.Register(admin)
+	(&webhooks.AdminHandler{Store: webhooks.NewStore(n.pool), AllowPrivate: cfg.WebhookAllowPrivate}).Register(admin)
 	return app, nil
 }
 
@@ -482,9 +485,10 @@ func (n *node) buildPlaybackBuffer(flushPool *pgxpool.Pool) error {
 	return nil
 }
 
-// buildWorker builds the queue with the encode and ingest kinds and lists one runner per kind
+// buildWorker builds the queue with the encode, ingest and webhook kinds and lists one runner per kind
 // (each with its own concurrency: downloads are limited by the remote end, encodes by this
-// machine's cores), the node's one rescuer and its pruner.
+// machine's cores, deliveries by the receivers), the webhook relay, the node's one rescuer and
+// its pruner.
 func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error {
 	cfg := n.cfg
 	enc, err := encoder.New(encoder.Config{EncodeTimeout: cfg.EncodeTimeout, Preset: cfg.EncodePreset, Limits: cfg.VideoLimits})
@@ -506,7 +510,8 @@ func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error
 		Links:      ingest.Links{Download: cfg.IngestDownloadURL, Fallback: cfg.IngestFallbackURL},
 		EncodeKind: encodejobs.KindEncode, EncodeAttempts: cfg.JobMaxAttempts,
 	}
-	n.queue, err = jobqueue.NewQueue(n.pool, cfg.JobLease, encode.Kind(), importer.Kind())
+	sender := newWebhookSender(cfg, n.pool, n.reg)
+	n.queue, err = jobqueue.NewQueue(n.pool, cfg.JobLease, encode.Kind(), importer.Kind(), sender.Kind())
 	if err != nil {
 		return err
 	}
@@ -515,14 +520,19 @@ func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error
 	for _, k := range []struct {
 		kind        string
 		concurrency int
-	}{{encodejobs.KindEncode, cfg.EncodeConcurrency}, {ingest.KindIngest, cfg.IngestConcurrency}} {
+		retryCap    time.Duration
+	}{
+		{encodejobs.KindEncode, cfg.EncodeConcurrency, cfg.JobRetryCap},
+		{ingest.KindIngest, cfg.IngestConcurrency, cfg.JobRetryCap},
+		{webhooks.KindDeliver, cfg.WebhookConcurrency, cfg.WebhookRetryCap},
+	} {
 		r, err := jobqueue.NewRunner(n.queue, jobqueue.RunnerConfig{
 			Kind:         k.kind,
 			Node:         cfg.NodeID,
 			Concurrency:  k.concurrency,
 			PollInterval: cfg.JobPollInterval,
 			RetryBase:    cfg.JobRetryBase,
-			RetryCap:     cfg.JobRetryCap,
+			RetryCap:     k.retryCap,
 			Logger:       n.logger,
 			Metrics:      metrics,
 		})
@@ -532,6 +542,7 @@ func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error
 		runners[k.kind] = r
 		n.add(k.kind+" runner", r)
 	}
+	n.addWebhookRelay(listener)
 	n.add("job rescuer", jobqueue.NewRescuer(n.queue, jobqueue.RescuerConfig{Interval: 5 * cfg.JobPollInterval, Logger: n.logger, Metrics: metrics}))
 	n.add("job pruner", jobqueue.NewPruner(n.queue, jobqueue.PrunerConfig{
 		CompletedAfter: cfg.RetentionCompleted, DeadAfter: cfg.RetentionDead, Interval: cfg.RetentionInterval, Logger: n.logger,
