@@ -55,6 +55,9 @@ type Config struct {
 	// CacheMaxStale is how long past its TTL a media entry still answers while the database
 	// cannot be read (PLAYHEAD_CACHE_MAX_STALE). Default 10 min.
 	CacheMaxStale time.Duration
+	// CacheLoadTimeout bounds one media lookup in the database (PLAYHEAD_CACHE_LOAD_TIMEOUT):
+	// past it the request answers 503 (or a stale entry). Default 2 s.
+	CacheLoadTimeout time.Duration
 	// CacheMaxItems bounds the media cache (PLAYHEAD_CACHE_MAX_ITEMS). Default 100 000.
 	CacheMaxItems int
 	// ShutdownTimeout is the whole budget of a graceful stop (PLAYHEAD_SHUTDOWN_TIMEOUT). Default 30 s.
@@ -290,6 +293,7 @@ func loadConfig(args []string) (Config, error) {
 		CacheNegativeTTL: e.duration("PLAYHEAD_CACHE_NEGATIVE_TTL", 5*time.Second),
 		CacheMaxItems:    e.int("PLAYHEAD_CACHE_MAX_ITEMS", 100_000),
 		CacheMaxStale:    e.duration("PLAYHEAD_CACHE_MAX_STALE", 10*time.Minute),
+		CacheLoadTimeout: e.duration("PLAYHEAD_CACHE_LOAD_TIMEOUT", 2*time.Second),
 		ShutdownTimeout:  e.duration("PLAYHEAD_SHUTDOWN_TIMEOUT", 30*time.Second),
 		DBMaxConns:       e.int("PLAYHEAD_DB_MAX_CONNS", 0),
 		MaxBodyBytes:     e.int("PLAYHEAD_MAX_BODY_BYTES", 64<<10),
@@ -378,6 +382,7 @@ func (c Config) validate(e *env) error {
 	e.check(c.CacheNegativeTTL > 0, "PLAYHEAD_CACHE_NEGATIVE_TTL: must be positive")
 	e.check(c.CacheMaxItems > 0, "PLAYHEAD_CACHE_MAX_ITEMS: must be positive")
 	e.check(c.CacheMaxStale > 0, "PLAYHEAD_CACHE_MAX_STALE: must be positive")
+	e.check(c.CacheLoadTimeout > 0, "PLAYHEAD_CACHE_LOAD_TIMEOUT: must be positive")
 	e.check(c.ShutdownTimeout > 0, "PLAYHEAD_SHUTDOWN_TIMEOUT: must be positive")
 	e.check(c.DBMaxConns >= 0, "PLAYHEAD_DB_MAX_CONNS: must not be negative")
 	e.check(c.MaxBodyBytes >= playback.MaxBodyBytes, "PLAYHEAD_MAX_BODY_BYTES: must be at least %d", playback.MaxBodyBytes)

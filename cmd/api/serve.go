@@ -355,6 +355,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 		TTL:         cfg.CacheTTL,
 		NegativeTTL: cfg.CacheNegativeTTL,
 		MaxStale:    cfg.CacheMaxStale,
+		LoadTimeout: cfg.CacheLoadTimeout,
 		Load:        mediaStore.LookupAccess,
 		Registerer:  n.reg,
 	})
