@@ -58,12 +58,13 @@ func setup(t *testing.T) *bundle {
 	}
 	app := httpserver.New(httpserver.Config{BodyLimit: 64 << 10})
 	api := app.Group("/v1", verifier.Middleware())
-	(&playback.Handler{Store: b.store, Access: access, Mode: playback.ModeSync}).Register(api)
 	signer, err := media.NewSigner(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	(&collection.Handler{Store: collection.NewStore(pool), Links: &media.Links{Signer: signer, TTL: time.Minute}}).Register(api)
+	links := &media.Links{Signer: signer, TTL: time.Minute}
+	(&playback.Handler{Store: b.store, Access: access, Mode: playback.ModeSync, Links: links}).Register(api)
+	(&collection.Handler{Store: collection.NewStore(pool), Links: links}).Register(api)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -157,7 +157,7 @@ func checkDuration(ms int64) error {
 	return nil
 }
 
-// Handler serves the member's view of media: GET /v1/media/{id}.
+// Handler serves the member's view of media: GET /v1/media/{id} and GET /v1/media?owner=me.
 type Handler struct {
 	Store *Store
 	// Access answers who may see a media id from memory (the media cache), so that requests
@@ -176,6 +176,7 @@ type AccessLookup interface {
 
 // Register adds the member media routes to router, the authenticated /v1 group.
 func (h *Handler) Register(router fiber.Router) {
+	router.Get("/media", h.list)
 	router.Get("/media/:id", h.get)
 }
 

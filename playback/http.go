@@ -2,11 +2,8 @@ package playback
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
-	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -52,6 +49,8 @@ type Handler struct {
 	Limit *ratelimit.Limiter
 	// RateLimited counts reports refused by Limit. Optional.
 	RateLimited prometheus.Counter
+	// Links signs the list items' thumbnail URLs for the member asking.
+	Links *media.Links
 }
 
 // Register adds the playback routes (/playback…) to router, the authenticated /v1 group.
@@ -192,25 +191,21 @@ type listResponse struct {
 }
 
 // MaxListLimit bounds one page of the continue-watching list.
-const MaxListLimit = 100
+const MaxListLimit = httpserver.MaxPageLimit
 
 func (h *Handler) list(c *fiber.Ctx) error {
 	member := auth.From(c).MemberID
-	limit := 20
-	if raw := c.Query("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > MaxListLimit {
-			return apperr.Errorf(apperr.Invalid, "limit must be an integer from 1 to %d", MaxListLimit)
-		}
-		limit = n
+	limit, err := httpserver.QueryLimit(c)
+	if err != nil {
+		return err
+	}
+	page, err := httpserver.QueryCursor(c)
+	if err != nil {
+		return err
 	}
 	var after *Cursor
-	if raw := c.Query("cursor"); raw != "" {
-		cur, err := DecodeCursor(raw)
-		if err != nil {
-			return err
-		}
-		after = &cur
+	if page != nil {
+		after = &Cursor{EventTime: page.Time, MediaID: page.ID}
 	}
 	items, next, err := h.Store.List(c.UserContext(), member, after, limit)
 	if err != nil {
@@ -220,9 +215,20 @@ func (h *Handler) list(c *fiber.Ctx) error {
 	if resp.Items == nil {
 		resp.Items = []Item{}
 	}
+	for i := range resp.Items {
+		it := &resp.Items[i]
+		// Signing is CPU only: the list stays one statement, and the page one request.
+		if it.Status == media.StatusReady && it.thumbnailKey != "" {
+			if it.ThumbnailURL, err = h.Links.File(c.UserContext(), member, it.thumbnailKey, 0); err != nil {
+				return err
+			}
+		}
+	}
 	if next != nil {
 		resp.NextCursor = EncodeCursor(*next)
 	}
+	// The answer holds links made for this member that expire: no cache may keep it.
+	c.Set(fiber.HeaderCacheControl, "private, no-store")
 	return c.JSON(resp)
 }
 
@@ -255,26 +261,16 @@ func (h *Handler) newest(key Key, stored Position) Position {
 	return stored
 }
 
-// EncodeCursor makes an opaque page cursor.
+// EncodeCursor makes an opaque page cursor (httpserver.EncodeCursor's form).
 func EncodeCursor(c Cursor) string {
-	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d.%d", c.EventTime.UnixMicro(), c.MediaID))
+	return httpserver.EncodeCursor(httpserver.PageCursor{Time: c.EventTime, ID: c.MediaID})
 }
 
 // DecodeCursor reads a cursor made by EncodeCursor.
 func DecodeCursor(s string) (Cursor, error) {
-	bad := apperr.Errorf(apperr.Invalid, "cursor is not one this server issued")
-	raw, err := base64.RawURLEncoding.DecodeString(s)
+	c, err := httpserver.DecodeCursor(s)
 	if err != nil {
-		return Cursor{}, bad
+		return Cursor{}, err
 	}
-	micros, id, ok := strings.Cut(string(raw), ".")
-	if !ok {
-		return Cursor{}, bad
-	}
-	us, err1 := strconv.ParseInt(micros, 10, 64)
-	mediaID, err2 := strconv.ParseInt(id, 10, 64)
-	if err1 != nil || err2 != nil || mediaID <= 0 {
-		return Cursor{}, bad
-	}
-	return Cursor{EventTime: time.UnixMicro(us).UTC(), MediaID: mediaID}, nil
+	return Cursor{EventTime: c.Time, MediaID: c.ID}, nil
 }

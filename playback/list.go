@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/playhead/playhead/media"
 )
 
 // Item is one entry of the continue-watching list: a media in progress, or the next media of
@@ -20,6 +22,13 @@ type Item struct {
 	WatchedAt *time.Time `json:"watched_at,omitempty"`
 	// UpNext is set when this item stands in for a finished media of a collection.
 	UpNext *UpNext `json:"up_next,omitempty"`
+	// Status is the media's status (the list shows READY media only).
+	Status media.Status `json:"status"`
+	// ThumbnailURL is the media's thumbnail signed for the member (the handler signs
+	// thumbnailKey); empty when it has none.
+	ThumbnailURL string `json:"thumbnail_url,omitempty"`
+
+	thumbnailKey string
 
 	// from is the playback row this item comes from: the finished media for an up-next item.
 	// Pages are ordered, and their cursor made, by it.
@@ -63,6 +72,9 @@ type Cursor struct {
 // up-next item. The newest finished row of a collection is chosen by the flush, before the
 // cursor applies, so a later page never shows a second up-next for a collection.
 //
+// Each row carries the thumbnail key and status of the media it shows (the next media for an
+// up-next item), read from the media row the statement joins anyway.
+//
 // Every join to playback is on the calling member ($1), the rule that keeps it valid under
 // Citus with playback sharded by member.
 const listSQL = `
@@ -92,7 +104,8 @@ WITH finished AS (
 ),
 up_next AS (
 	SELECT fs.media_id, fs.event_time, fs.title, 0 AS position_ms, fs.duration_ms, NULL::timestamptz AS watched_at,
-	       nx.media_id AS next_id, nm.title AS next_title, coalesce(nm.duration_ms, 0) AS next_duration_ms, fs.collection
+	       nx.media_id AS next_id, nm.title AS next_title, coalesce(nm.duration_ms, 0) AS next_duration_ms, fs.collection,
+	       coalesce(nm.thumbnail_key, '') AS thumbnail_key, nm.status
 	FROM finished fs
 	CROSS JOIN LATERAL (
 		SELECT r.media_id
@@ -113,7 +126,8 @@ up_next AS (
 ),
 in_progress AS (
 	SELECT p.media_id, p.event_time, m.title, p.position_ms, coalesce(m.duration_ms, 0) AS duration_ms, p.watched_at,
-	       NULL::bigint AS next_id, NULL::text AS next_title, NULL::bigint AS next_duration_ms, NULL::text AS collection
+	       NULL::bigint AS next_id, NULL::text AS next_title, NULL::bigint AS next_duration_ms, NULL::text AS collection,
+	       coalesce(m.thumbnail_key, '') AS thumbnail_key, m.status
 	FROM playback p
 	JOIN media m ON m.id = p.media_id
 	WHERE p.member_id = $1 AND NOT p.finished AND NOT p.hidden
@@ -122,7 +136,8 @@ in_progress AS (
 	ORDER BY p.event_time DESC, p.media_id DESC
 	LIMIT $4
 )
-SELECT media_id, event_time, title, position_ms, duration_ms, watched_at, next_id, next_title, next_duration_ms, collection
+SELECT media_id, event_time, title, position_ms, duration_ms, watched_at, next_id, next_title, next_duration_ms, collection,
+       thumbnail_key, status
 FROM (SELECT * FROM in_progress UNION ALL SELECT * FROM up_next) l
 ORDER BY event_time DESC, media_id DESC
 LIMIT $4`
@@ -144,7 +159,7 @@ func (s *Store) List(ctx context.Context, member int64, after *Cursor, limit int
 		var nextID, nextDuration *int64
 		var nextTitle, collection *string
 		if err := row.Scan(&it.MediaID, &it.EventTime, &it.Title, &it.PositionMS, &it.DurationMS, &it.WatchedAt,
-			&nextID, &nextTitle, &nextDuration, &collection); err != nil {
+			&nextID, &nextTitle, &nextDuration, &collection, &it.thumbnailKey, &it.Status); err != nil {
 			return it, err
 		}
 		it.from = Cursor{EventTime: it.EventTime, MediaID: it.MediaID}

@@ -39,6 +39,7 @@ type bundle struct {
 	reg     *prometheus.Registry
 	baseURL string
 	admin   string // an admin token (member 1)
+	links   *media.Links
 }
 
 type options struct {
@@ -82,7 +83,12 @@ func setup(t *testing.T, opts options) *bundle {
 	}
 	app := httpserver.New(httpserver.Config{BodyLimit: 64 << 10, Metrics: httpserver.NewMetrics(b.reg)})
 	api := app.Group("/v1", verifier.Middleware())
-	(&playback.Handler{Store: b.store, Access: b.cache, Buffer: b.buf, Mode: playback.ModeWriteBehind, Limit: opts.limit}).Register(api)
+	signer, err := media.NewSigner(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.links = &media.Links{Signer: signer, TTL: time.Hour}
+	(&playback.Handler{Store: b.store, Access: b.cache, Buffer: b.buf, Mode: playback.ModeWriteBehind, Limit: opts.limit, Links: b.links}).Register(api)
 	(&media.AdminHandler{Store: b.media}).Register(api.Group("/admin", auth.RequireAdmin))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

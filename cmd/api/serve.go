@@ -371,7 +371,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	}
 	n.closers = append(n.closers, func() { n.closePool(readPool) })
 	playbackStore := playback.NewStore(n.pool, cfg.Completion).ListOn(readPool)
-	playbackHandler := &playback.Handler{Store: playbackStore, Access: mediaCache, Mode: cfg.WriteMode}
+	playbackHandler := &playback.Handler{Store: playbackStore, Access: mediaCache, Mode: cfg.WriteMode, Links: links}
 	// The flusher gets its own connections: under a burst of synchronous requests (players
 	// opening videos) it must not queue for the request pool while the buffer fills up.
 	flushPool, err := dbpool.Open(ctx, cfg.DatabaseURL, flushPoolConns, nil)
