@@ -170,6 +170,8 @@ type listItem struct {
 	MediaID    int64      `json:"media_id"`
 	PositionMS int32      `json:"position_ms"`
 	WatchedAt  *time.Time `json:"watched_at"`
+	Status     string     `json:"status"`
+	Thumbnail  string     `json:"thumbnail_url"`
 	UpNext     *struct {
 		Collection   string `json:"collection"`
 		AfterMediaID int64  `json:"after_media_id"`

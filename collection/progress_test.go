@@ -2,7 +2,9 @@ package collection_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/collection"
+	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/playback"
 )
 
@@ -232,4 +235,23 @@ func TestProgress_ResumeIsTheFirstUnfinishedInOrder(t *testing.T) {
 		t.Fatalf("GET /v1/me/collections: %+v, want the one course", mine.Collections)
 	}
 	check("GET /v1/me/collections", mine.Collections[0].Totals, mine.Collections[0].Resume)
+}
+
+// TestUpNext_CarriesTheNextLessonsThumbnail: an up-next item shows the next lesson, so its
+// thumbnail_url and status are that lesson's, not those of the finished one it stands in for.
+func TestUpNext_CarriesTheNextLessonsThumbnail(t *testing.T) {
+	b := setup(t)
+	l := b.course(t, "썸네일", 3)
+	if _, err := b.pool.Exec(context.Background(), `UPDATE media SET thumbnail_key = 'thumbs/' || id || '.jpg'`); err != nil {
+		t.Fatal(err)
+	}
+	b.watch(t, 7, l[0], 1)
+	got := b.continueWatching(t, 7, 20)
+	if len(got) != 1 || got[0].MediaID != l[1] || got[0].UpNext == nil {
+		t.Fatalf("continue watching %+v, want lesson 2 (%d) up next", got, l[1])
+	}
+	want := media.ObjectPath(fmt.Sprintf("thumbs/%d.jpg", l[1]))
+	if u, err := url.Parse(got[0].Thumbnail); err != nil || u.Path != want || got[0].Status != string(media.StatusReady) {
+		t.Errorf("up-next item: thumbnail_url %q, status %q; want a link to %s, READY", got[0].Thumbnail, got[0].Status, want)
+	}
 }

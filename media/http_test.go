@@ -37,7 +37,9 @@ func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryE
 // counted.
 type mediaAPI struct {
 	addr    string
+	pool    *pgxpool.Pool
 	store   *media.Store
+	links   *media.Links
 	queries *queryCounter
 }
 
@@ -70,7 +72,7 @@ func setupMediaAPI(t *testing.T) *mediaAPI {
 	links := &media.Links{Signer: must(media.NewSigner([]byte(secret)))(t), TTL: time.Minute}
 	(&media.Handler{Store: store, Access: c, Links: links}).Register(api)
 	(&media.AdminHandler{Store: store}).Register(api.Group("/admin", auth.RequireAdmin))
-	return &mediaAPI{addr: serveApp(t, app), store: store, queries: counter}
+	return &mediaAPI{addr: serveApp(t, app), pool: pool, store: store, links: links, queries: counter}
 }
 
 func (a *mediaAPI) get(t *testing.T, token string, id int64) int {
