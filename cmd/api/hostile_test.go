@@ -136,6 +136,7 @@ var routeTable = []hostileRoute{
 		return "/objects/hls/" + p + "?" + query
 	}, query: []string{"member", "expires", "sig"}},
 	{method: "POST", pattern: "/v1/media", access: member, target: fixed("/v1/media")},
+	{method: "GET", pattern: "/v1/media", access: member, target: fixed("/v1/media?owner=me"), query: []string{"owner", "cursor", "limit"}},
 	{method: "POST", pattern: "/v1/admin/imports", access: admin, target: fixed("/v1/admin/imports")},
 	{method: "GET", pattern: "/v1/playback/", access: member, target: fixed("/v1/playback/"), query: []string{"cursor", "limit"}},
 	{method: "GET", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true},

@@ -62,6 +62,9 @@ type playerEvent struct {
 	Title    string  `json:"title"`
 	Progress float64 `json:"progress"`
 	Facts    string  `json:"facts"`
+	// MediaGets counts the home page's GET /v1/media/{id}; PlaybackGets its GET /v1/playback.
+	MediaGets    int `json:"mediaGets"`
+	PlaybackGets int `json:"playbackGets"`
 	// done
 	Browser        string `json:"browser"`
 	TokenLeftInURL bool   `json:"tokenLeftInURL"`
@@ -267,6 +270,10 @@ func testPlayer(t *testing.T, root, node, storage string) {
 	if home.Items != 1 || home.Title != "Test pattern, 30 s" || math.Abs(home.Progress-wantProgress) > 0.005 {
 		t.Errorf("home page: %d item(s), %q at progress %.4f (%s); want the one item, \"Test pattern, 30 s\", at %d/%d = %.4f",
 			home.Items, home.Title, home.Progress, home.Facts, closed.StoredMS, mv.DurationMS, wantProgress)
+	}
+	if home.MediaGets != 0 || home.PlaybackGets != 1 {
+		t.Errorf("home page: %d GET /v1/playback and %d GET /v1/media/{id}; want one list request and none per item (the items carry their thumbnails)",
+			home.PlaybackGets, home.MediaGets)
 	}
 	if done.Second.PlayedMS < 3000 {
 		t.Errorf("after reopening it played %d ms, want at least 3 s", done.Second.PlayedMS)

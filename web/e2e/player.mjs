@@ -196,6 +196,12 @@ async function main() {
     // 3. The home page lists it with its progress.
     page = await context.newPage();
     watchPage(page, problems);
+    // The list's items carry their thumbnails: the page asks for no media item by id.
+    const apiGets = [];
+    page.on('request', (req) => {
+      const u = new URL(req.url());
+      if (req.method() === 'GET' && u.pathname.startsWith('/v1/')) apiGets.push(u.pathname);
+    });
     await page.goto(`${BASE}/#token=${encodeURIComponent(TOKEN)}`);
     const card = `.item[data-media-id="${mediaID}"]`;
     await page.waitForSelector(`${card} img`);
@@ -214,6 +220,8 @@ async function main() {
         thumbnailWidth: li.querySelector('img').naturalWidth,
       };
     }, card);
+    result.home.mediaGets = apiGets.filter((p) => /^\/v1\/media\/\d+$/.test(p)).length;
+    result.home.playbackGets = apiGets.filter((p) => p === '/v1/playback').length;
     await failIfBroken(page, 'home page');
     await page.setViewportSize({ width: 1280, height: 640 }); // one item: less empty space
     await page.screenshot({ path: join(SHOTS, 'player-home.png') });

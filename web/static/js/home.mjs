@@ -1,5 +1,5 @@
-// The home page: the member's continue-watching list (GET /v1/playback, a thumbnail per item
-// from GET /v1/media/{id}, hide with DELETE; an up-next item, standing in for a finished lesson,
+// The home page: the member's continue-watching list (GET /v1/playback, whose items carry
+// their signed thumbnail URLs, hide with DELETE; an up-next item, standing in for a finished lesson,
 // is labelled "Up next" and opens the player from its collection), the courses the member has
 // started (GET /v1/me/collections, each linking to its course page) and the upload form (POST
 // /v1/media with a progress bar, then the media's status until READY).
@@ -30,11 +30,8 @@ async function loadPage() {
   } finally {
     more.disabled = false;
   }
-  // Items carry no thumbnail: one GET /v1/media per item, in parallel.
-  const details = await Promise.allSettled(page.items.map((it) => api('GET', `/v1/media/${it.media_id}`)));
-  const broken = details.find((d) => d.status === 'rejected' && !(d.reason instanceof APIError && d.reason.status === 404));
-  if (broken) fail(broken.reason, 'Could not load a video\'s details');
-  page.items.forEach((it, i) => list.append(card(it, details[i].status === 'fulfilled' ? details[i].value : null)));
+  // One request per page: the items carry their thumbnail URLs.
+  for (const it of page.items) list.append(card(it));
   shown += page.items.length;
   cursor = page.next_cursor || '';
   more.hidden = !cursor;
@@ -46,15 +43,15 @@ function updateCount() {
   count.textContent = shown === 0 ? '' : `${shown}${cursor ? '+' : ''} ${shown === 1 ? 'video' : 'videos'}`;
 }
 
-function card(item, media) {
+function card(item) {
   const next = item.up_next || null;
   const href = watchHref(item.media_id, next && next.collection);
-  const duration = item.duration_ms || (media && media.duration_ms) || 0;
+  const duration = item.duration_ms || 0;
   const fraction = duration > 0 ? Math.min(1, item.position_ms / duration) : 0;
   const fill = el('span');
   fill.style.width = `${(fraction * 100).toFixed(2)}%`;
-  const thumb = media && media.thumbnail_url
-    ? el('img', { src: media.thumbnail_url, alt: '', loading: 'lazy', decoding: 'async' })
+  const thumb = item.thumbnail_url
+    ? el('img', { src: item.thumbnail_url, alt: '', loading: 'lazy', decoding: 'async' })
     : el('span', { class: 'placeholder', 'aria-hidden': 'true' }, '▶');
   const left = duration - item.position_ms;
   const facts = [
