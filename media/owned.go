@@ -28,21 +28,27 @@ type Owned struct {
 	thumbnailKey string
 }
 
+const ownedColumns = `SELECT id, title, status, visibility, created_at, coalesce(duration_ms, 0), coalesce(thumbnail_key, '')
+	FROM media
+	WHERE owner_id = $1`
+
+const (
+	ownedFirstPageSQL = ownedColumns + ` ORDER BY created_at DESC, id DESC LIMIT $2`
+	ownedNextPageSQL  = ownedColumns + ` AND (created_at, id) < ($3, $4) ORDER BY created_at DESC, id DESC LIMIT $2`
+)
+
 // ListOwned returns up to limit of owner's media created before after (nil: from the newest),
 // newest first, and the cursor of the next page (nil on the last page). It reads
 // media_owner_created_idx.
 func (s *Store) ListOwned(ctx context.Context, owner int64, after *httpserver.PageCursor, limit int) ([]Owned, *httpserver.PageCursor, error) {
-	var afterTime *time.Time
-	var afterID int64
+	// Two statements rather than "$2 IS NULL OR (created_at, id) < ($2, $3)": with the OR the
+	// planner cannot make the row comparison an index condition, and a later page would read
+	// (and filter out) every row of the pages before it.
+	query, args := ownedFirstPageSQL, []any{owner, limit + 1}
 	if after != nil {
-		afterTime, afterID = &after.Time, after.ID
+		query, args = ownedNextPageSQL, []any{owner, limit + 1, after.Time, after.ID}
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT id, title, status, visibility, created_at, coalesce(duration_ms, 0), coalesce(thumbnail_key, '')
-		FROM media
-		WHERE owner_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
-		ORDER BY created_at DESC, id DESC
-		LIMIT $4`, owner, afterTime, afterID, limit+1)
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list owned media: %w", err)
 	}
