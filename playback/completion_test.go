@@ -22,26 +22,7 @@ func TestStore_OutOfOrderFlushesLeaveTheMediaWatched(t *testing.T) {
 		key := playback.Key{Member: 3, Media: id}
 		older := playback.Position{PositionMS: 240_000, EventTime: time.Now().UTC().Truncate(time.Microsecond)}
 		newer := playback.Position{PositionMS: 576_000, EventTime: older.EventTime.Add(5 * time.Second)}
-		nodeOld, nodeNew := b.node(t), b.node(t)
-		if _, err := nodeOld.Offer(key, older); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := nodeNew.Offer(key, newer); err != nil {
-			t.Fatal(err)
-		}
-		first, second := nodeOld, nodeNew
-		if newerFirst {
-			first, second = nodeNew, nodeOld
-		}
-		for _, node := range []*buffer.Buffer[playback.Key, playback.Position]{first, second} {
-			if err := node.Stop(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got, found, err := b.store.Get(context.Background(), key)
-		if err != nil || !found {
-			t.Fatalf("Get = %v, %v", found, err)
-		}
+		got := b.flushFromTwoNodes(t, key, older, newer, !newerFirst)
 		if got.PositionMS != newer.PositionMS || got.WatchedAt == nil || !got.WatchedAt.Equal(newer.EventTime) {
 			t.Errorf("96%% flushed first = %v: stored %+v watched_at %v, want position %d watched at %v",
 				newerFirst, got.Position, got.WatchedAt, newer.PositionMS, newer.EventTime)
@@ -118,30 +99,38 @@ func TestStore_StaleFinishFlushedAfterARewatchStillMarksWatched(t *testing.T) {
 		key := playback.Key{Member: 4, Media: id}
 		finish := playback.Position{PositionMS: 576_000, EventTime: time.Now().UTC().Truncate(time.Microsecond)}
 		rewatch := playback.Position{PositionMS: 60_000, EventTime: finish.EventTime.Add(5 * time.Second)}
-		nodeFinish, nodeRewatch := b.node(t), b.node(t)
-		if _, err := nodeFinish.Offer(key, finish); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := nodeRewatch.Offer(key, rewatch); err != nil {
-			t.Fatal(err)
-		}
-		first, second := nodeRewatch, nodeFinish
-		if finishFirst {
-			first, second = nodeFinish, nodeRewatch
-		}
-		for _, node := range []*buffer.Buffer[playback.Key, playback.Position]{first, second} {
-			if err := node.Stop(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got, found, err := b.store.Get(context.Background(), key)
-		if err != nil || !found {
-			t.Fatalf("Get = %v, %v", found, err)
-		}
+		got := b.flushFromTwoNodes(t, key, finish, rewatch, finishFirst)
 		if got.PositionMS != rewatch.PositionMS || !got.EventTime.Equal(rewatch.EventTime) ||
 			got.WatchedAt == nil || !got.WatchedAt.Equal(finish.EventTime) {
 			t.Errorf("96%% flushed first = %v: stored %+v watched_at %v, want position %d at %v watched at %v",
 				finishFirst, got.Position, got.WatchedAt, rewatch.PositionMS, rewatch.EventTime, finish.EventTime)
 		}
 	}
+}
+
+// flushFromTwoNodes offers x and y for key to two buffers (two nodes), stops them, so that
+// they flush, x's first when xFirst, else y's first, and returns the stored position.
+func (b *bundle) flushFromTwoNodes(t *testing.T, key playback.Key, x, y playback.Position, xFirst bool) playback.Stored {
+	t.Helper()
+	nodeX, nodeY := b.node(t), b.node(t)
+	if _, err := nodeX.Offer(key, x); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodeY.Offer(key, y); err != nil {
+		t.Fatal(err)
+	}
+	first, second := nodeY, nodeX
+	if xFirst {
+		first, second = nodeX, nodeY
+	}
+	for _, node := range []*buffer.Buffer[playback.Key, playback.Position]{first, second} {
+		if err := node.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, found, err := b.store.Get(context.Background(), key)
+	if err != nil || !found {
+		t.Fatalf("Get = %v, %v", found, err)
+	}
+	return got
 }
