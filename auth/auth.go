@@ -25,6 +25,9 @@ const RoleAdmin = "admin"
 type Identity struct {
 	MemberID int64
 	Admin    bool
+	// Expires is the token's exp: a long-lived response (the event stream) ends there, so a
+	// connection cannot outlive the token that opened it.
+	Expires time.Time
 }
 
 // Claims is the token body.
@@ -106,7 +109,8 @@ func (v *Verifier) verifyWithExpiry(token string) (Identity, time.Time, error) {
 	if err != nil || member <= 0 {
 		return Identity{}, time.Time{}, apperr.Errorf(apperr.Unauthenticated, "token subject is not a member id")
 	}
-	return Identity{MemberID: member, Admin: claims.Role == RoleAdmin}, claims.ExpiresAt.Time, nil
+	exp := claims.ExpiresAt.Time
+	return Identity{MemberID: member, Admin: claims.Role == RoleAdmin, Expires: exp}, exp, nil
 }
 
 // Mint signs a token for member that expires after ttl.

@@ -3,6 +3,7 @@ package media
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,8 +15,9 @@ import (
 // evicts that id.
 const ChannelChanged = "media_changed"
 
-// ChannelOutbox carries an outbox row's kind whenever one is written; the webhook relay wakes
-// at once instead of at its next poll.
+// ChannelOutbox carries the member id of an outbox row whenever one is written: the webhook
+// relay wakes at once instead of at its next poll, and each node's event streams of that member
+// read the new rows.
 const ChannelOutbox = "notification_outbox"
 
 // The outbox kinds: what a member is told about their media.
@@ -36,7 +38,7 @@ func Outbox(ctx context.Context, db notify.Execer, member, media int64, kind str
 	if err != nil {
 		return fmt.Errorf("outbox %s: %w", kind, err)
 	}
-	return notify.Send(ctx, db, ChannelOutbox, kind)
+	return notify.Send(ctx, db, ChannelOutbox, strconv.FormatInt(member, 10))
 }
 
 // JobKind returns the queue kind named name whose jobs are about a media item (the job's

@@ -34,13 +34,14 @@ func Send(ctx context.Context, db Execer, channel, payload string) error {
 // Listener holds one dedicated connection that LISTENs on every channel with a handler.
 // Register handlers with Handle before Start.
 type Listener struct {
-	inner pgxlisten.Listener
-	loop  lifecycle.Loop
+	inner    pgxlisten.Listener
+	handlers map[string]handlers
+	loop     lifecycle.Loop
 }
 
 // NewListener returns a Listener that connects with connString.
 func NewListener(connString string, logger *slog.Logger) *Listener {
-	l := &Listener{}
+	l := &Listener{handlers: make(map[string]handlers)}
 	l.inner.Connect = func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, connString) }
 	l.inner.LogError = func(ctx context.Context, err error) {
 		if ctx.Err() == nil { // a cancelled Run is a normal stop, not a failure
@@ -54,13 +55,18 @@ func NewListener(connString string, logger *slog.Logger) *Listener {
 // Handle, called before Start, makes the listener call onPayload for each notification on
 // channel, and onConnect every time the listening connection is (re)established, before any
 // notification: notifications sent while the connection was down are lost, so onConnect must
-// resynchronise (a cache clears itself). onConnect may be nil.
+// resynchronise (a cache clears itself). onConnect may be nil. A channel may have several
+// handlers (the webhook relay and the event streams both follow the outbox); each is called in
+// the order it was added.
 func (l *Listener) Handle(channel string, onPayload func(payload string), onConnect func()) {
-	l.inner.Handle(channel, handler{onPayload: onPayload, onConnect: onConnect})
+	l.handlers[channel] = append(l.handlers[channel], handler{onPayload: onPayload, onConnect: onConnect})
 }
 
 // Start connects in the background and listens until Stop, reconnecting after failures.
 func (l *Listener) Start(ctx context.Context) error {
+	for channel, hs := range l.handlers {
+		l.inner.Handle(channel, hs)
+	}
 	return l.loop.Start(ctx, func(ctx context.Context) { _ = l.inner.Listen(ctx) }) // returns only when stopped
 }
 
@@ -72,14 +78,21 @@ type handler struct {
 	onConnect func()
 }
 
-func (h handler) HandleNotification(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
-	h.onPayload(n.Payload)
+// handlers are one channel's handlers, called in turn.
+type handlers []handler
+
+func (hs handlers) HandleNotification(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+	for _, h := range hs {
+		h.onPayload(n.Payload)
+	}
 	return nil
 }
 
-func (h handler) HandleBacklog(context.Context, string, *pgx.Conn) error {
-	if h.onConnect != nil {
-		h.onConnect()
+func (hs handlers) HandleBacklog(context.Context, string, *pgx.Conn) error {
+	for _, h := range hs {
+		if h.onConnect != nil {
+			h.onConnect()
+		}
 	}
 	return nil
 }

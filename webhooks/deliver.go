@@ -148,54 +148,27 @@ type message struct {
 	body []byte
 }
 
-// payload is the body of every webhook: Standard Webhooks' recommended shape.
-type payload struct {
-	Type      string    `json:"type"`
-	Timestamp time.Time `json:"timestamp"`
-	Data      eventData `json:"data"`
-}
-
-// eventData is what an event says about its media item.
-type eventData struct {
-	EventID int64  `json:"event_id"`
-	MediaID int64  `json:"media_id"`
-	OwnerID int64  `json:"owner_id"`
-	Status  string `json:"status"`
-	// Reason is the failure reason the owner sees (media.failed only).
-	Reason string `json:"reason,omitempty"`
-}
-
 // load reads delivery id; ok is false when it is gone (its endpoint was deleted). The body is
 // built from the outbox row alone, so every attempt sends the same bytes.
 func (s *Sender) load(ctx context.Context, id int64) (message, bool, error) {
 	var m message
 	var endpoint int64
-	var p payload
-	var raw map[string]any
-	var kind string
+	var row media.OutboxRow
 	err := s.cfg.Pool.QueryRow(ctx, `
 		SELECT e.id, e.url, e.secret, o.id, o.kind, o.media_id, o.member_id, o.created_at, o.payload
 		FROM webhook_deliveries d
 		JOIN webhook_endpoints e ON e.id = d.endpoint_id
 		JOIN notification_outbox o ON o.id = d.outbox_id
-		WHERE d.id = $1`, id).Scan(&endpoint, &m.url, &m.key, &p.Data.EventID, &kind, &p.Data.MediaID, &p.Data.OwnerID, &p.Timestamp, &raw)
+		WHERE d.id = $1`, id).Scan(&endpoint, &m.url, &m.key, &row.ID, &row.Kind, &row.MediaID, &row.MemberID, &row.CreatedAt, &row.Payload)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return m, false, nil
 	}
 	if err != nil {
 		return m, false, fmt.Errorf("read webhook delivery %d: %w", id, err)
 	}
-	p.Type = eventOf[kind]
-	p.Timestamp = p.Timestamp.UTC()
-	switch kind {
-	case media.OutboxReady:
-		p.Data.Status = string(media.StatusReady)
-	case media.OutboxFailed:
-		p.Data.Status = string(media.StatusFailed)
-		p.Data.Reason, _ = raw["reason"].(string)
-	}
-	m.id = messageID(p.Data.EventID, endpoint)
-	if m.body, err = json.Marshal(p); err != nil {
+	event := row.Event()
+	m.id = messageID(row.ID, endpoint)
+	if m.body, err = json.Marshal(event); err != nil {
 		return m, false, err
 	}
 	return m, true, nil

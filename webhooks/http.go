@@ -17,6 +17,7 @@ import (
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/egress"
 	"github.com/playhead/playhead/httpserver"
+	"github.com/playhead/playhead/media"
 )
 
 // maxURLBytes bounds a webhook URL.
@@ -58,11 +59,11 @@ func (h *AdminHandler) create(c *fiber.Ctx) error {
 	events := req.Events
 	switch {
 	case events == nil:
-		events = Events
+		events = media.EventTypes
 	case len(events) == 0:
-		return apperr.Errorf(apperr.Invalid, "events must name at least one event type (%v), or be left out for all", Events)
+		return apperr.Errorf(apperr.Invalid, "events must name at least one event type (%v), or be left out for all", media.EventTypes)
 	case !validEvents(events):
-		return apperr.Errorf(apperr.Invalid, "events must be event types among %v", Events)
+		return apperr.Errorf(apperr.Invalid, "events must be event types among %v", media.EventTypes)
 	}
 	events = slices.Compact(slices.Sorted(slices.Values(events)))
 	if err := h.checkURL(c.UserContext(), req.URL); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/lifecycle"
+	"github.com/playhead/playhead/media"
 )
 
 // relayLockKey is the advisory lock that lets one node at a time relay the outbox.
@@ -117,10 +118,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			return err
 		}
 		relayed = len(ids)
-		kinds, types := make([]string, 0, len(eventOf)), make([]string, 0, len(eventOf))
-		for k, t := range eventOf {
-			kinds, types = append(kinds, k), append(types, t)
-		}
+		kinds, types := media.OutboxKinds()
 		rows, err = tx.Query(ctx, `
 			INSERT INTO webhook_deliveries (endpoint_id, outbox_id, media_id, event_at)
 			SELECT e.id, o.id, o.media_id, o.created_at

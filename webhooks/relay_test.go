@@ -38,11 +38,11 @@ func setup(t *testing.T) (pool *pgxpool.Pool, media1, media2, all, failedOnly in
 		}
 	}
 	store := NewStore(pool)
-	a, err := store.Create(ctx, "https://8.8.8.8/a", Events, 1)
+	a, err := store.Create(ctx, "https://8.8.8.8/a", media.EventTypes, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := store.Create(ctx, "https://8.8.4.4/f", []string{EventMediaFailed}, 1)
+	f, err := store.Create(ctx, "https://8.8.4.4/f", []string{media.EventFailed}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestDeletedEndpointStopsItsChain(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hit.Add(1) }))
 	defer srv.Close()
 	store := NewStore(pool)
-	gone, err := store.Create(t.Context(), srv.URL, Events, 1)
+	gone, err := store.Create(t.Context(), srv.URL, media.EventTypes, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,21 +30,6 @@ import (
 	"github.com/playhead/playhead/media"
 )
 
-// The event types an endpoint can ask for, and the outbox kind behind each.
-const (
-	EventMediaReady  = "media.ready"
-	EventMediaFailed = "media.failed"
-)
-
-// Events are every event type, in the order the API lists them.
-var Events = []string{EventMediaReady, EventMediaFailed}
-
-// eventOf maps an outbox kind to its event type.
-var eventOf = map[string]string{
-	media.OutboxReady:  EventMediaReady,
-	media.OutboxFailed: EventMediaFailed,
-}
-
 // Endpoint is a registered receiver as the admin API shows it. Secret is set only in the
 // answer to the registration.
 type Endpoint struct {
@@ -187,7 +172,7 @@ func (s *Store) Deliveries(ctx context.Context, id int64, limit int) ([]Delivery
 		var kind string
 		err := row.Scan(&d.ID, &d.EventID, &kind, &d.MediaID, &d.Status, &d.JobID, &d.Attempts, &d.LastError,
 			&d.EventAt, &d.DeliveredAt, &d.NextAttemptAt)
-		d.Type = eventOf[kind]
+		d.Type = media.EventType(kind)
 		d.WebhookID = messageID(d.EventID, id)
 		return d, err
 	})
@@ -200,7 +185,7 @@ func (s *Store) Deliveries(ctx context.Context, id int64, limit int) ([]Delivery
 // validEvents reports whether every name in events is an event type.
 func validEvents(events []string) bool {
 	for _, e := range events {
-		if !slices.Contains(Events, e) {
+		if !slices.Contains(media.EventTypes, e) {
 			return false
 		}
 	}

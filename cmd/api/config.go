@@ -165,6 +165,16 @@ type Config struct {
 	// PLAYHEAD_JOB_RETRY_BASE (PLAYHEAD_WEBHOOK_RETRY_CAP). Default 1 h.
 	WebhookRetryCap time.Duration
 
+	// EventsPerMember bounds one member's open GET /v1/events streams on this node
+	// (PLAYHEAD_EVENTS_PER_MEMBER). Default 4: a few tabs.
+	EventsPerMember int
+	// EventsMaxStreams bounds this node's open event streams (PLAYHEAD_EVENTS_MAX_STREAMS).
+	// Default 1000.
+	EventsMaxStreams int
+	// EventsHeartbeat is how often an idle event stream sends a comment line
+	// (PLAYHEAD_EVENTS_HEARTBEAT). Default 15 s, under the 30 s idle limit of common proxies.
+	EventsHeartbeat time.Duration
+
 	// IngestConcurrency is how many imported videos download at once on this node
 	// (PLAYHEAD_INGEST_CONCURRENCY). Default 2: the remote end's limits are unknown.
 	IngestConcurrency int
@@ -344,6 +354,10 @@ func loadConfig(args []string) (Config, error) {
 		WebhookMaxAttempts:  e.int("PLAYHEAD_WEBHOOK_MAX_ATTEMPTS", 12),
 		WebhookRetryCap:     e.duration("PLAYHEAD_WEBHOOK_RETRY_CAP", time.Hour),
 
+		EventsPerMember:  e.int("PLAYHEAD_EVENTS_PER_MEMBER", 4),
+		EventsMaxStreams: e.int("PLAYHEAD_EVENTS_MAX_STREAMS", 1000),
+		EventsHeartbeat:  e.duration("PLAYHEAD_EVENTS_HEARTBEAT", 15*time.Second),
+
 		IngestConcurrency:     e.int("PLAYHEAD_INGEST_CONCURRENCY", 2),
 		IngestAllowPrivate:    e.bool("PLAYHEAD_INGEST_ALLOW_PRIVATE", false),
 		IngestDownloadURL:     e.str("PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE", ingest.DefaultLinks.Download),
@@ -415,6 +429,8 @@ func (c Config) validate(e *env) error {
 	e.check(c.WebhookTimeout > 0, "PLAYHEAD_WEBHOOK_TIMEOUT: must be positive")
 	e.check(c.WebhookMaxAttempts >= 1, "PLAYHEAD_WEBHOOK_MAX_ATTEMPTS: must be at least 1")
 	e.check(c.WebhookRetryCap >= c.JobRetryBase, "PLAYHEAD_WEBHOOK_RETRY_CAP: must be at least PLAYHEAD_JOB_RETRY_BASE")
+	e.check(c.EventsPerMember >= 1 && c.EventsMaxStreams >= 1, "PLAYHEAD_EVENTS_PER_MEMBER/_MAX_STREAMS: must be at least 1")
+	e.check(c.EventsHeartbeat > 0, "PLAYHEAD_EVENTS_HEARTBEAT: must be positive")
 	e.check(c.IngestConcurrency >= 1, "PLAYHEAD_INGEST_CONCURRENCY: must be at least 1")
 	e.check(strings.Contains(c.IngestDownloadURL, "{id}"), "PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE: must contain {id}")
 	e.check(c.IngestFallbackURL == "" || strings.Contains(c.IngestFallbackURL, "{id}"), "PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE: must contain {id} (or be empty)")

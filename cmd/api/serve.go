@@ -23,6 +23,7 @@ import (
 	"github.com/playhead/playhead/dbpool"
 	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/encoder"
+	"github.com/playhead/playhead/events"
 	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/jobqueue"
@@ -88,6 +89,7 @@ type node struct {
 
 	pool           *pgxpool.Pool
 	queue          *jobqueue.Queue
+	eventStreams   *events.Hub                                     // nil on a worker
 	playbackBuffer *buffer.Buffer[playback.Key, playback.Position] // nil on a worker or in sync mode
 }
 
@@ -104,9 +106,10 @@ func (n *node) add(name string, s lifecycle.Service) {
 // then the pools, the schema and every component, and lists the services in start order:
 //
 //	metrics server, job runners, rescuer, pruner, orphan sweep, media cache, playback buffer,
-//	rate-limit sweeper, notification listener, public server
+//	rate-limit sweeper, notification listener, public server, event streams
 //
-// so that shutdown stops them in the design's order: the public server finishes in-flight
+// so that shutdown stops them in the design's order: the event streams end (clients reconnect
+// elsewhere with Last-Event-ID), the public server finishes in-flight
 // requests, the buffer drains and flushes, the runners give their claims back, the metrics
 // server (with /readyz answering 503 all along) goes last. Nothing is started here; on an
 // error, build closes what it opened.
@@ -178,6 +181,9 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err e
 		publicServer := httpserver.NewAppService("public", public, n.httpLn)
 		n.servers = append(n.servers, publicServer)
 		n.add("public server", requestBound{publicServer, n.cancelRequests})
+		// Listed after the public server so that it stops first: the server waits for every
+		// connection to end, and a stream ends only when told.
+		n.add("event streams", n.eventStreams)
 	}
 	return n, nil
 }
@@ -325,6 +331,9 @@ const tokenCacheItems = 200_000
 // PLAYHEAD_DB_MAX_CONNS is 0.
 const defaultAPIPoolConns = 10
 
+// publicWriteTimeout bounds writing one answer to a client (an event stream: each write).
+const publicWriteTimeout = 30 * time.Second
+
 // flushPoolConns is the size of the playback flusher's own pool. The flusher is one goroutine;
 // the second connection lets a flush start while the first one's connection is being reset.
 const flushPoolConns = 2
@@ -400,7 +409,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	app := httpserver.New(httpserver.Config{
 		BodyLimit:    cfg.MaxBodyBytes,
 		ReadTimeout:  cfg.HTTPReadTimeout,
-		WriteTimeout: 30 * time.Second,
+		WriteTimeout: publicWriteTimeout,
 		IdleTimeout:  cfg.HTTPIdleTimeout,
 		Logger:       n.logger,
 		Metrics:      httpserver.NewMetrics(n.reg),
@@ -453,6 +462,10 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	(&jobqueue.AdminHandler{Queue: n.queue}).Register(admin)
 	imports.Register(admin)
 	(&webhooks.AdminHandler{Store: webhooks.NewStore(n.pool), AllowPrivate: cfg.WebhookAllowPrivate}).Register(admin)
+	n.eventStreams = events.NewHub(events.Config{Pool: n.pool, PerMember: cfg.EventsPerMember, Total: cfg.EventsMaxStreams,
+		Heartbeat: cfg.EventsHeartbeat, WriteTimeout: publicWriteTimeout, Registerer: n.reg, Logger: n.logger})
+	listener.Handle(media.ChannelOutbox, n.eventStreams.Notify, n.eventStreams.Resync)
+	n.eventStreams.Register(v1)
 	return app, nil
 }
 

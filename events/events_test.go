@@ -1,0 +1,418 @@
+package events_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/events"
+	"github.com/playhead/playhead/httpserver"
+	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/notify"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var secret = []byte("test-secret-test-secret-test-secret!")
+
+// waitLimit is how long a test waits for something it expects before it fails.
+const waitLimit = 30 * time.Second
+
+// server is one test's event streams: a real database, a real LISTEN connection and GET
+// /v1/events on a loopback port, wired as the binary wires them.
+type server struct {
+	pool    *pgxpool.Pool
+	dbURL   string
+	hub     *events.Hub
+	baseURL string
+}
+
+type options struct {
+	perMember, total int
+	heartbeat        time.Duration
+	// writeTimeout is both the app's (fasthttp's whole-answer deadline) and each stream write's.
+	writeTimeout time.Duration
+}
+
+func start(t *testing.T, o options) *server {
+	t.Helper()
+	if o.perMember == 0 {
+		o.perMember, o.total = 4, 100
+	}
+	if o.heartbeat == 0 {
+		o.heartbeat = time.Minute
+	}
+	if o.writeTimeout == 0 {
+		o.writeTimeout = 30 * time.Second
+	}
+	pool, dbURL := pgtest.Pool(t)
+	s := &server{pool: pool, dbURL: dbURL}
+	logger := slog.New(slog.DiscardHandler)
+	s.hub = events.NewHub(events.Config{Pool: pool, PerMember: o.perMember, Total: o.total, Heartbeat: o.heartbeat,
+		WriteTimeout: o.writeTimeout, Logger: logger})
+	listener := notify.NewListener(dbURL, logger)
+	connected := make(chan struct{}, 1)
+	listener.Handle(media.ChannelOutbox, s.hub.Notify, func() {
+		s.hub.Resync()
+		select {
+		case connected <- struct{}{}:
+		default:
+		}
+	})
+	if err := listener.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = listener.Stop(context.Background()) })
+	select {
+	case <-connected:
+	case <-time.After(waitLimit):
+		t.Fatal("the listener did not connect")
+	}
+	verifier, err := auth.NewVerifier(secret, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := httpserver.New(httpserver.Config{BodyLimit: 64 << 10, WriteTimeout: o.writeTimeout})
+	s.hub.Register(app.Group("/v1", verifier.Middleware()))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = app.Listener(ln) }()
+	t.Cleanup(func() {
+		_ = s.hub.Stop(context.Background()) // as the binary does: streams end before the server waits for them
+		_ = app.Shutdown()
+		<-done
+	})
+	s.baseURL = "http://" + ln.Addr().String()
+	return s
+}
+
+func token(t *testing.T, member int64, ttl time.Duration) string {
+	t.Helper()
+	tok, err := auth.Mint(secret, member, false, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// announce writes an outbox row for member about mediaID, as the pipeline does (in a
+// transaction, with its notification), and returns the row's id.
+func (s *server) announce(t *testing.T, member, mediaID int64, kind string, payload map[string]any) int64 {
+	t.Helper()
+	ctx := context.Background()
+	if err := media.EnsureMember(ctx, s.pool, member); err != nil {
+		t.Fatal(err)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return media.Outbox(ctx, tx, member, mediaID, kind, payload)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := s.pool.QueryRow(ctx, `SELECT max(id) FROM notification_outbox WHERE member_id = $1`, member).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// event is one SSE event as read off the wire.
+type event struct {
+	id, name string
+	data     media.Event
+}
+
+// stream is an open GET /v1/events read by a goroutine into events; comments counts the
+// comment lines (heartbeats) seen.
+type stream struct {
+	resp     *http.Response
+	events   chan event
+	comments chan struct{}
+	// ended is closed when the body ends; err says how.
+	ended chan struct{}
+	err   error
+}
+
+// open opens a stream for tok (with lastID as Last-Event-ID unless empty) and requires a 200.
+func (s *server) open(t *testing.T, tok, lastID string) *stream {
+	t.Helper()
+	resp := s.get(t, tok, lastID)
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("GET /v1/events: %d %s", resp.StatusCode, body)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("Content-Type %q, want text/event-stream", ct)
+	}
+	st := &stream{resp: resp, events: make(chan event, 100), comments: make(chan struct{}, 100), ended: make(chan struct{})}
+	go st.read()
+	t.Cleanup(func() { resp.Body.Close(); <-st.ended })
+	return st
+}
+
+func (s *server) get(t *testing.T, tok, lastID string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.baseURL+"/v1/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// read parses the SSE wire format: fields until a blank line make an event; lines starting
+// with ':' are comments.
+func (st *stream) read() {
+	defer close(st.ended)
+	r := bufio.NewReader(st.resp.Body)
+	var e event
+	var data string
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			st.err = err
+			return
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "":
+			if data != "" {
+				if err := json.Unmarshal([]byte(data), &e.data); err != nil {
+					st.err = err
+					return
+				}
+				st.events <- e
+			}
+			e, data = event{}, ""
+		case strings.HasPrefix(line, ":"):
+			st.comments <- struct{}{}
+		case strings.HasPrefix(line, "id: "):
+			e.id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "event: "):
+			e.name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data = strings.TrimPrefix(line, "data: ")
+		}
+	}
+}
+
+func (st *stream) next(t *testing.T) event {
+	t.Helper()
+	select {
+	case e := <-st.events:
+		return e
+	case <-st.ended:
+		t.Fatalf("the stream ended (%v) before an event", st.err)
+	case <-time.After(waitLimit):
+		t.Fatal("no event arrived")
+	}
+	return event{}
+}
+
+// waitEnd waits for the server to end the stream.
+func (st *stream) waitEnd(t *testing.T) {
+	t.Helper()
+	select {
+	case <-st.ended:
+	case <-time.After(waitLimit):
+		t.Fatal("the stream did not end")
+	}
+}
+
+func TestStream_SendsTheMembersOwnEventsAsTheyHappen(t *testing.T) {
+	s := start(t, options{})
+	st := s.open(t, token(t, 1, time.Hour), "")
+
+	// Member 2's event is written first: if it leaked into member 1's stream it would come first.
+	s.announce(t, 2, 20, media.OutboxReady, nil)
+	ready := s.announce(t, 1, 10, media.OutboxReady, map[string]any{"job_id": 5})
+	failed := s.announce(t, 1, 11, media.OutboxFailed, map[string]any{"reason": "the file is not a video"})
+
+	e := st.next(t)
+	if e.id != strconv.FormatInt(ready, 10) || e.name != media.EventReady {
+		t.Fatalf("first event: id %q type %q, want id %d type %s (member 2's event must not be sent)", e.id, e.name, ready, media.EventReady)
+	}
+	want := media.EventData{EventID: ready, MediaID: 10, OwnerID: 1, Status: "READY"}
+	if e.data.Type != media.EventReady || e.data.Data != want || e.data.Timestamp.IsZero() {
+		t.Errorf("ready event body %+v, want type %s and data %+v", e.data, media.EventReady, want)
+	}
+	e = st.next(t)
+	want = media.EventData{EventID: failed, MediaID: 11, OwnerID: 1, Status: "FAILED", Reason: "the file is not a video"}
+	if e.id != strconv.FormatInt(failed, 10) || e.name != media.EventFailed || e.data.Data != want {
+		t.Errorf("failed event: id %q type %q body %+v, want id %d type %s data %+v", e.id, e.name, e.data, failed, media.EventFailed, want)
+	}
+}
+
+func TestStream_ResumesAfterLastEventIDAndStartsNowWithout(t *testing.T) {
+	s := start(t, options{})
+	tok := token(t, 1, time.Hour)
+	first := s.announce(t, 1, 10, media.OutboxReady, nil)
+	second := s.announce(t, 1, 11, media.OutboxReady, nil)
+	third := s.announce(t, 1, 12, media.OutboxFailed, map[string]any{"reason": "x"})
+
+	resumed := s.open(t, tok, strconv.FormatInt(first, 10))
+	for _, want := range []int64{second, third} {
+		if e := resumed.next(t); e.id != strconv.FormatInt(want, 10) {
+			t.Fatalf("resumed after %d: got event %s, want %d", first, e.id, want)
+		}
+	}
+
+	fresh := s.open(t, tok, "")
+	later := s.announce(t, 1, 13, media.OutboxReady, nil)
+	if e := fresh.next(t); e.id != strconv.FormatInt(later, 10) {
+		t.Errorf("a stream without Last-Event-ID sent event %s first, want %d (the ones before it opened are not resent)", e.id, later)
+	}
+	if e := resumed.next(t); e.id != strconv.FormatInt(later, 10) {
+		t.Errorf("the resumed stream then sent %s, want %d", e.id, later)
+	}
+}
+
+func TestStream_RefusesBadRequestsWithJSON(t *testing.T) {
+	s := start(t, options{})
+	tok := token(t, 1, time.Hour)
+	cases := []struct {
+		name, token, lastID string
+		want                int
+	}{
+		{"no token", "", "", http.StatusUnauthorized},
+		{"expired token", token(t, 1, -time.Minute), "", http.StatusUnauthorized},
+		{"Last-Event-ID not a number", tok, "abc", http.StatusBadRequest},
+		{"Last-Event-ID negative", tok, "-1", http.StatusBadRequest},
+		{"Last-Event-ID past int64", tok, "9223372036854775808", http.StatusBadRequest},
+		{"Last-Event-ID with SQL", tok, "1 OR 1=1", http.StatusBadRequest},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp := s.get(t, c.token, c.lastID)
+			defer resp.Body.Close()
+			var body struct{ Error string }
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != c.want || body.Error == "" {
+				t.Errorf("status %d body error %q (%v), want %d with a JSON error", resp.StatusCode, body.Error, err, c.want)
+			}
+		})
+	}
+}
+
+func TestStream_BoundsPerMemberAndInTotal(t *testing.T) {
+	s := start(t, options{perMember: 2, total: 3, heartbeat: 50 * time.Millisecond})
+	a := token(t, 1, time.Hour)
+	first := s.open(t, a, "")
+	s.open(t, a, "")
+	refused := func(tok string, want int) {
+		t.Helper()
+		resp := s.get(t, tok, "")
+		defer resp.Body.Close()
+		var body struct{ Error string }
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		if resp.StatusCode != want || body.Error == "" || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("status %d error %q Retry-After %q, want %d with an error and Retry-After", resp.StatusCode, body.Error,
+				resp.Header.Get("Retry-After"), want)
+		}
+	}
+	refused(a, http.StatusTooManyRequests)
+	s.open(t, token(t, 2, time.Hour), "")
+	refused(token(t, 3, time.Hour), http.StatusServiceUnavailable)
+
+	// A closed stream frees its place once the server sees it gone: a write after the client's
+	// reset fails (a heartbeat here; every PLAYHEAD_EVENTS_HEARTBEAT in the binary).
+	first.resp.Body.Close()
+	<-first.ended
+	deadline := time.Now().Add(waitLimit)
+	for {
+		resp := s.get(t, a, "")
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("member 1 still refused (%d) after closing a stream", resp.StatusCode)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestStream_HeartbeatsKeepALongStreamOpenPastTheWriteTimeout(t *testing.T) {
+	// fasthttp gives the whole answer one write deadline (here 500 ms); each write of the stream
+	// must push it on, or the stream is cut after 500 ms.
+	s := start(t, options{heartbeat: 100 * time.Millisecond, writeTimeout: 500 * time.Millisecond})
+	st := s.open(t, token(t, 1, time.Hour), "")
+	for range 15 { // 1.5 s of heartbeats: three write timeouts
+		select {
+		case <-st.comments:
+		case <-st.ended:
+			t.Fatalf("the stream ended (%v) during its heartbeats", st.err)
+		case <-time.After(waitLimit):
+			t.Fatal("no heartbeat")
+		}
+	}
+	id := s.announce(t, 1, 10, media.OutboxReady, nil)
+	if e := st.next(t); e.id != strconv.FormatInt(id, 10) {
+		t.Errorf("event %s, want %d", e.id, id)
+	}
+}
+
+func TestStream_EndsWhenItsTokenExpires(t *testing.T) {
+	s := start(t, options{})
+	st := s.open(t, token(t, 1, 2*time.Second), "")
+	st.waitEnd(t)
+	if !errors.Is(st.err, io.EOF) {
+		t.Errorf("the stream ended with %v, want a clean end (EOF) at the token's expiry", st.err)
+	}
+}
+
+func TestStream_StopEndsStreamsAndRefusesNewOnes(t *testing.T) {
+	s := start(t, options{})
+	tok := token(t, 1, time.Hour)
+	st := s.open(t, tok, "")
+	if err := s.hub.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st.waitEnd(t)
+	resp := s.get(t, tok, "")
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a stream opened after Stop: %d (Retry-After %q), want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+func TestStream_CatchesUpAfterTheListenerReconnects(t *testing.T) {
+	s := start(t, options{})
+	st := s.open(t, token(t, 1, time.Hour), "")
+	// Kill the LISTEN connection and write an event at once: its notification is lost while the
+	// listener is away (it reconnects after a second), and the stream must read it on reconnect.
+	if _, err := s.pool.Exec(context.Background(),
+		`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'listen %'`); err != nil {
+		t.Fatal(err)
+	}
+	id := s.announce(t, 1, 10, media.OutboxReady, nil)
+	if e := st.next(t); e.id != strconv.FormatInt(id, 10) {
+		t.Errorf("event %s, want %d", e.id, id)
+	}
+}

@@ -1,0 +1,154 @@
+package events
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/media"
+)
+
+// Register adds GET /events to r, a group behind the token check.
+func (h *Hub) Register(r fiber.Router) {
+	r.Get("/events", h.serve)
+}
+
+// reconnectMillis is the SSE retry field: how long a browser's EventSource waits before it
+// reconnects after the stream ends.
+const reconnectMillis = 3000
+
+// retryAfterSeconds is the Retry-After of a refused stream.
+const retryAfterSeconds = 5
+
+// retryReadAfter is how long a stream waits to read the outbox again after a read failed (the
+// database is away); notifications missed meanwhile are made good by that read.
+const retryReadAfter = 5 * time.Second
+
+// serve opens a stream: the caller's events after Last-Event-ID, or, without one, those written
+// from now on. The answer's status and headers go out before the first event; errors before
+// that (a bad Last-Event-ID, a bound, a database that does not answer) are JSON like any other.
+func (h *Hub) serve(c *fiber.Ctx) error {
+	caller := auth.From(c)
+	after, resume, err := lastEventID(c.Get("Last-Event-ID"))
+	if err != nil {
+		return err
+	}
+	s, err := h.subscribe(caller.MemberID)
+	if err != nil {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retryAfterSeconds))
+		return err
+	}
+	// Subscribed first, then the starting point read: a row written in between is after it and
+	// its notification wakes s, so nothing falls between the two.
+	if resume {
+		s.poke()
+	} else if after, err = h.latest(c.UserContext(), caller.MemberID); err != nil {
+		h.unsubscribe(s)
+		return err
+	}
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Set("X-Accel-Buffering", "no") // proxies that buffer answers (nginx) pass this one through at once
+	conn := c.Context().Conn()
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer h.unsubscribe(s)
+		h.metrics.ended.WithLabelValues(h.send(s, after, caller.Expires, w, conn)).Inc()
+	})
+	return nil
+}
+
+// lastEventID reads the Last-Event-ID header: resume is false when there is none (or it is
+// empty, as EventSource may send it), and a value that is not an event id is refused.
+func lastEventID(raw string) (id int64, resume bool, err error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return 0, false, nil
+	}
+	id, err = strconv.ParseInt(raw, 10, 64)
+	if err != nil || id < 0 {
+		return 0, false, apperr.Errorf(apperr.Invalid, "Last-Event-ID must be the id of an event this stream sent (a non-negative integer), got %q", truncate(raw))
+	}
+	return id, true, nil
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// send writes s's events to w until the client goes away, the token expires or the node stops,
+// and returns which of these ended it (the metric's reason). Every flush extends the
+// connection's write deadline by WriteTimeout: fasthttp sets one deadline for the whole answer,
+// which would cut a long stream.
+func (h *Hub) send(s *stream, after int64, expires time.Time, w *bufio.Writer, conn net.Conn) string {
+	flush := func() error {
+		if err := conn.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout)); err != nil {
+			return err
+		}
+		return w.Flush()
+	}
+	// The first bytes let the client see the stream open (fetch resolves, EventSource fires
+	// "open") before any event exists.
+	if _, err := w.WriteString("retry: " + strconv.Itoa(reconnectMillis) + "\n\n"); err != nil || flush() != nil {
+		return "client"
+	}
+	heartbeat := time.NewTicker(h.cfg.Heartbeat)
+	defer heartbeat.Stop()
+	expiry := time.NewTimer(time.Until(expires))
+	defer expiry.Stop()
+	for {
+		select {
+		case <-h.stopped:
+			return "stopping"
+		case <-expiry.C:
+			return "expired"
+		case <-heartbeat.C:
+			if _, err := w.WriteString(": keep-alive\n\n"); err != nil || flush() != nil {
+				return "client"
+			}
+		case <-s.wake:
+			for {
+				rows, err := h.after(s.member, after)
+				if err != nil {
+					if h.ctx.Err() != nil {
+						return "stopping"
+					}
+					h.cfg.Logger.Debug("event stream: reading the outbox failed; retrying", "member", s.member, "err", err)
+					time.AfterFunc(retryReadAfter, s.poke)
+					break
+				}
+				for _, r := range rows {
+					writeEvent(w, r)
+					after = r.ID
+				}
+				if len(rows) > 0 {
+					if err := flush(); err != nil {
+						return "client"
+					}
+					h.metrics.sent.Add(float64(len(rows)))
+				}
+				if len(rows) < readBatch {
+					break
+				}
+			}
+		}
+	}
+}
+
+// writeEvent writes one outbox row as an SSE event: its id (what Last-Event-ID resumes from),
+// its type, and the same JSON body a webhook carries, on one line.
+func writeEvent(w *bufio.Writer, r media.OutboxRow) {
+	body, _ := json.Marshal(r.Event()) // cannot fail: strings, numbers and a time
+	w.WriteString("id: " + strconv.FormatInt(r.ID, 10) + "\nevent: " + media.EventType(r.Kind) + "\ndata: ")
+	w.Write(body)
+	w.WriteString("\n\n")
+}

@@ -1,0 +1,261 @@
+// Package events streams each member's media events (media.ready, media.failed: the rows of the
+// notification outbox) to their own clients as Server-Sent Events, GET /v1/events, so a page
+// learns that an upload finished without polling.
+//
+// The outbox is the source of truth and the stream only reads it: every event is the outbox
+// row's id (the SSE id), its type and the same JSON body a webhook carries. A NOTIFY on
+// media.ChannelOutbox, sent in the transaction that writes the row, names the member; the node
+// holding that member's streams wakes them, and each reads the member's rows after the last one
+// it sent. A client that reconnects sends Last-Event-ID and gets every row after it, whichever
+// node it reaches, so a stream broken by a network failure or a node's stop loses nothing. When
+// the listening connection comes back after a failure, every stream reads again (notifications
+// sent while it was down are lost; the rows are not).
+//
+// Streams are bounded per member and in total, end when the token that opened them expires,
+// and are closed when the node stops, before the public server waits for its connections.
+package events
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/media"
+)
+
+// Config configures a Hub.
+type Config struct {
+	// Pool reads the outbox.
+	Pool *pgxpool.Pool
+	// PerMember and Total bound the open streams of one member and of the node.
+	PerMember, Total int
+	// Heartbeat is how often an idle stream sends a comment line: it keeps proxies from closing
+	// the connection and finds clients that went away.
+	Heartbeat time.Duration
+	// WriteTimeout bounds each write to a client; a client that reads no faster is cut.
+	WriteTimeout time.Duration
+	// Registerer receives the metrics. Optional.
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+}
+
+// Hub holds a node's open event streams.
+type Hub struct {
+	cfg Config
+
+	mu      sync.Mutex
+	members map[int64]map[*stream]struct{}
+	open    int
+	closed  bool
+
+	// stopped is closed by Stop: every stream ends.
+	stopped chan struct{}
+	// ctx is the streams' database calls' context, cancelled by Stop.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running sync.WaitGroup
+
+	metrics metrics
+}
+
+// stream is one open GET /v1/events.
+type stream struct {
+	member int64
+	// wake holds one pending wake-up: new rows may be in the outbox.
+	wake chan struct{}
+}
+
+func (s *stream) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default: // a wake-up is already pending; it reads every new row
+	}
+}
+
+// NewHub returns a Hub; Register adds its route and Notify and Resync feed it.
+func NewHub(cfg Config) *Hub {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Hub{cfg: cfg, members: make(map[int64]map[*stream]struct{}), stopped: make(chan struct{}), ctx: ctx, cancel: cancel,
+		metrics: newMetrics()}
+	if cfg.Registerer != nil {
+		h.metrics.register(cfg.Registerer)
+	}
+	return h
+}
+
+// Notify wakes the streams of the member named by payload (a notification on
+// media.ChannelOutbox).
+func (h *Hub) Notify(payload string) {
+	member, err := strconv.ParseInt(payload, 10, 64)
+	if err != nil {
+		return // not a member id: nothing of ours
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.members[member] {
+		s.poke()
+	}
+}
+
+// Resync wakes every stream: called when the listening connection is (re)established, since
+// notifications sent while it was down are lost.
+func (h *Hub) Resync() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, streams := range h.members {
+		for s := range streams {
+			s.poke()
+		}
+	}
+}
+
+// Start does nothing: streams start with their requests. It makes the Hub a service, whose Stop
+// comes before the public server's.
+func (h *Hub) Start(context.Context) error { return nil }
+
+// Stop ends every stream and refuses new ones (503), then waits for the streams to finish
+// their last write, within ctx. Clients reconnect, to another node, with Last-Event-ID.
+func (h *Hub) Stop(ctx context.Context) error {
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		close(h.stopped)
+		h.cancel()
+	}
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		h.running.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("event streams still writing: %w", ctx.Err())
+	}
+}
+
+// subscribe opens a stream for member within the bounds.
+func (h *Hub) subscribe(member int64) (*stream, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.closed:
+		h.metrics.refused.WithLabelValues("stopping").Inc()
+		return nil, apperr.Errorf(apperr.Unavailable, "the server is stopping; reconnect")
+	case len(h.members[member]) >= h.cfg.PerMember:
+		h.metrics.refused.WithLabelValues("member").Inc()
+		return nil, apperr.Errorf(apperr.TooManyRequests, "at most %d event streams per member are open at once; close one first", h.cfg.PerMember)
+	case h.open >= h.cfg.Total:
+		h.metrics.refused.WithLabelValues("total").Inc()
+		return nil, apperr.Errorf(apperr.Unavailable, "the server holds as many event streams as it allows (%d); retry later", h.cfg.Total)
+	}
+	s := &stream{member: member, wake: make(chan struct{}, 1)}
+	if h.members[member] == nil {
+		h.members[member] = make(map[*stream]struct{})
+	}
+	h.members[member][s] = struct{}{}
+	h.open++
+	h.running.Add(1)
+	h.metrics.open.Inc()
+	return s, nil
+}
+
+// unsubscribe closes s.
+func (h *Hub) unsubscribe(s *stream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.members[s.member], s)
+	if len(h.members[s.member]) == 0 {
+		delete(h.members, s.member)
+	}
+	h.open--
+	h.running.Done()
+	h.metrics.open.Dec()
+}
+
+// readBatch is how many outbox rows one read sends at most; a stream behind by more reads
+// again at once.
+const readBatch = 100
+
+// readTimeout bounds one read of the outbox.
+const readTimeout = 5 * time.Second
+
+// latest returns the id of member's newest outbox row (0 for none): a stream opened without
+// Last-Event-ID starts after it.
+func (h *Hub) latest(ctx context.Context, member int64) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	var id int64
+	err := h.cfg.Pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM notification_outbox WHERE member_id = $1`, member).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("read the newest outbox row of member %d: %w", member, err)
+	}
+	return id, nil
+}
+
+// after returns member's outbox rows with an id above id that have an event type, oldest
+// first, at most readBatch.
+func (h *Hub) after(member, id int64) ([]media.OutboxRow, error) {
+	ctx, cancel := context.WithTimeout(h.ctx, readTimeout)
+	defer cancel()
+	kinds, _ := media.OutboxKinds()
+	rows, err := h.cfg.Pool.Query(ctx, `
+		SELECT id, kind, media_id, member_id, created_at, payload FROM notification_outbox
+		WHERE member_id = $1 AND id > $2 AND kind = ANY($3)
+		ORDER BY id LIMIT $4`, member, id, kinds, readBatch)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (media.OutboxRow, error) {
+		var r media.OutboxRow
+		return r, row.Scan(&r.ID, &r.Kind, &r.MediaID, &r.MemberID, &r.CreatedAt, &r.Payload)
+	})
+}
+
+type metrics struct {
+	open    prometheus.Gauge
+	refused *prometheus.CounterVec
+	sent    prometheus.Counter
+	ended   *prometheus.CounterVec
+}
+
+func newMetrics() metrics {
+	return metrics{
+		open: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "playhead", Subsystem: "events", Name: "streams_open",
+			Help: "GET /v1/events streams open on this node.",
+		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "playhead", Subsystem: "events", Name: "streams_refused_total",
+			Help: "GET /v1/events refused by reason: member (PLAYHEAD_EVENTS_PER_MEMBER), total (PLAYHEAD_EVENTS_MAX_STREAMS), stopping.",
+		}, []string{"reason"}),
+		sent: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "playhead", Subsystem: "events", Name: "sent_total",
+			Help: "Events written to event streams.",
+		}),
+		ended: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "playhead", Subsystem: "events", Name: "streams_ended_total",
+			Help: "Event streams ended by reason: client (it went away or read too slowly), expired (its token), stopping.",
+		}, []string{"reason"}),
+	}
+}
+
+func (m metrics) register(r prometheus.Registerer) {
+	r.MustRegister(m.open, m.refused, m.sent, m.ended)
+	for _, reason := range []string{"member", "total", "stopping"} {
+		m.refused.WithLabelValues(reason)
+	}
+	for _, reason := range []string{"client", "expired", "stopping"} {
+		m.ended.WithLabelValues(reason)
+	}
+}
