@@ -73,6 +73,7 @@ func (h *UploadHandler) Register(router fiber.Router, middleware ...fiber.Handle
 type uploadResponse struct {
 	ID     int64  `json:"id"`
 	Status Status `json:"status"`
+	Title  string `json:"title"`
 }
 
 // upload reads the multipart body as a stream: the file part is copied to storage in small
@@ -124,7 +125,7 @@ func (h *UploadHandler) upload(c *fiber.Ctx) error {
 		_ = h.Store.DeletePrefix(context.WithoutCancel(ctx), filepath.Dir(form.sourceKey)+"/")
 		return err
 	}
-	return c.Status(fiber.StatusAccepted).JSON(uploadResponse{ID: id, Status: StatusProcessing})
+	return c.Status(fiber.StatusAccepted).JSON(uploadResponse{ID: id, Status: StatusProcessing, Title: form.title})
 }
 
 type uploadForm struct {

@@ -277,14 +277,17 @@ func TestUpload_HostileFileNameMakesACleanTitle(t *testing.T) {
 			t.Errorf("%s: status %d %s, want 202", disposition, status, out)
 			continue
 		}
-		var got struct{ ID int64 }
+		var got struct {
+			ID    int64
+			Title string
+		}
 		_ = json.Unmarshal(out, &got)
 		var title string
 		if err := s.pool.QueryRow(context.Background(), `SELECT title FROM media WHERE id = $1`, got.ID).Scan(&title); err != nil {
 			t.Fatal(err)
 		}
-		if title != want {
-			t.Errorf("%s: title %q, want %q", disposition, title, want)
+		if title != want || got.Title != want {
+			t.Errorf("%s: title %q, answered %q, want %q", disposition, title, got.Title, want)
 		}
 	}
 }

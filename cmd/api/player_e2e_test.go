@@ -54,6 +54,13 @@ type playerEvent struct {
 	LastPutMS     *int64 `json:"last_put_ms"`
 	StoredMS      int64  `json:"stored_ms"`
 	UploadBar     int    `json:"upload_bar"`
+	// uploaded, polled: how the page learned the upload's final status ("events" or "poll"),
+	// its GET /v1/media/{id} meanwhile, and its GET /v1/events.
+	Via                   string `json:"via"`
+	StatusGets            int    `json:"status_gets"`
+	EventStreams          int    `json:"event_streams"`
+	EventStreamsWithToken int    `json:"event_streams_with_token"`
+	Status                string `json:"status"`
 	// resumed
 	ResumePointMS int64 `json:"resume_point_ms"`
 	ResumedAtMS   int64 `json:"resumed_at_ms"`
@@ -223,6 +230,16 @@ func testPlayer(t *testing.T, root, node, storage string) {
 	up := events["uploaded"]
 	if up.UploadBar != 100 {
 		t.Errorf("the upload progress bar ended at %d%%, want 100%%", up.UploadBar)
+	}
+	// Must-show 4 of the integrators' issue: the status arrives over the event stream, with no
+	// polling request during the wait; polling is only the fallback.
+	if up.Via != "events" || up.StatusGets != 0 || up.EventStreams != 1 || up.EventStreamsWithToken != 1 {
+		t.Errorf("the upload page learned READY via %q with %d status requests and %d event streams (%d with the token), "+
+			"want via the event stream, no status request, one stream with the token", up.Via, up.StatusGets, up.EventStreams, up.EventStreamsWithToken)
+	}
+	if polled := events["polled"]; polled.Status != "READY" || polled.Via != "poll" || polled.StatusGets == 0 {
+		t.Errorf("with the event stream failing, the upload ended %q via %q after %d status requests, want READY by polling",
+			polled.Status, polled.Via, polled.StatusGets)
 	}
 	if done.TokenLeftInURL {
 		t.Errorf("the token passed as #token=… stayed in the address bar")

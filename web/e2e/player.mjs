@@ -11,7 +11,8 @@
 //
 // Events: uploaded, checkpoint (≥ 10 s played), closed (the page was closed and its pagehide
 // report arrived), home (the item as the home page lists it), resumed, done (everything, and
-// the second close). Any failure: an "error" event, and exit status 1.
+// the second close), polled (a second upload followed by polling while the event stream is
+// refused). Any failure: an "error" event, and exit status 1.
 //
 // Timeouts only bound how long a step may wait before the script gives up.
 
@@ -165,6 +166,15 @@ async function main() {
     await page.waitForSelector('#empty:not([hidden])');
     await page.setInputFiles('#file', VIDEO);
     await page.fill('#title', TITLE);
+    // While the video encodes, the page learns its status from the event stream: no request
+    // for the media's status is made.
+    const uploadRequests = [];
+    page.on('request', (req) => {
+      const u = new URL(req.url());
+      if (req.method() === 'GET' && (u.pathname === '/v1/events' || /^\/v1\/media\/\d+$/.test(u.pathname))) {
+        uploadRequests.push({ path: u.pathname, bearer: (req.headers().authorization || '').startsWith('Bearer ') });
+      }
+    });
     const uploadStart = Date.now();
     await page.click('#upload-button');
     await page.waitForFunction(() => ['READY', 'FAILED', 'ERROR'].includes(document.getElementById('upload-status').dataset.status),
@@ -174,11 +184,15 @@ async function main() {
       text: document.getElementById('upload-status').textContent,
       bar: document.getElementById('upload-bar').getAttribute('aria-valuenow'),
       href: document.getElementById('upload-watch').getAttribute('href'),
+      via: document.getElementById('upload-status').dataset.via,
     }));
     if (upload.status !== 'READY') throw new Error(`upload ended ${upload.status}: ${upload.text}`);
     const mediaID = Number(upload.href.split('/').pop());
     result.upload = { ...upload, mediaID, seconds: (Date.now() - uploadStart) / 1000 };
-    emit('uploaded', { media_id: mediaID, upload_bar: Number(upload.bar) });
+    const streams = uploadRequests.filter((r) => r.path === '/v1/events');
+    emit('uploaded', { media_id: mediaID, upload_bar: Number(upload.bar), via: upload.via,
+      status_gets: uploadRequests.filter((r) => r.path !== '/v1/events').length,
+      event_streams: streams.length, event_streams_with_token: streams.filter((r) => r.bearer).length });
 
     await Promise.all([page.waitForURL(`**/watch/${mediaID}`), page.click('#upload-watch')]);
     puts.length = 0;
@@ -251,6 +265,31 @@ async function main() {
     // 5. Close it again: the test stops the server gracefully and reads this position.
     const secondClose = await closeQuietly(page, puts);
     result.secondClose = { ...secondClose, storedMS: await arrived(mediaID, secondClose.lastPutMS ?? -1) };
+
+    // 6. When the event stream fails, the page polls the status instead. This page's console
+    // is not watched: the refused stream is logged there by the browser.
+    page = await context.newPage();
+    await page.route('**/v1/events', (route) => route.abort('failed'));
+    const statusGets = [];
+    page.on('request', (req) => {
+      if (req.method() === 'GET' && /\/v1\/media\/\d+$/.test(new URL(req.url()).pathname)) statusGets.push(req.url());
+    });
+    await page.goto(`${BASE}/#token=${encodeURIComponent(TOKEN)}`);
+    await page.waitForSelector('#main:not([hidden])');
+    await page.setInputFiles('#file', VIDEO);
+    await page.fill('#title', `${TITLE} (polled)`);
+    await page.click('#upload-button');
+    await page.waitForFunction(() => ['READY', 'FAILED', 'ERROR'].includes(document.getElementById('upload-status').dataset.status),
+      null, { timeout: ENCODE_WAIT, polling: 100 });
+    const polled = await page.evaluate(() => ({
+      status: document.getElementById('upload-status').dataset.status,
+      via: document.getElementById('upload-status').dataset.via,
+      href: document.getElementById('upload-watch').getAttribute('href'),
+    }));
+    emit('polled', { media_id: Number((polled.href || '').split('/').pop()), status: polled.status, via: polled.via,
+      status_gets: statusGets.length });
+    await page.close();
+
     result.problems = problems;
     result.media = {
       playlistOrigins: [...mediaFetches.playlist], segmentOrigins: [...mediaFetches.segment],

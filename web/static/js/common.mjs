@@ -128,6 +128,85 @@ export async function api(method, path, { body, keepalive = false } = {}) {
   return data;
 }
 
+// MediaEvents follows the member's media events (GET /v1/events, Server-Sent Events). It reads
+// the stream with fetch rather than EventSource, which cannot send the Authorization header:
+// the token never goes into a URL or a cookie. It does not reconnect: a page that loses the
+// stream falls back to polling (wait rejects).
+export class MediaEvents {
+  constructor() {
+    this.abort = new AbortController();
+    this.waiters = new Map(); // media id → { resolve, reject }
+    this.seen = new Map(); // media id → its last event, for a wait that comes after the event
+    this.failure = null;
+  }
+
+  // open resolves once the server answered 200 (from then on no event of the member is
+  // missed) and rejects if it did not within timeoutMS.
+  async open(timeoutMS) {
+    const timer = setTimeout(() => this.abort.abort(new Error('the event stream did not open in time')), timeoutMS);
+    let res;
+    try {
+      res = await fetch('/v1/events', {
+        headers: { Authorization: authHeader(), Accept: 'text/event-stream' }, cache: 'no-store', signal: this.abort.signal,
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+    if (!res.ok || !res.body) {
+      this.abort.abort();
+      throw new APIError(res.status, `the event stream was refused (HTTP ${res.status})`);
+    }
+    this.read(res.body.getReader()).catch((err) => this.fail(err));
+  }
+
+  // wait resolves with the first media.ready or media.failed event of media id, and rejects
+  // when the stream fails first.
+  wait(id) {
+    if (this.seen.has(id)) return Promise.resolve(this.seen.get(id));
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((resolve, reject) => this.waiters.set(id, { resolve, reject }));
+  }
+
+  close() {
+    this.abort.abort();
+  }
+
+  // read parses the stream: events are blocks of "field: value" lines ending with a blank line;
+  // lines starting with ':' are heartbeats.
+  async read(reader) {
+    const decoder = new TextDecoder();
+    let buffered = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error('the event stream ended');
+      buffered += decoder.decode(value, { stream: true });
+      let end;
+      while ((end = buffered.indexOf('\n\n')) >= 0) {
+        const block = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        const data = block.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
+        if (data) this.deliver(JSON.parse(data));
+      }
+    }
+  }
+
+  deliver(event) {
+    const id = event.data.media_id;
+    this.seen.set(id, event);
+    const waiter = this.waiters.get(id);
+    if (waiter) {
+      this.waiters.delete(id);
+      waiter.resolve(event);
+    }
+  }
+
+  fail(err) {
+    this.failure = err;
+    for (const w of this.waiters.values()) w.reject(err);
+    this.waiters.clear();
+  }
+}
+
 // authHeader is the Authorization header for calls that cannot use api() (XHR uploads).
 export function authHeader() {
   return `Bearer ${token() || ''}`;

@@ -2,12 +2,14 @@
 // their signed thumbnail URLs, hide with DELETE; an up-next item, standing in for a finished lesson,
 // is labelled "Up next" and opens the player from its collection), the courses the member has
 // started (GET /v1/me/collections, each linking to its course page) and the upload form (POST
-// /v1/media with a progress bar, then the media's status until READY).
+// /v1/media with a progress bar, then the media's status until READY: from the event stream,
+// GET /v1/events, opened before the upload starts; polled only when the stream fails).
 
-import { api, APIError, authHeader, bytes, clock, ago, el, fail, initSession, showNotice, describe, watchHref, courseHref } from './common.mjs';
+import { api, APIError, MediaEvents, authHeader, bytes, clock, ago, el, fail, initSession, showNotice, describe, watchHref, courseHref } from './common.mjs';
 
 const PAGE = 20;
-const STATUS_POLL_MS = 1000;
+const STATUS_POLL_MS = 1000; // only when the event stream fails
+const EVENTS_OPEN_MS = 5000;
 
 const list = document.getElementById('items');
 const empty = document.getElementById('empty');
@@ -160,7 +162,7 @@ function setStatus(text, state) {
   status.dataset.status = state;
 }
 
-function upload(ev) {
+async function upload(ev) {
   ev.preventDefault();
   const file = fileInput.files && fileInput.files[0];
   if (!file) {
@@ -178,6 +180,8 @@ function upload(ev) {
   watch.hidden = true;
   setBar(0, 'uploading');
   setStatus(`Uploading ${file.name}…`, 'UPLOADING');
+  delete status.dataset.via;
+  const live = await listen();
 
   const xhr = new XMLHttpRequest();
   xhr.open('POST', '/v1/media');
@@ -191,6 +195,7 @@ function upload(ev) {
   xhr.addEventListener('load', () => {
     const answer = xhr.response;
     if (xhr.status !== 202 || !answer || !answer.id) {
+      if (live) live.close();
       const message = (answer && answer.error) || xhr.statusText || 'no answer';
       uploadDone();
       setBar(1, 'failed');
@@ -200,9 +205,10 @@ function upload(ev) {
     }
     setBar(1, 'processing');
     setStatus('Uploaded. Encoding to HLS…', answer.status);
-    follow(answer.id);
+    follow(answer.id, answer.title, live);
   });
   xhr.addEventListener('error', () => {
+    if (live) live.close();
     uploadDone();
     setBar(0, 'failed');
     setStatus('Upload failed: the server could not be reached.', 'ERROR');
@@ -216,9 +222,43 @@ function uploadDone() {
   button.disabled = false;
 }
 
-// follow polls the media's status until it is READY or FAILED.
-async function follow(id) {
+// listen opens the event stream before the upload starts, so the media's event cannot come
+// before it; null when it cannot be opened (the status is then polled).
+async function listen() {
+  const live = new MediaEvents();
+  try {
+    await live.open(EVENTS_OPEN_MS);
+    return live;
+  } catch (err) {
+    console.warn('playhead: no event stream; the upload\'s status will be polled:', err.message);
+    return null;
+  }
+}
+
+// follow waits for the media's status to become READY or FAILED: the event stream says when,
+// with no request meanwhile; if the stream fails, the status is polled.
+async function follow(id, title, live) {
   const started = Date.now();
+  const waiting = (state) => {
+    const waited = Math.round((Date.now() - started) / 1000);
+    setStatus(`${state === 'PROCESSING' ? 'Encoding to HLS' : state}… ${waited} s`, state);
+  };
+  if (live) {
+    const tick = setInterval(() => waiting('PROCESSING'), 1000);
+    try {
+      const event = await live.wait(id);
+      status.dataset.via = 'events';
+      if (event.data.status === 'READY') showReady(id, title);
+      else showFailed(title, event.data.reason);
+      return;
+    } catch (err) {
+      console.warn('playhead: the event stream failed; polling the upload\'s status:', err.message);
+    } finally {
+      clearInterval(tick);
+      live.close();
+    }
+  }
+  status.dataset.via = 'poll';
   for (;;) {
     let m;
     try {
@@ -230,26 +270,33 @@ async function follow(id) {
       return;
     }
     if (m.status === 'READY') {
-      uploadDone();
-      setBar(1, 'ready');
-      setStatus(`Ready: “${m.title}”${m.duration_ms ? `, ${clock(m.duration_ms)}` : ''}.`, 'READY');
-      watch.href = `/watch/${id}`;
-      watch.hidden = false;
-      form.reset();
-      chosen();
+      showReady(id, m.title, m.duration_ms);
       return;
     }
     if (m.status === 'FAILED') {
-      uploadDone();
-      setBar(1, 'failed');
-      setStatus(`Encoding failed: ${m.failure_reason || 'no reason given'}`, 'FAILED');
-      showNotice(`“${m.title}” could not be encoded: ${m.failure_reason || 'no reason given'}`);
+      showFailed(m.title, m.failure_reason);
       return;
     }
-    const waited = Math.round((Date.now() - started) / 1000);
-    setStatus(`${m.status === 'PROCESSING' ? 'Encoding to HLS' : m.status}… ${waited} s`, m.status);
+    waiting(m.status);
     await new Promise((r) => setTimeout(r, STATUS_POLL_MS));
   }
+}
+
+function showReady(id, title, durationMS) {
+  uploadDone();
+  setBar(1, 'ready');
+  setStatus(`Ready: “${title}”${durationMS ? `, ${clock(durationMS)}` : ''}.`, 'READY');
+  watch.href = `/watch/${id}`;
+  watch.hidden = false;
+  form.reset();
+  chosen();
+}
+
+function showFailed(title, reason) {
+  uploadDone();
+  setBar(1, 'failed');
+  setStatus(`Encoding failed: ${reason || 'no reason given'}`, 'FAILED');
+  showNotice(`“${title}” could not be encoded: ${reason || 'no reason given'}`);
 }
 
 if (initSession()) {
