@@ -138,6 +138,15 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 			out = append(out, hostileCase{class: classText, method: r.method, target: bad, header: bearer(tok), want: []int{400}})
 		}
 	}
+	if r.pattern == "/v1/events" {
+		// Last-Event-ID is the stream's one input: anything but a non-negative integer is 400
+		// (a valid one opens a stream that never ends, so no case sends one).
+		for _, v := range []string{"abc", "-1", "9223372036854775808", strings.Repeat("9", 1000), "1 OR 1=1", "1;DROP TABLE members",
+			"0x10", "1e3", "+-1", "\xff\xfe", "1\x01", "%00", "١٢"} {
+			out = append(out, hostileCase{class: classText, method: r.method, target: target,
+				header: map[string]string{"Authorization": "Bearer " + tok, "Last-Event-ID": v}, want: []int{400}})
+		}
+	}
 	if r.pattern == "/v1/collections/:collection" {
 		for _, v := range hostileQueryTexts[:6] {
 			out = append(out, hostileCase{class: classText, method: r.method, target: r.target(f, v), header: bearer(tok), want: []int{400}})

@@ -153,6 +153,7 @@ var routeTable = []hostileRoute{
 		return "/v1/collections/" + p
 	}},
 	{method: "GET", pattern: "/v1/me/collections", access: member, target: fixed("/v1/me/collections")},
+	{method: "GET", pattern: "/v1/events", access: member, target: fixed("/v1/events")},
 	{method: "POST", pattern: "/v1/admin/media", access: admin, target: fixed("/v1/admin/media"),
 		jsonBody: map[string]any{"title": "registered", "duration_ms": 60000}, textFields: []string{"title", "status", "visibility"}},
 	{method: "PATCH", pattern: "/v1/admin/media/:id", access: admin, target: idTarget("/v1/admin/media/%s", mineID), hasParam: true, idParam: true,
