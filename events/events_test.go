@@ -1,7 +1,6 @@
 package events_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/playhead/playhead/events"
 	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/internal/ssetest"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/notify"
 )
@@ -28,9 +27,6 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 var secret = []byte("test-secret-test-secret-test-secret!")
-
-// waitLimit is how long a test waits for something it expects before it fails.
-const waitLimit = 30 * time.Second
 
 // server is one test's event streams: a real database, a real LISTEN connection and GET
 // /v1/events on a loopback port, wired as the binary wires them.
@@ -79,7 +75,7 @@ func start(t *testing.T, o options) *server {
 	t.Cleanup(func() { _ = listener.Stop(context.Background()) })
 	select {
 	case <-connected:
-	case <-time.After(waitLimit):
+	case <-time.After(ssetest.WaitLimit):
 		t.Fatal("the listener did not connect")
 	}
 	verifier, err := auth.NewVerifier(secret, 0)
@@ -133,117 +129,15 @@ func (s *server) announce(t *testing.T, member, mediaID int64, kind string, payl
 	return id
 }
 
-// event is one SSE event as read off the wire.
-type event struct {
-	id, name string
-	data     media.Event
-}
-
-// stream is an open GET /v1/events read by a goroutine into events; comments counts the
-// comment lines (heartbeats) seen.
-type stream struct {
-	resp     *http.Response
-	events   chan event
-	comments chan struct{}
-	// ended is closed when the body ends; err says how.
-	ended chan struct{}
-	err   error
-}
-
-// open opens a stream for tok (with lastID as Last-Event-ID unless empty) and requires a 200.
-func (s *server) open(t *testing.T, tok, lastID string) *stream {
+// open opens a stream for tok (with lastID as Last-Event-ID unless empty).
+func (s *server) open(t *testing.T, tok, lastID string) *ssetest.Stream {
 	t.Helper()
-	resp := s.get(t, tok, lastID)
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		t.Fatalf("GET /v1/events: %d %s", resp.StatusCode, body)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-		t.Errorf("Content-Type %q, want text/event-stream", ct)
-	}
-	st := &stream{resp: resp, events: make(chan event, 100), comments: make(chan struct{}, 100), ended: make(chan struct{})}
-	go st.read()
-	t.Cleanup(func() { resp.Body.Close(); <-st.ended })
-	return st
+	return ssetest.Open(t, http.DefaultClient, s.baseURL+"/v1/events", tok, lastID)
 }
 
 func (s *server) get(t *testing.T, tok, lastID string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, s.baseURL+"/v1/events", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
-}
-
-// read parses the SSE wire format: fields until a blank line make an event; lines starting
-// with ':' are comments.
-func (st *stream) read() {
-	defer close(st.ended)
-	r := bufio.NewReader(st.resp.Body)
-	var e event
-	var data string
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			st.err = err
-			return
-		}
-		line = strings.TrimSuffix(line, "\n")
-		switch {
-		case line == "":
-			if data != "" {
-				if err := json.Unmarshal([]byte(data), &e.data); err != nil {
-					st.err = err
-					return
-				}
-				st.events <- e
-			}
-			e, data = event{}, ""
-		case strings.HasPrefix(line, ":"):
-			st.comments <- struct{}{}
-		case strings.HasPrefix(line, "id: "):
-			e.id = strings.TrimPrefix(line, "id: ")
-		case strings.HasPrefix(line, "event: "):
-			e.name = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			data = strings.TrimPrefix(line, "data: ")
-		}
-	}
-}
-
-func (st *stream) next(t *testing.T) event {
-	t.Helper()
-	select {
-	case e := <-st.events:
-		return e
-	case <-st.ended:
-		t.Fatalf("the stream ended (%v) before an event", st.err)
-	case <-time.After(waitLimit):
-		t.Fatal("no event arrived")
-	}
-	return event{}
-}
-
-// waitEnd waits for the server to end the stream.
-func (st *stream) waitEnd(t *testing.T) {
-	t.Helper()
-	select {
-	case <-st.ended:
-	case <-time.After(waitLimit):
-		t.Fatal("the stream did not end")
-	}
+	return ssetest.Get(t, http.DefaultClient, s.baseURL+"/v1/events", tok, lastID)
 }
 
 func TestStream_SendsTheMembersOwnEventsAsTheyHappen(t *testing.T) {
@@ -255,18 +149,18 @@ func TestStream_SendsTheMembersOwnEventsAsTheyHappen(t *testing.T) {
 	ready := s.announce(t, 1, 10, media.OutboxReady, map[string]any{"job_id": 5})
 	failed := s.announce(t, 1, 11, media.OutboxFailed, map[string]any{"reason": "the file is not a video"})
 
-	e := st.next(t)
-	if e.id != strconv.FormatInt(ready, 10) || e.name != media.EventReady {
-		t.Fatalf("first event: id %q type %q, want id %d type %s (member 2's event must not be sent)", e.id, e.name, ready, media.EventReady)
+	e := st.Next(t)
+	if e.ID != strconv.FormatInt(ready, 10) || e.Name != media.EventReady {
+		t.Fatalf("first event: id %q type %q, want id %d type %s (member 2's event must not be sent)", e.ID, e.Name, ready, media.EventReady)
 	}
 	want := media.EventData{EventID: ready, MediaID: 10, OwnerID: 1, Status: "READY"}
-	if e.data.Type != media.EventReady || e.data.Data != want || e.data.Timestamp.IsZero() {
-		t.Errorf("ready event body %+v, want type %s and data %+v", e.data, media.EventReady, want)
+	if e.Data.Type != media.EventReady || e.Data.Data != want || e.Data.Timestamp.IsZero() {
+		t.Errorf("ready event body %+v, want type %s and data %+v", e.Data, media.EventReady, want)
 	}
-	e = st.next(t)
+	e = st.Next(t)
 	want = media.EventData{EventID: failed, MediaID: 11, OwnerID: 1, Status: "FAILED", Reason: "the file is not a video"}
-	if e.id != strconv.FormatInt(failed, 10) || e.name != media.EventFailed || e.data.Data != want {
-		t.Errorf("failed event: id %q type %q body %+v, want id %d type %s data %+v", e.id, e.name, e.data, failed, media.EventFailed, want)
+	if e.ID != strconv.FormatInt(failed, 10) || e.Name != media.EventFailed || e.Data.Data != want {
+		t.Errorf("failed event: id %q type %q body %+v, want id %d type %s data %+v", e.ID, e.Name, e.Data, failed, media.EventFailed, want)
 	}
 }
 
@@ -279,18 +173,18 @@ func TestStream_ResumesAfterLastEventIDAndStartsNowWithout(t *testing.T) {
 
 	resumed := s.open(t, tok, strconv.FormatInt(first, 10))
 	for _, want := range []int64{second, third} {
-		if e := resumed.next(t); e.id != strconv.FormatInt(want, 10) {
-			t.Fatalf("resumed after %d: got event %s, want %d", first, e.id, want)
+		if e := resumed.Next(t); e.ID != strconv.FormatInt(want, 10) {
+			t.Fatalf("resumed after %d: got event %s, want %d", first, e.ID, want)
 		}
 	}
 
 	fresh := s.open(t, tok, "")
 	later := s.announce(t, 1, 13, media.OutboxReady, nil)
-	if e := fresh.next(t); e.id != strconv.FormatInt(later, 10) {
-		t.Errorf("a stream without Last-Event-ID sent event %s first, want %d (the ones before it opened are not resent)", e.id, later)
+	if e := fresh.Next(t); e.ID != strconv.FormatInt(later, 10) {
+		t.Errorf("a stream without Last-Event-ID sent event %s first, want %d (the ones before it opened are not resent)", e.ID, later)
 	}
-	if e := resumed.next(t); e.id != strconv.FormatInt(later, 10) {
-		t.Errorf("the resumed stream then sent %s, want %d", e.id, later)
+	if e := resumed.Next(t); e.ID != strconv.FormatInt(later, 10) {
+		t.Errorf("the resumed stream then sent %s, want %d", e.ID, later)
 	}
 }
 
@@ -342,9 +236,9 @@ func TestStream_BoundsPerMemberAndInTotal(t *testing.T) {
 
 	// A closed stream frees its place once the server sees it gone: a write after the client's
 	// reset fails (a heartbeat here; every PLAYHEAD_EVENTS_HEARTBEAT in the binary).
-	first.resp.Body.Close()
-	<-first.ended
-	deadline := time.Now().Add(waitLimit)
+	first.Resp.Body.Close()
+	<-first.Ended
+	deadline := time.Now().Add(ssetest.WaitLimit)
 	for {
 		resp := s.get(t, a, "")
 		resp.Body.Close()
@@ -365,25 +259,25 @@ func TestStream_HeartbeatsKeepALongStreamOpenPastTheWriteTimeout(t *testing.T) {
 	st := s.open(t, token(t, 1, time.Hour), "")
 	for range 15 { // 1.5 s of heartbeats: three write timeouts
 		select {
-		case <-st.comments:
-		case <-st.ended:
-			t.Fatalf("the stream ended (%v) during its heartbeats", st.err)
-		case <-time.After(waitLimit):
+		case <-st.Comments:
+		case <-st.Ended:
+			t.Fatalf("the stream ended (%v) during its heartbeats", st.Err)
+		case <-time.After(ssetest.WaitLimit):
 			t.Fatal("no heartbeat")
 		}
 	}
 	id := s.announce(t, 1, 10, media.OutboxReady, nil)
-	if e := st.next(t); e.id != strconv.FormatInt(id, 10) {
-		t.Errorf("event %s, want %d", e.id, id)
+	if e := st.Next(t); e.ID != strconv.FormatInt(id, 10) {
+		t.Errorf("event %s, want %d", e.ID, id)
 	}
 }
 
 func TestStream_EndsWhenItsTokenExpires(t *testing.T) {
 	s := start(t, options{})
 	st := s.open(t, token(t, 1, 2*time.Second), "")
-	st.waitEnd(t)
-	if !errors.Is(st.err, io.EOF) {
-		t.Errorf("the stream ended with %v, want a clean end (EOF) at the token's expiry", st.err)
+	st.WaitEnd(t)
+	if !errors.Is(st.Err, io.EOF) {
+		t.Errorf("the stream ended with %v, want a clean end (EOF) at the token's expiry", st.Err)
 	}
 }
 
@@ -394,7 +288,7 @@ func TestStream_StopEndsStreamsAndRefusesNewOnes(t *testing.T) {
 	if err := s.hub.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	st.waitEnd(t)
+	st.WaitEnd(t)
 	resp := s.get(t, tok, "")
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
@@ -412,7 +306,7 @@ func TestStream_CatchesUpAfterTheListenerReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := s.announce(t, 1, 10, media.OutboxReady, nil)
-	if e := st.next(t); e.id != strconv.FormatInt(id, 10) {
-		t.Errorf("event %s, want %d", e.id, id)
+	if e := st.Next(t); e.ID != strconv.FormatInt(id, 10) {
+		t.Errorf("event %s, want %d", e.ID, id)
 	}
 }

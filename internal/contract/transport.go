@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 )
 
@@ -44,6 +45,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// A stream never ends: its status and headers are checked, its body is the caller's.
+		t.record(t.Checker.Check(Exchange{
+			Method: req.Method, Target: req.URL.RequestURI(), Header: req.Header, Body: reqBody,
+			Status: resp.StatusCode, ResponseHeader: resp.Header,
+		}))
+		return resp, nil
+	}
 	body, readErr := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if readErr != nil {
@@ -51,16 +60,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
-	err = t.Checker.Check(Exchange{
+	t.record(t.Checker.Check(Exchange{
 		Method: req.Method, Target: req.URL.RequestURI(), Header: req.Header, Body: reqBody,
 		Status: resp.StatusCode, ResponseHeader: resp.Header, ResponseBody: body,
-	})
+	}))
+	return resp, nil
+}
+
+// record keeps err, a departure from the document, if there is one.
+func (t *Transport) record(err error) {
 	if err != nil {
 		t.mu.Lock()
 		t.violations = append(t.violations, err)
 		t.mu.Unlock()
 	}
-	return resp, nil
 }
 
 // Violations returns the departures from the document seen so far.
