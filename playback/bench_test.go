@@ -3,6 +3,7 @@ package playback_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -147,58 +148,92 @@ func copyBatch(ctx context.Context, tx pgx.Tx, table string, batch benchBatch) e
 // watch all of them.
 const benchMedia = 100
 
-// BenchmarkUpsert writes batches of distinct keys into playback with each technique, at the
-// production batch size (1 000) and at the buffer's capacity (10 000). Every timed iteration
-// carries newer event times than the one before, so every row takes the ON CONFLICT … DO
-// UPDATE path and is really rewritten; a first pass outside the timer inserts the rows. Each
-// run gets a fresh database.
+// BenchmarkUpsert writes batches of distinct keys into playback with each technique, at a
+// small node's batch (100), the production batch size (1 000) and the buffer's capacity
+// (10 000). Every timed iteration carries newer event times than the one before, so every row
+// takes the ON CONFLICT … DO UPDATE path and is really rewritten; a first pass outside the
+// timer inserts the rows. Each run gets a fresh database. Besides rows/s it reports the
+// database server's CPU per 1 000 rows (dbcpu-ms/krow: postmaster and all its processes, so
+// the server must run on this machine).
 func BenchmarkUpsert(b *testing.B) {
-	for _, rows := range []int{1_000, 10_000} {
+	for _, rows := range []int{100, 1_000, 10_000} {
 		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
 			for _, m := range benchMethods {
-				b.Run("method="+m.name, func(b *testing.B) { benchUpsert(b, rows, m) })
+				b.Run("method="+m.name, func(b *testing.B) { benchUpsert(b, rows, 1, m) })
 			}
 		})
 	}
 }
 
-func benchUpsert(b *testing.B, rows int, m benchMethod) {
+// BenchmarkFlushConcurrent runs 1, 2 and 4 production flushers (Store.Flush, as many API nodes
+// would) side by side, each on keys of its own members, with batches of 1 000 rows: where the
+// total rows/s stops growing, the database is saturated. b.N counts the batches of each
+// flusher.
+func BenchmarkFlushConcurrent(b *testing.B) {
+	i := slices.IndexFunc(benchMethods, func(m benchMethod) bool { return m.name == "Unnest" })
+	for _, flushers := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("flushers=%d", flushers), func(b *testing.B) { benchUpsert(b, 1_000, flushers, benchMethods[i]) })
+	}
+}
+
+func benchUpsert(b *testing.B, rows, flushers int, m benchMethod) {
 	ctx := context.Background()
 	pool, _ := pgtest.Pool(b)
-	keys := benchKeys(b, pool, rows)
+	keys := benchKeys(b, pool, rows*flushers)
 	write, release := m.prepare(b, pool)
 	defer release()
 
 	base := time.Now().UTC().Truncate(time.Microsecond)
-	batchAt := func(iter int) benchBatch {
-		at := base.Add(time.Duration(iter) * time.Second)
-		batch := make(benchBatch, len(keys))
-		for i, k := range keys {
+	// The insert pass: the rows exist before the timed updates, and the connections have
+	// prepared their statements.
+	writeAll(b, write, keys, rows, base, 0)
+	checkWritten(b, pool, len(keys), base)
+
+	cpuBefore, err := pgtest.ServerCPU(ctx, pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 1; i <= b.N; i++ {
+		writeAll(b, write, keys, rows, base, i)
+	}
+	b.StopTimer()
+	cpuAfter, err := pgtest.ServerCPU(ctx, pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	written := float64(len(keys) * b.N)
+	b.ReportMetric(written/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64((cpuAfter-cpuBefore).Milliseconds())/(written/1000), "dbcpu-ms/krow")
+	checkWritten(b, pool, len(keys), base.Add(time.Duration(b.N)*time.Second))
+}
+
+// writeAll writes iteration iter of keys in batches of rows, one goroutine per batch, and
+// waits for all of them; the batches are built before the first is written.
+func writeAll(b *testing.B, write upsertFunc, keys []playback.Key, rows int, base time.Time, iter int) {
+	b.StopTimer()
+	at := base.Add(time.Duration(iter) * time.Second)
+	var batches []benchBatch
+	for start := 0; start < len(keys); start += rows {
+		batch := make(benchBatch, rows)
+		for i, k := range keys[start : start+rows] {
 			batch[i] = buffer.Entry[playback.Key, playback.Position]{Key: k, Value: playback.Position{
 				PositionMS: int32(iter*1000 + i%1000), EventTime: at}}
 		}
-		return batch
+		batches = append(batches, batch)
 	}
-
-	// The insert pass: the rows exist before the timed updates, and the connection has
-	// prepared its statements.
-	if err := write(ctx, batchAt(0)); err != nil {
-		b.Fatal(err)
-	}
-	checkWritten(b, pool, rows, base)
-
-	b.ResetTimer()
-	for i := 1; i <= b.N; i++ {
-		b.StopTimer()
-		batch := batchAt(i)
+	if iter > 0 {
 		b.StartTimer()
-		if err := write(ctx, batch); err != nil {
+	}
+	errs := make(chan error, len(batches))
+	for _, batch := range batches {
+		go func() { errs <- write(context.Background(), batch) }()
+	}
+	for range batches {
+		if err := <-errs; err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.StopTimer()
-	b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "rows/s")
-	checkWritten(b, pool, rows, base.Add(time.Duration(b.N)*time.Second))
 }
 
 // benchKeys creates the media and members for rows keys and returns the keys, sorted as the

@@ -164,11 +164,13 @@ type Stored struct {
 	WatchedAt *time.Time
 }
 
+// getSQL reads one row by its key.
+const getSQL = `SELECT position_ms, event_time, hidden, watched_at FROM playback WHERE member_id = $1 AND media_id = $2`
+
 // Get returns the stored row for key, and false when there is none.
 func (s *Store) Get(ctx context.Context, key Key) (Stored, bool, error) {
 	var st Stored
-	err := s.pool.QueryRow(ctx, `SELECT position_ms, event_time, hidden, watched_at FROM playback WHERE member_id = $1 AND media_id = $2`,
-		key.Member, key.Media).Scan(&st.PositionMS, &st.EventTime, &st.Hidden, &st.WatchedAt)
+	err := s.pool.QueryRow(ctx, getSQL, key.Member, key.Media).Scan(&st.PositionMS, &st.EventTime, &st.Hidden, &st.WatchedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Stored{}, false, nil
 	}
@@ -178,6 +180,19 @@ func (s *Store) Get(ctx context.Context, key Key) (Stored, bool, error) {
 	return st, true, nil
 }
 
+// openSQL creates a row at position 0 unless it exists, records the collection, and reads the row.
+const openSQL = `
+WITH ins AS (
+	INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, collection)
+	VALUES ($1, $2, 0, $3, $3, nullif($4, ''))
+	ON CONFLICT (member_id, media_id) DO UPDATE SET collection = excluded.collection
+	WHERE excluded.collection IS NOT NULL AND p.collection IS DISTINCT FROM excluded.collection
+	RETURNING position_ms, event_time, hidden, watched_at)
+SELECT position_ms, event_time, hidden, watched_at FROM ins
+UNION ALL
+SELECT position_ms, event_time, hidden, watched_at FROM playback WHERE member_id = $1 AND media_id = $2
+LIMIT 1`
+
 // Open creates the row for key at position 0 if it does not exist, and returns the stored
 // row, in one statement: a player opening a video costs one round trip. (Both halves of the
 // UNION read the same snapshot, so a row inserted here comes back through RETURNING.) A
@@ -185,17 +200,7 @@ func (s *Store) Get(ctx context.Context, key Key) (Stored, bool, error) {
 // position nor event_time, so it cannot reorder the continue-watching list or beat the guard.
 func (s *Store) Open(ctx context.Context, key Key, at time.Time, collection string) (Stored, error) {
 	var st Stored
-	err := s.pool.QueryRow(ctx, `
-		WITH ins AS (
-			INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, collection)
-			VALUES ($1, $2, 0, $3, $3, nullif($4, ''))
-			ON CONFLICT (member_id, media_id) DO UPDATE SET collection = excluded.collection
-			WHERE excluded.collection IS NOT NULL AND p.collection IS DISTINCT FROM excluded.collection
-			RETURNING position_ms, event_time, hidden, watched_at)
-		SELECT position_ms, event_time, hidden, watched_at FROM ins
-		UNION ALL
-		SELECT position_ms, event_time, hidden, watched_at FROM playback WHERE member_id = $1 AND media_id = $2
-		LIMIT 1`, key.Member, key.Media, at, collection).Scan(&st.PositionMS, &st.EventTime, &st.Hidden, &st.WatchedAt)
+	err := s.pool.QueryRow(ctx, openSQL, key.Member, key.Media, at, collection).Scan(&st.PositionMS, &st.EventTime, &st.Hidden, &st.WatchedAt)
 	if err != nil {
 		return Stored{}, fmt.Errorf("open playback row: %w", err)
 	}
@@ -213,16 +218,19 @@ func (s *Store) InCollection(ctx context.Context, collection string, mediaID int
 	return in, nil
 }
 
+// hideSQL hides a row, or writes it hidden when it does not exist, unless a newer report is stored.
+const hideSQL = `
+INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, hidden)
+VALUES ($1, $2, $3, $4, $4, true)
+ON CONFLICT (member_id, media_id) DO UPDATE
+SET hidden = true, event_time = excluded.event_time, updated_at = excluded.updated_at
+WHERE p.event_time < excluded.event_time`
+
 // Hide removes key from the continue-watching list. It bumps event_time to at, so a position
 // reported before the hide and flushed after it cannot bring the row back. pos is written
 // when the row does not exist yet (its report may still be in a buffer).
 func (s *Store) Hide(ctx context.Context, key Key, pos Position, at time.Time) error {
-	_, err := s.pool.Exec(ctx, `
-		INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, hidden)
-		VALUES ($1, $2, $3, $4, $4, true)
-		ON CONFLICT (member_id, media_id) DO UPDATE
-		SET hidden = true, event_time = excluded.event_time, updated_at = excluded.updated_at
-		WHERE p.event_time < excluded.event_time`, key.Member, key.Media, pos.PositionMS, at)
+	_, err := s.pool.Exec(ctx, hideSQL, key.Member, key.Media, pos.PositionMS, at)
 	if err != nil {
 		return fmt.Errorf("hide playback row: %w", err)
 	}
