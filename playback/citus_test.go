@@ -3,6 +3,7 @@ package playback
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -111,7 +112,8 @@ func TestCitusRulesCatchViolations(t *testing.T) {
 		CREATE TABLE bad_unplaced (id bigint)`); err != nil {
 		t.Fatal(err)
 	}
-	plan := maps(citusPlan, map[string]placement{
+	plan := maps.Clone(citusPlan)
+	maps.Copy(plan, map[string]placement{
 		"bad_dist":  {distributed, "member_id"},
 		"bad_other": {distributed, "owner"}, // owner is nullable
 		"bad_ref":   {kind: reference},
@@ -165,17 +167,6 @@ func TestCitusRulesCatchViolations(t *testing.T) {
 			t.Errorf("%s: violations lack %q; got:\n%s", c.st.name, c.want, got)
 		}
 	}
-}
-
-func maps(a, b map[string]placement) map[string]placement {
-	out := make(map[string]placement, len(a)+len(b))
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
-	}
-	return out
 }
 
 // schemaViolations reads the public schema from the catalog and returns what breaks plan.
