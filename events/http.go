@@ -3,7 +3,6 @@ package events
 import (
 	"bufio"
 	"encoding/json"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -40,7 +39,7 @@ func (h *Hub) serve(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	s, err := h.subscribe(caller.MemberID)
+	s, err := h.subscribe(caller.MemberID, c.Context().Conn())
 	if err != nil {
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retryAfterSeconds))
 		return err
@@ -56,10 +55,9 @@ func (h *Hub) serve(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Set("X-Accel-Buffering", "no") // proxies that buffer answers (nginx) pass this one through at once
-	conn := c.Context().Conn()
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer h.unsubscribe(s)
-		h.metrics.ended.WithLabelValues(h.send(s, after, caller.Expires, w, conn)).Inc()
+		h.metrics.ended.WithLabelValues(h.send(s, after, caller.Expires, w)).Inc()
 	})
 	return nil
 }
@@ -87,11 +85,10 @@ func truncate(s string) string {
 
 // send writes s's events to w until the client goes away, the token expires or the node stops,
 // and returns which of these ended it (the metric's reason). Every flush extends the
-// connection's write deadline by WriteTimeout: fasthttp sets one deadline for the whole answer,
-// which would cut a long stream.
-func (h *Hub) send(s *stream, after int64, expires time.Time, w *bufio.Writer, conn net.Conn) string {
+// connection's write deadline (extendWrite).
+func (h *Hub) send(s *stream, after int64, expires time.Time, w *bufio.Writer) string {
 	flush := func() error {
-		if err := conn.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout)); err != nil {
+		if err := h.extendWrite(s); err != nil {
 			return err
 		}
 		return w.Flush()

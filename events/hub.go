@@ -19,6 +19,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -69,6 +70,8 @@ type Hub struct {
 // stream is one open GET /v1/events.
 type stream struct {
 	member int64
+	// conn is the client's connection, whose write deadline the stream pushes on and Stop cuts.
+	conn net.Conn
 	// wake holds one pending wake-up: new rows may be in the outbox.
 	wake chan struct{}
 }
@@ -121,14 +124,30 @@ func (h *Hub) Resync() {
 // comes before the public server's.
 func (h *Hub) Start(context.Context) error { return nil }
 
+// stopWriteGrace is how long a stream's last bytes may take to reach its client once the node
+// stops; a stream still writing then is cut.
+const stopWriteGrace = time.Second
+
 // Stop ends every stream and refuses new ones (503), then waits for the streams to finish
 // their last write, within ctx. Clients reconnect, to another node, with Last-Event-ID.
+//
+// A stream whose client stopped reading is blocked in a write (fasthttp copies the stream to
+// the connection in its own goroutine, the stream waits on that copy) and sees neither the stop
+// nor the cancelled reads: its connection's write deadline is moved to stopWriteGrace from now,
+// so the blocked write fails then instead of after WriteTimeout, which may be longer than the
+// whole graceful stop.
 func (h *Hub) Stop(ctx context.Context) error {
 	h.mu.Lock()
 	if !h.closed {
 		h.closed = true
 		close(h.stopped)
 		h.cancel()
+		last := time.Now().Add(stopWriteGrace)
+		for _, streams := range h.members {
+			for s := range streams {
+				_ = s.conn.SetWriteDeadline(last) // fails only on a closed connection, which needs no cut
+			}
+		}
 	}
 	h.mu.Unlock()
 	done := make(chan struct{})
@@ -144,8 +163,8 @@ func (h *Hub) Stop(ctx context.Context) error {
 	}
 }
 
-// subscribe opens a stream for member within the bounds.
-func (h *Hub) subscribe(member int64) (*stream, error) {
+// subscribe opens a stream for member, writing to conn, within the bounds.
+func (h *Hub) subscribe(member int64, conn net.Conn) (*stream, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -159,7 +178,7 @@ func (h *Hub) subscribe(member int64) (*stream, error) {
 		h.metrics.refused.WithLabelValues("total").Inc()
 		return nil, apperr.Errorf(apperr.Unavailable, "the server holds as many event streams as it allows (%d); retry later", h.cfg.Total)
 	}
-	s := &stream{member: member, wake: make(chan struct{}, 1)}
+	s := &stream{member: member, conn: conn, wake: make(chan struct{}, 1)}
 	if h.members[member] == nil {
 		h.members[member] = make(map[*stream]struct{})
 	}
@@ -181,6 +200,18 @@ func (h *Hub) unsubscribe(s *stream) {
 	h.open--
 	h.running.Done()
 	h.metrics.open.Dec()
+}
+
+// extendWrite pushes s's write deadline WriteTimeout on, before each flush: fasthttp sets one
+// deadline for the whole answer, which would cut a long stream. Once the hub is stopping the
+// deadline is Stop's and stays: a stream writing its last bytes must not push it back.
+func (h *Hub) extendWrite(s *stream) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	return s.conn.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
 }
 
 // readBatch is how many outbox rows one read sends at most; a stream behind by more reads
