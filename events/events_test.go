@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/events"
 	"github.com/playhead/playhead/httpserver"
+	"github.com/playhead/playhead/internal/faultproxy"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/internal/ssetest"
 	"github.com/playhead/playhead/media"
@@ -35,6 +39,40 @@ type server struct {
 	dbURL   string
 	hub     *events.Hub
 	baseURL string
+	// readProxy carries the hub's reads when options.readsViaProxy is set.
+	readProxy *faultproxy.Proxy
+	// logs holds what the hub logged, at debug level.
+	logs *logBuffer
+}
+
+// logBuffer is a log written by the server's goroutines and read by the test's.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// waitFor waits until the log holds text.
+func (b *logBuffer) waitFor(t *testing.T, text string) {
+	t.Helper()
+	deadline := time.Now().Add(ssetest.WaitLimit)
+	for {
+		b.mu.Lock()
+		found := strings.Contains(b.buf.String(), text)
+		b.mu.Unlock()
+		if found {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hub never logged %q", text)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 type options struct {
@@ -42,6 +80,8 @@ type options struct {
 	heartbeat        time.Duration
 	// writeTimeout is both the app's (fasthttp's whole-answer deadline) and each stream write's.
 	writeTimeout time.Duration
+	// readsViaProxy sends the hub's outbox reads (not the listener) through s.readProxy.
+	readsViaProxy bool
 }
 
 func start(t *testing.T, o options) *server {
@@ -56,9 +96,13 @@ func start(t *testing.T, o options) *server {
 		o.writeTimeout = 30 * time.Second
 	}
 	pool, dbURL := pgtest.Pool(t)
-	s := &server{pool: pool, dbURL: dbURL}
-	logger := slog.New(slog.DiscardHandler)
-	s.hub = events.NewHub(events.Config{Pool: pool, PerMember: o.perMember, Total: o.total, Heartbeat: o.heartbeat,
+	s := &server{pool: pool, dbURL: dbURL, logs: &logBuffer{}}
+	logger := slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	readPool := pool
+	if o.readsViaProxy {
+		readPool = s.proxiedPool(t)
+	}
+	s.hub = events.NewHub(events.Config{Pool: readPool, PerMember: o.perMember, Total: o.total, Heartbeat: o.heartbeat,
 		WriteTimeout: o.writeTimeout, Logger: logger})
 	listener := notify.NewListener(dbURL, logger)
 	connected := make(chan struct{}, 1)
@@ -97,6 +141,28 @@ func start(t *testing.T, o options) *server {
 	})
 	s.baseURL = "http://" + ln.Addr().String()
 	return s
+}
+
+// proxiedPool starts s.readProxy in front of the test database and returns a pool through it.
+func (s *server) proxiedPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	conf := pgtest.Shared(t).Config
+	proxy, err := faultproxy.Start(net.JoinHostPort(conf.Host, conf.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	url, err := proxy.URL(s.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s.readProxy = proxy
+	return pool
 }
 
 func token(t *testing.T, member int64, ttl time.Duration) string {
@@ -306,6 +372,22 @@ func TestStream_CatchesUpAfterTheListenerReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := s.announce(t, 1, 10, media.OutboxReady, nil)
+	if e := st.Next(t); e.ID != strconv.FormatInt(id, 10) {
+		t.Errorf("event %s, want %d", e.ID, id)
+	}
+}
+
+func TestStream_DeliversAnEventItsReadMissedOnceTheDatabaseIsBack(t *testing.T) {
+	// The notification arrives (the listener's connection is fine) while the stream's read of
+	// the outbox fails (its pool cannot reach the database): the stream must read again later
+	// by itself, since no other notification may ever come.
+	s := start(t, options{readsViaProxy: true})
+	st := s.open(t, token(t, 1, time.Hour), "")
+	s.readProxy.Refuse(true)
+	s.readProxy.ResetAll()
+	id := s.announce(t, 1, 10, media.OutboxReady, nil)
+	s.logs.waitFor(t, "reading the outbox failed")
+	s.readProxy.Refuse(false)
 	if e := st.Next(t); e.ID != strconv.FormatInt(id, 10) {
 		t.Errorf("event %s, want %d", e.ID, id)
 	}
