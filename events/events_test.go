@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -390,5 +391,29 @@ func TestStream_DeliversAnEventItsReadMissedOnceTheDatabaseIsBack(t *testing.T) 
 	s.readProxy.Refuse(false)
 	if e := st.Next(t); e.ID != strconv.FormatInt(id, 10) {
 		t.Errorf("event %s, want %d", e.ID, id)
+	}
+}
+
+func TestStream_ResumeSendsEveryEventPastOneRead(t *testing.T) {
+	// A client that was away for a while resumes behind by more events than one read of the
+	// outbox returns (100): it gets all of them in order, without waiting for a new event.
+	s := start(t, options{})
+	const behind = 250
+	rows, err := s.pool.Query(context.Background(), `
+		INSERT INTO notification_outbox (member_id, media_id, kind)
+		SELECT 1, g, $1 FROM generate_series(1, $2::int) AS g RETURNING id`, media.OutboxReady, behind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+	st := s.open(t, token(t, 1, time.Hour), strconv.FormatInt(ids[0]-1, 10))
+	for i, want := range ids {
+		if e := st.Next(t); e.ID != strconv.FormatInt(want, 10) {
+			t.Fatalf("event %d of %d: id %s, want %d", i+1, behind, e.ID, want)
+		}
 	}
 }
