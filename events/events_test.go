@@ -136,7 +136,9 @@ func start(t *testing.T, o options) *server {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = app.Listener(ln) }()
 	t.Cleanup(func() {
-		_ = s.hub.Stop(context.Background()) // as the binary does: streams end before the server waits for them
+		ctx, cancel := context.WithTimeout(context.Background(), ssetest.WaitLimit)
+		defer cancel()
+		_ = s.hub.Stop(ctx) // as the binary does: streams end before the server waits for them
 		_ = app.Shutdown()
 		<-done
 	})
@@ -352,7 +354,9 @@ func TestStream_StopEndsStreamsAndRefusesNewOnes(t *testing.T) {
 	s := start(t, options{})
 	tok := token(t, 1, time.Hour)
 	st := s.open(t, tok, "")
-	if err := s.hub.Stop(context.Background()); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), ssetest.WaitLimit)
+	defer cancel()
+	if err := s.hub.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	st.WaitEnd(t)
