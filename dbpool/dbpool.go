@@ -13,12 +13,36 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Open parses connString, applies maxConns when positive, and returns a pool whose
-// acquisitions are timed into the registered metrics. It does not wait for the database.
-func Open(ctx context.Context, connString string, maxConns int32, reg prometheus.Registerer) (*pgxpool.Pool, error) {
+// Option adjusts a pool's configuration before it opens.
+type Option func(*pgxpool.Config)
+
+// ThroughTransactionPooler configures a pool whose connection string points at a connection
+// pooler in transaction mode (PgBouncer's pool_mode = transaction): each transaction may run
+// on a different server session, so nothing may outlive one. pgx's default exec mode prepares
+// named statements once per session and reuses them, which such a pooler breaks (PgBouncer
+// before 1.21 forwards no prepared statement between sessions). QueryExecModeCacheDescribe
+// sends every statement unnamed, in the same message sequence as its execution, and caches
+// only its description on the client: one round trip, binary values, and no server state. Its
+// cost: a query whose result columns change under it (a migration altering a table it reads)
+// fails once before its description is refreshed. An exec mode chosen in the URL
+// (default_query_exec_mode) other than pgx's default is kept.
+func ThroughTransactionPooler() Option {
+	return func(cfg *pgxpool.Config) {
+		if cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+			cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+		}
+	}
+}
+
+// Open parses connString, applies maxConns when positive and then opts, and returns a pool
+// whose acquisitions are timed into the registered metrics. It does not wait for the database.
+func Open(ctx context.Context, connString string, maxConns int32, reg prometheus.Registerer, opts ...Option) (*pgxpool.Pool, error) {
 	cfg, err := parse(connString, maxConns)
 	if err != nil {
 		return nil, err
+	}
+	for _, opt := range opts {
+		opt(cfg)
 	}
 	return open(ctx, cfg, reg)
 }
@@ -29,7 +53,9 @@ func Open(ctx context.Context, connString string, maxConns int32, reg prometheus
 // five executions on each connection, and again after every invalidation (an ANALYZE of a
 // table it reads), before it settles on the generic plan. A statement whose generic plan is
 // as good as its custom ones (index probes keyed by its parameters, checked by a plan test)
-// loses nothing by skipping them.
+// loses nothing by skipping them. The setting belongs to the session, so connString must reach
+// PostgreSQL directly or through a pooler in session mode (PgBouncer in transaction mode
+// refuses the startup parameter).
 func OpenGenericPlans(ctx context.Context, connString string, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := parse(connString, maxConns)
 	if err != nil {

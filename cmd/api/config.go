@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/ingest"
@@ -21,8 +23,20 @@ import (
 // Config is the whole operator interface: every field comes from one PLAYHEAD_* (or
 // DATABASE_URL) environment variable, documented in the README's table.
 type Config struct {
-	// DatabaseURL is the PostgreSQL connection string (DATABASE_URL). Required.
+	// DatabaseURL is the PostgreSQL connection string (DATABASE_URL). Required. The request
+	// pool and the playback flusher's pool connect with it; it may point at a connection pooler
+	// in transaction mode (DBPooler).
 	DatabaseURL string
+	// DatabaseDirectURL reaches PostgreSQL with a session of its own, for what cannot go
+	// through a transaction pooler: LISTEN, the orphan sweep's session advisory lock, the
+	// migrations (goose's session lock) and the progress reads' session setting
+	// (PLAYHEAD_DATABASE_DIRECT_URL). Default DatabaseURL; required when DBPooler is
+	// transaction.
+	DatabaseDirectURL string
+	// DBPooler says what DatabaseURL points at: none (PostgreSQL, or a pooler in session mode)
+	// or transaction (a pooler in transaction mode, e.g. PgBouncer's pool_mode = transaction),
+	// which makes the pools keep no state between transactions (PLAYHEAD_DB_POOLER). Default none.
+	DBPooler string
 	// Role is all, api or worker (PLAYHEAD_ROLE, flag --role). Default all.
 	Role string
 	// HTTPAddr is the public API listen address (PLAYHEAD_HTTP_ADDR). Default :8080.
@@ -210,6 +224,12 @@ const (
 	roleWorker = "worker"
 )
 
+// What DATABASE_URL points at (PLAYHEAD_DB_POOLER).
+const (
+	poolerNone        = "none"
+	poolerTransaction = "transaction"
+)
+
 // env reads configuration variables, collecting every error so one start-up names them all.
 type env struct {
 	errs []error
@@ -286,6 +306,7 @@ func loadConfig(args []string) (Config, error) {
 	var e env
 	c := Config{
 		DatabaseURL:    e.str("DATABASE_URL", ""),
+		DBPooler:       e.str("PLAYHEAD_DB_POOLER", poolerNone),
 		Role:           e.str("PLAYHEAD_ROLE", roleAll),
 		HTTPAddr:       e.str("PLAYHEAD_HTTP_ADDR", ":8080"),
 		MetricsAddr:    e.str("PLAYHEAD_METRICS_ADDR", "127.0.0.1:9464"),
@@ -373,6 +394,7 @@ func loadConfig(args []string) (Config, error) {
 	if c.BufferMaxKeys == 0 {
 		c.BufferMaxKeys = 20 * c.BufferCapacity
 	}
+	c.DatabaseDirectURL = e.str("PLAYHEAD_DATABASE_DIRECT_URL", c.DatabaseURL)
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.Role, "role", c.Role, "all, api or worker (overrides PLAYHEAD_ROLE)")
 	if err := fs.Parse(args); err != nil {
@@ -383,6 +405,7 @@ func loadConfig(args []string) (Config, error) {
 
 func (c Config) validate(e *env) error {
 	e.check(c.DatabaseURL != "", "DATABASE_URL is required (make run starts a local cluster and sets it)")
+	c.validateDatabase(e)
 	e.check(c.Role == roleAll || c.Role == roleAPI || c.Role == roleWorker, "PLAYHEAD_ROLE: %q is not all, api or worker", c.Role)
 	e.check(len(c.JWTSecret) >= auth.MinSecretBytes, "PLAYHEAD_JWT_SECRET: must be at least %d bytes (make run generates one)", auth.MinSecretBytes)
 	e.check(c.BufferCapacity > 0, "PLAYHEAD_BUFFER_CAPACITY: must be positive")
@@ -442,6 +465,23 @@ func (c Config) validate(e *env) error {
 	_, err := parseLogLevel(c.LogLevel)
 	e.check(err == nil, "PLAYHEAD_LOG_LEVEL: %q is not debug, info, warn or error", c.LogLevel)
 	return errors.Join(e.errs...)
+}
+
+// validateDatabase checks the connection strings and the pooler mode: through a transaction
+// pooler, the session-bound work needs a direct URL of its own.
+func (c Config) validateDatabase(e *env) {
+	e.check(c.DBPooler == poolerNone || c.DBPooler == poolerTransaction, "PLAYHEAD_DB_POOLER: %q is not none or transaction", c.DBPooler)
+	if c.DatabaseURL != "" {
+		_, err := pgx.ParseConfig(c.DatabaseURL)
+		e.check(err == nil, "DATABASE_URL: %v", err)
+	}
+	if c.DatabaseDirectURL != c.DatabaseURL {
+		_, err := pgx.ParseConfig(c.DatabaseDirectURL)
+		e.check(err == nil, "PLAYHEAD_DATABASE_DIRECT_URL: %v", err)
+	}
+	e.check(c.DBPooler != poolerTransaction || c.DatabaseDirectURL != c.DatabaseURL,
+		"PLAYHEAD_DATABASE_DIRECT_URL: required with PLAYHEAD_DB_POOLER=transaction, and not DATABASE_URL: "+
+			"LISTEN, session advisory locks, migrations and the progress reads need a session of their own")
 }
 
 func defaultNodeID() string {

@@ -14,15 +14,20 @@ import (
 
 func runMigrate(ctx context.Context, args []string) error {
 	if len(args) > 0 {
-		return fmt.Errorf("migrate takes no arguments (it reads DATABASE_URL)")
+		return fmt.Errorf("migrate takes no arguments (it reads PLAYHEAD_DATABASE_DIRECT_URL or DATABASE_URL)")
 	}
-	dbURL := os.Getenv("DATABASE_URL")
+	// goose's lock is a session advisory lock: the direct URL when there is one, as serve does.
+	name := "PLAYHEAD_DATABASE_DIRECT_URL"
+	dbURL := os.Getenv(name)
+	if dbURL == "" {
+		name, dbURL = "DATABASE_URL", os.Getenv("DATABASE_URL")
+	}
 	if dbURL == "" {
 		return errors.New("DATABASE_URL is required")
 	}
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
-		return fmt.Errorf("DATABASE_URL: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	defer pool.Close()
 	return migrate(ctx, pool, func(msg string) { fmt.Println(msg) })

@@ -88,6 +88,7 @@ type node struct {
 	stopDeadline time.Time
 
 	pool           *pgxpool.Pool
+	sessionPool    *pgxpool.Pool // n.pool, or its own on PLAYHEAD_DATABASE_DIRECT_URL (openSessionPool)
 	queue          *jobqueue.Queue
 	eventStreams   *events.Hub                                     // nil on a worker
 	playbackBuffer *buffer.Buffer[playback.Key, playback.Position] // nil on a worker or in sync mode
@@ -135,15 +136,18 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err e
 	}
 	n.closers = append(n.closers, func() { _ = n.metricsLn.Close() })
 
-	if n.pool, err = dbpool.Open(ctx, cfg.DatabaseURL, poolConns(cfg), n.reg); err != nil {
+	if n.pool, err = dbpool.Open(ctx, cfg.DatabaseURL, poolConns(cfg), n.reg, poolOptions(cfg)...); err != nil {
 		return nil, err
 	}
 	n.closers = append(n.closers, func() { n.closePool(n.pool) })
 	if err := waitForDatabase(ctx, n.pool, logger); err != nil {
 		return nil, err
 	}
+	if n.sessionPool, err = n.openSessionPool(ctx); err != nil {
+		return nil, err
+	}
 	if cfg.Role == roleAll {
-		if err := migrate(ctx, n.pool, func(msg string) { logger.Info(msg) }); err != nil {
+		if err := migrate(ctx, n.sessionPool, func(msg string) { logger.Info(msg) }); err != nil {
 			return nil, err
 		}
 	}
@@ -156,7 +160,7 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err e
 	if err != nil {
 		return nil, err
 	}
-	listener := notify.NewListener(cfg.DatabaseURL, logger)
+	listener := notify.NewListener(cfg.DatabaseDirectURL, logger)
 	if cfg.Role == roleAPI {
 		// The admin retry needs every kind's hooks, not their runners.
 		n.queue, err = jobqueue.NewQueue(n.pool, cfg.JobLease, media.JobKind(encodejobs.KindEncode), media.JobKind(ingest.KindIngest),
@@ -342,7 +346,9 @@ const flushPoolConns = 2
 // collection with progress, the started collections). They get their own pool so that they
 // plan their statements once per connection (see dbpool.OpenGenericPlans) and so that a burst
 // of them cannot queue players opening videos in the request pool. Four are enough for reads
-// of about a millisecond each; more would only let more of them compete for the CPU.
+// of about a millisecond each; more would only let more of them compete for the CPU. The
+// setting belongs to the session, so this pool connects with PLAYHEAD_DATABASE_DIRECT_URL: four
+// direct connections per API node, past a transaction pooler.
 const readPoolConns = 4
 
 // buildAPI builds the public app (playback, media, uploads and admin routes) and lists the
@@ -374,7 +380,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	n.add("media cache", mediaCache)
 	listener.Handle(media.ChannelChanged, mediaCache.EvictPayload, mediaCache.Clear)
 
-	readPool, err := dbpool.OpenGenericPlans(ctx, cfg.DatabaseURL, readPoolConns)
+	readPool, err := dbpool.OpenGenericPlans(ctx, cfg.DatabaseDirectURL, readPoolConns)
 	if err != nil {
 		return nil, err
 	}
@@ -383,7 +389,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	playbackHandler := &playback.Handler{Store: playbackStore, Access: mediaCache, Mode: cfg.WriteMode, Links: links}
 	// The flusher gets its own connections: under a burst of synchronous requests (players
 	// opening videos) it must not queue for the request pool while the buffer fills up.
-	flushPool, err := dbpool.Open(ctx, cfg.DatabaseURL, flushPoolConns, nil)
+	flushPool, err := dbpool.Open(ctx, cfg.DatabaseURL, flushPoolConns, nil, poolOptions(cfg)...)
 	if err != nil {
 		return nil, err
 	}
@@ -567,7 +573,7 @@ func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error
 		Grace:       cfg.OrphanGrace,
 		Interval:    cfg.OrphanSweepInterval,
 		PassObjects: cfg.OrphanSweepBatch,
-		Lock:        encodejobs.OrphanSweepLock(n.pool),
+		Lock:        encodejobs.OrphanSweepLock(n.sessionPool),
 		Logger:      n.logger,
 		Metrics:     storage.NewSweepMetrics(n.reg),
 	})

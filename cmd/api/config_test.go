@@ -1,0 +1,47 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/playhead/playhead/internal/binarytest"
+)
+
+// TestConfig_Pooler: a transaction pooler needs a direct URL for what needs a session, and the
+// direct URL defaults to DATABASE_URL otherwise.
+func TestConfig_Pooler(t *testing.T) {
+	const pooled, direct = "postgres://u@127.0.0.1:6432/db", "postgres://u@127.0.0.1:5432/db"
+	for _, tc := range []struct {
+		name, pooler, directURL string
+		wantErr                 string // "" when valid
+		wantDirect              string
+	}{
+		{name: "no pooler, no direct URL", wantDirect: pooled},
+		{name: "no pooler, direct URL", directURL: direct, wantDirect: direct},
+		{name: "transaction with direct URL", pooler: "transaction", directURL: direct, wantDirect: direct},
+		{name: "transaction without direct URL", pooler: "transaction", wantErr: "PLAYHEAD_DATABASE_DIRECT_URL: required"},
+		{name: "transaction with the same URL", pooler: "transaction", directURL: pooled, wantErr: "PLAYHEAD_DATABASE_DIRECT_URL: required"},
+		{name: "unknown pooler", pooler: "statement", directURL: direct, wantErr: `PLAYHEAD_DB_POOLER: "statement"`},
+		{name: "bad direct URL", directURL: "postgres://u@127.0.0.1:notaport/db", wantErr: "PLAYHEAD_DATABASE_DIRECT_URL:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("DATABASE_URL", pooled)
+			t.Setenv("PLAYHEAD_JWT_SECRET", binarytest.Secret)
+			t.Setenv("PLAYHEAD_DB_POOLER", tc.pooler)
+			t.Setenv("PLAYHEAD_DATABASE_DIRECT_URL", tc.directURL)
+			cfg, err := loadConfig(nil)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.DatabaseDirectURL != tc.wantDirect {
+				t.Errorf("direct URL %q, want %q", cfg.DatabaseDirectURL, tc.wantDirect)
+			}
+		})
+	}
+}
