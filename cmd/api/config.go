@@ -76,6 +76,11 @@ type Config struct {
 	CacheMaxItems int
 	// ShutdownTimeout is the whole budget of a graceful stop (PLAYHEAD_SHUTDOWN_TIMEOUT). Default 30 s.
 	ShutdownTimeout time.Duration
+	// ShutdownDrainDelay is how long a node with a public port keeps serving after SIGTERM
+	// with /readyz answering 503, so that a load balancer's health checks take it out of
+	// rotation before it stops accepting (PLAYHEAD_SHUTDOWN_DRAIN_DELAY). Part of
+	// ShutdownTimeout. Default 0.
+	ShutdownDrainDelay time.Duration
 	// DBMaxConns caps the request pool (PLAYHEAD_DB_MAX_CONNS). Default 0: 10 on api and all
 	// nodes, encode + ingest + webhook concurrency + 5 on workers. The playback flusher has 2 more of its
 	// own.
@@ -320,19 +325,20 @@ func loadConfig(args []string) (Config, error) {
 			Ratio: e.float("PLAYHEAD_COMPLETION_RATIO", media.DefaultCompletion.Ratio),
 			Tail:  e.duration("PLAYHEAD_COMPLETION_TAIL", media.DefaultCompletion.Tail),
 		},
-		CacheTTL:         e.duration("PLAYHEAD_CACHE_TTL", 60*time.Second),
-		CacheNegativeTTL: e.duration("PLAYHEAD_CACHE_NEGATIVE_TTL", 5*time.Second),
-		CacheMaxItems:    e.int("PLAYHEAD_CACHE_MAX_ITEMS", 100_000),
-		CacheMaxStale:    e.duration("PLAYHEAD_CACHE_MAX_STALE", 10*time.Minute),
-		CacheLoadTimeout: e.duration("PLAYHEAD_CACHE_LOAD_TIMEOUT", 2*time.Second),
-		ShutdownTimeout:  e.duration("PLAYHEAD_SHUTDOWN_TIMEOUT", 30*time.Second),
-		DBMaxConns:       e.int("PLAYHEAD_DB_MAX_CONNS", 0),
-		MaxBodyBytes:     e.int("PLAYHEAD_MAX_BODY_BYTES", 64<<10),
-		HTTPReadTimeout:  e.duration("PLAYHEAD_HTTP_READ_TIMEOUT", 10*time.Second),
-		HTTPIdleTimeout:  e.duration("PLAYHEAD_HTTP_IDLE_TIMEOUT", 60*time.Second),
-		LogLevel:         e.str("PLAYHEAD_LOG_LEVEL", "info"),
-		PutRate:          e.float("PLAYHEAD_PUT_RATE", 1),
-		PutBurst:         e.int("PLAYHEAD_PUT_BURST", 10),
+		CacheTTL:           e.duration("PLAYHEAD_CACHE_TTL", 60*time.Second),
+		CacheNegativeTTL:   e.duration("PLAYHEAD_CACHE_NEGATIVE_TTL", 5*time.Second),
+		CacheMaxItems:      e.int("PLAYHEAD_CACHE_MAX_ITEMS", 100_000),
+		CacheMaxStale:      e.duration("PLAYHEAD_CACHE_MAX_STALE", 10*time.Minute),
+		CacheLoadTimeout:   e.duration("PLAYHEAD_CACHE_LOAD_TIMEOUT", 2*time.Second),
+		ShutdownTimeout:    e.duration("PLAYHEAD_SHUTDOWN_TIMEOUT", 30*time.Second),
+		ShutdownDrainDelay: e.duration("PLAYHEAD_SHUTDOWN_DRAIN_DELAY", 0),
+		DBMaxConns:         e.int("PLAYHEAD_DB_MAX_CONNS", 0),
+		MaxBodyBytes:       e.int("PLAYHEAD_MAX_BODY_BYTES", 64<<10),
+		HTTPReadTimeout:    e.duration("PLAYHEAD_HTTP_READ_TIMEOUT", 10*time.Second),
+		HTTPIdleTimeout:    e.duration("PLAYHEAD_HTTP_IDLE_TIMEOUT", 60*time.Second),
+		LogLevel:           e.str("PLAYHEAD_LOG_LEVEL", "info"),
+		PutRate:            e.float("PLAYHEAD_PUT_RATE", 1),
+		PutBurst:           e.int("PLAYHEAD_PUT_BURST", 10),
 
 		NodeID:              e.str("PLAYHEAD_NODE_ID", defaultNodeID()),
 		StorageDir:          e.str("PLAYHEAD_STORAGE_DIR", "./data/objects"),
@@ -421,6 +427,8 @@ func (c Config) validate(e *env) error {
 	e.check(c.CacheMaxStale > 0, "PLAYHEAD_CACHE_MAX_STALE: must be positive")
 	e.check(c.CacheLoadTimeout > 0, "PLAYHEAD_CACHE_LOAD_TIMEOUT: must be positive")
 	e.check(c.ShutdownTimeout > 0, "PLAYHEAD_SHUTDOWN_TIMEOUT: must be positive")
+	e.check(c.ShutdownDrainDelay >= 0 && c.ShutdownDrainDelay <= c.ShutdownTimeout/2,
+		"PLAYHEAD_SHUTDOWN_DRAIN_DELAY: must be from 0 to half of PLAYHEAD_SHUTDOWN_TIMEOUT (the rest is the stop's)")
 	e.check(c.DBMaxConns >= 0, "PLAYHEAD_DB_MAX_CONNS: must not be negative")
 	e.check(c.MaxBodyBytes >= playback.MaxBodyBytes, "PLAYHEAD_MAX_BODY_BYTES: must be at least %d", playback.MaxBodyBytes)
 	e.check(c.NodeID != "", "PLAYHEAD_NODE_ID: must not be empty")

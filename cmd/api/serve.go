@@ -78,6 +78,9 @@ type node struct {
 
 	metricsLn net.Listener
 	httpLn    net.Listener // nil on a worker
+	// ready is set once every service started (readiness may answer 200): only then can a load
+	// balancer be sending to this node, and only then does a stop wait for it to notice.
+	ready bool
 
 	// requests is every public request's context: the public server's stop cancels it once
 	// in-flight requests have had half of the budget (requestBound).
@@ -202,6 +205,7 @@ func (n *node) run(ctx context.Context) error {
 	cause := group.Start(ctx)
 	if cause == nil {
 		n.health.SetStarted()
+		n.ready = true
 		n.logger.Info("serving", "role", n.cfg.Role, "node", n.cfg.NodeID, "http", addr(n.httpLn),
 			"metrics", addr(n.metricsLn), "write_mode", n.cfg.WriteMode)
 		cause = n.wait(ctx)
@@ -237,13 +241,18 @@ func (n *node) wait(ctx context.Context) error {
 	}
 }
 
-// shutdown is the one way a node stops: readiness fails, every service stops in reverse start
-// order within PLAYHEAD_SHUTDOWN_TIMEOUT (also those never started: their Stop is a no-op),
+// shutdown is the one way a node stops: readiness fails, a node with a public port keeps
+// serving for PLAYHEAD_SHUTDOWN_DRAIN_DELAY (a load balancer's health checks see the 503 and
+// stop sending before the port closes), every service stops in reverse start order within
+// what is left of PLAYHEAD_SHUTDOWN_TIMEOUT (also those never started: their Stop is a no-op),
 // then the pools close.
 func (n *node) shutdown(group *lifecycle.Group) error {
-	n.logger.Info("stopping", "budget", n.cfg.ShutdownTimeout.String())
+	n.logger.Info("stopping", "budget", n.cfg.ShutdownTimeout.String(), "drain_delay", n.cfg.ShutdownDrainDelay.String())
 	n.health.SetDraining()
 	n.stopDeadline = time.Now().Add(n.cfg.ShutdownTimeout)
+	if n.ready && n.httpLn != nil && n.cfg.ShutdownDrainDelay > 0 {
+		time.Sleep(n.cfg.ShutdownDrainDelay)
+	}
 	stopCtx, cancel := context.WithDeadline(context.Background(), n.stopDeadline)
 	defer cancel()
 	err := group.Stop(stopCtx)
