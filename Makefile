@@ -19,6 +19,16 @@ system-deps:
 run: system-deps build
 	@scripts/run.sh
 
+# The multi-node topology on loopback (scripts/cluster.sh; README, "A local cluster"): HAProxy in
+# front of 3 api nodes, 2 worker nodes, PgBouncer in transaction mode in front of PostgreSQL.
+# Installs haproxy and pgbouncer when missing. make cluster-down stops it.
+.PHONY: cluster cluster-down
+cluster: system-deps build
+	@scripts/cluster.sh up
+
+cluster-down:
+	@scripts/cluster.sh down
+
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
