@@ -10,6 +10,7 @@ import (
 	"mime/multipart"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,7 +37,8 @@ const ReadyTimeout = 30 * time.Second
 // Server is a running `playhead serve`.
 type Server struct {
 	*Process
-	// DBURL is the database the server uses; pass it as DATABASE_URL to Start to share it.
+	// DBURL is the database the server uses, reached directly (not through PgBouncer under
+	// make test-pgbouncer); pass it as DATABASE_URL to Start to share it.
 	DBURL string
 	// HTTPURL is the public API, http://127.0.0.1:port.
 	HTTPURL string
@@ -64,11 +66,19 @@ func Start(t testing.TB, env map[string]string) *Server {
 	if all["DATABASE_URL"] == "" {
 		all["DATABASE_URL"] = pgtest.URL(t)
 	}
+	dbURL := all["DATABASE_URL"]
+	// make test-pgbouncer: the pools of requests and flushes go through PgBouncer in
+	// transaction mode, what needs a session straight to the server, as in production.
+	if pooled := pgtest.PooledURL(t, dbURL); pooled != "" && all["PLAYHEAD_DB_POOLER"] == "" {
+		all["DATABASE_URL"] = pooled
+		all["PLAYHEAD_DATABASE_DIRECT_URL"] = dbURL
+		all["PLAYHEAD_DB_POOLER"] = "transaction"
+	}
 	transport := &http.Transport{MaxIdleConnsPerHost: 16}
 	t.Cleanup(transport.CloseIdleConnections)
 	checked := checkedTransport(t, transport, all["PLAYHEAD_HTTP_ADDR"])
 	s := &Server{
-		DBURL:       all["DATABASE_URL"],
+		DBURL:       dbURL,
 		HTTPURL:     "http://" + all["PLAYHEAD_HTTP_ADDR"],
 		MetricsAddr: all["PLAYHEAD_METRICS_ADDR"],
 		MetricsURL:  "http://" + all["PLAYHEAD_METRICS_ADDR"],
@@ -84,6 +94,9 @@ func Start(t testing.TB, env map[string]string) *Server {
 		}
 		status, body, err := s.Do(http.MethodGet, s.MetricsURL+"/readyz", "", nil)
 		if err == nil && status == http.StatusOK {
+			if all["PLAYHEAD_DB_POOLER"] == "transaction" && all["DATABASE_URL"] != dbURL {
+				checkPooled(t, dbURL)
+			}
 			return s
 		}
 		last = fmt.Sprintf("status %d %s, err %v", status, body, err)
@@ -91,6 +104,20 @@ func Start(t testing.TB, env map[string]string) *Server {
 			t.Fatalf("playhead serve not ready on %s/readyz after %s (last answer: %s)", s.MetricsURL, ReadyTimeout, last)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkPooled fails the test unless the server on the database at dbURL connects through
+// PgBouncer (its request pool keeps the connection of its start-up ping).
+func checkPooled(t testing.TB, dbURL string) {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	database := strings.TrimPrefix(u.Path, "/")
+	if n := pgtest.PooledClients(t, database); n == 0 {
+		t.Fatalf("playhead serve is ready but holds no connection through PgBouncer to %s", database)
 	}
 }
 

@@ -86,6 +86,12 @@ func Main(m *testing.M, ignore ...goleak.Option) {
 			code = 1
 		}
 	}
+	if pooler != nil {
+		pooler.stop()
+		if server.DataDir == "" {
+			os.RemoveAll(filepath.Dir(pooler.dir))
+		}
+	}
 	if server != nil && server.DataDir != "" {
 		server.stop()
 	}
@@ -119,7 +125,12 @@ func fuzzing() bool {
 // Shared returns the server for this test binary, starting it on first use.
 func Shared(t testing.TB) *Server {
 	t.Helper()
-	startOnce.Do(func() { server, startErr = start() })
+	startOnce.Do(func() {
+		server, startErr = start()
+		if startErr == nil && os.Getenv(EnvPgBouncer) == "1" {
+			startErr = startPooler(server)
+		}
+	})
 	if startErr != nil {
 		t.Fatalf("pgtest: no PostgreSQL for the tests: %v\n"+
 			"install it (Debian: apt-get install postgresql) or set %s to a server URL", startErr, EnvURL)
@@ -322,7 +333,24 @@ func (s *Server) Start() error {
 	return nil
 }
 
+// startPooler starts the PgBouncer of EnvPgBouncer in front of s, its files beside the
+// cluster's (so that removeAbandoned stops it too) or, for a server named by EnvURL, in a
+// temporary directory of its own.
+func startPooler(s *Server) error {
+	dir := s.dir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "playhead-pgbouncer-"); err != nil {
+			return err
+		}
+	}
+	var err error
+	pooler, err = startPgBouncer(s, dir)
+	return err
+}
+
 func (s *Server) stop() {
+	stopPgBouncerIn(s.dir)
 	_, _ = s.run("pg_ctl", "-D", s.DataDir, "-m", "immediate", "-w", "stop")
 	os.RemoveAll(s.dir)
 }
