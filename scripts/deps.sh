@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Playhead needs to run and test: PostgreSQL server binaries, ffmpeg, prlimit, and
 # Prometheus (prometheus and promtool, for the dashboard and alert check in grafana/),
-# python3-openpyxl (the import's tests) and wrk (the load of make bench-put).
+# python3-openpyxl (the import's tests), wrk (the load of make bench-put), PgBouncer and HAProxy.
 # As root it uses apt-get; otherwise it says exactly what to install and fails.
 set -euo pipefail
 
@@ -26,6 +26,9 @@ command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 # wrk drives the PUT-path benchmark (make bench-put).
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+# PgBouncer and HAProxy: make test-pgbouncer and make cluster (README, "Behind PgBouncer").
+command -v pgbouncer >/dev/null 2>&1 || missing+=(pgbouncer)
+command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

@@ -345,8 +345,13 @@ func startPooler(s *Server) error {
 		}
 	}
 	var err error
-	pooler, err = startPgBouncer(s, dir)
-	return err
+	if pooler, err = startPgBouncer(s, dir); err != nil {
+		return err
+	}
+	// PgBouncer keeps its server connections to a test's database after the test's clients
+	// left, which would stop the database from being dropped.
+	s.Config.ForceTerminateConnections = true
+	return nil
 }
 
 func (s *Server) stop() {
