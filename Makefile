@@ -33,7 +33,7 @@ cluster-down:
 # (internal/pgtest starts it: PLAYHEAD_TEST_PGBOUNCER=1; README, "Behind PgBouncer"): playback
 # under load and its graceful stop, upload to READY, import, the lists, cache invalidation
 # across nodes, metrics. PGBOUNCER_TESTS=. runs every test of cmd/api that way.
-PGBOUNCER_TESTS ?= ^(TestServe_MetricsExposed|TestServe_SIGTERMDrainsEveryAcceptedPosition|TestPipeline_UploadBecomesPlayable|TestPipeline_SIGTERMReleasesForAnotherWorker|TestImport_SheetBecomesPlayable|TestLists_ThroughTheBinary|TestCache_PrivateThroughOneNodeRefusedByAnother|TestServe_OrphanSweepWaitsForTheLock|TestWebhooks_DeliveredSignedRetriedDead)$$
+PGBOUNCER_TESTS ?= ^(TestServe_MetricsExposed|TestServe_SIGTERMDrainsEveryAcceptedPosition|TestPipeline_UploadBecomesPlayable|TestPipeline_SIGTERMReleasesForAnotherWorker|TestImport_SheetBecomesPlayable|TestLists_ThroughTheBinary|TestCache_PrivateThroughOneNodeRefusedByAnother|TestServe_OrphanSweepWaitsForTheLock|TestWebhooks_DeliveredSignedRetriedDead|TestEvents_StreamFollowsAnEncodeOnAnotherNodeEndsOnStopAndResumes)$$
 .PHONY: test-pgbouncer
 test-pgbouncer: system-deps
 	@out=$$(mktemp); PLAYHEAD_TEST_PGBOUNCER=1 $(GO) test -count=1 -timeout 30m -run '$(PGBOUNCER_TESTS)' -v ./cmd/api >$$out 2>&1; status=$$?; \
