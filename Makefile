@@ -49,7 +49,8 @@ lint:
 # The reliability suite (cmd/api/chaos_test.go) runs 3 rounds of each fault here; the fuzz
 # targets run FUZZTIME each (crashers land in testdata/fuzz/ as regression seeds). The
 # hostile-input suite (cmd/api/hostile_test.go, docs/security.md) runs on its own (make hostile)
-# so that its number of cases per class is printed. scripts/test.sh ends a failing run with the
+# so that its number of cases per class is printed, and so does the rolling restart (make
+# rolling-restart ROLLING_ROUNDS=1) so that its counts are. scripts/test.sh ends a failing run with the
 # list of failed tests.
 test: deps web lint
 	@GO="$(GO)" MAKE="$(MAKE)" FUZZTIME=$(TEST_FUZZTIME) scripts/test.sh
@@ -58,6 +59,17 @@ test: deps web lint
 hostile:
 	@out=$$(mktemp); $(GO) test -count=1 -timeout 15m -run '^TestHostileInput$$' -v ./cmd/api >$$out 2>&1; status=$$?; \
 		grep -E '^(--- |ok |FAIL)|hostile input:|^contract:' $$out; [ $$status -eq 0 ] || cat $$out; rm -f $$out; exit $$status
+
+# The rolling restart under load (cmd/api/cluster_rolling_test.go, docs/reliability.md, issue 19):
+# HAProxy in front of 3 api nodes, 2 worker nodes; each node stopped with SIGTERM and started
+# again in turn, ROLLING_ROUNDS times, while players report through HAProxy and uploads encode.
+# Prints the counts (failed requests, lost positions, jobs lost or run twice). make test runs it
+# with 1 round.
+ROLLING_ROUNDS ?= 5
+.PHONY: rolling-restart
+rolling-restart: system-deps
+	@out=$$(mktemp); PLAYHEAD_ROLLING_ROUNDS=$(ROLLING_ROUNDS) $(GO) test -count=1 -timeout 30m -run '^TestCluster_RollingRestart$$' -v ./cmd/api >$$out 2>&1; status=$$?; \
+		grep -E '^(--- |ok |FAIL|panic)|cluster_rolling_test.go' $$out; [ $$status -eq 0 ] || cat $$out; rm -f $$out; exit $$status
 
 TEST_FUZZTIME ?= 5s
 
