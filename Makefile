@@ -49,9 +49,9 @@ lint:
 # The reliability suite (cmd/api/chaos_test.go) runs 3 rounds of each fault here; the fuzz
 # targets run FUZZTIME each (crashers land in testdata/fuzz/ as regression seeds). The
 # hostile-input suite (cmd/api/hostile_test.go, docs/security.md) runs on its own (make hostile)
-# so that its number of cases per class is printed, and so does the rolling restart (make
-# rolling-restart ROLLING_ROUNDS=1) so that its counts are. scripts/test.sh ends a failing run with the
-# list of failed tests.
+# so that its number of cases per class is printed, and so does one round of the rolling
+# restart (make rolling-restart ROLLING_ROUNDS=1) so that its counts are. scripts/test.sh ends a
+# failing run with the list of failed tests.
 test: deps web lint
 	@GO="$(GO)" MAKE="$(MAKE)" FUZZTIME=$(TEST_FUZZTIME) scripts/test.sh
 

@@ -266,11 +266,17 @@ func startHAProxy(t *testing.T, haproxy string, apis []*rollingNode) (*binarytes
 		fmt.Fprintf(&servers, "  server %s %s check port %s\n", n.name, n.env["PLAYHEAD_HTTP_ADDR"],
 			n.env["PLAYHEAD_METRICS_ADDR"][strings.LastIndexByte(n.env["PLAYHEAD_METRICS_ADDR"], ':')+1:])
 	}
+	// Only abnormal requests are logged (to stderr, printed if the test fails): which node,
+	// and how the session ended, for a failed request.
 	cfg := fmt.Sprintf(`global
   maxconn 4096
+  log stderr format raw local0
 
 defaults
   mode http
+  log global
+  option httplog
+  option dontlog-normal
   timeout connect 2s
   timeout client 1h
   timeout server 1h
