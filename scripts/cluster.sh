@@ -135,46 +135,15 @@ start_node() {
 
 start_haproxy() {
   mkdir -p "$dir/haproxy"
-  {
-    cat <<EOF
-global
-  maxconn 4096
-
-defaults
-  mode http
-  timeout connect 2s
-  timeout client 1h
-  timeout server 1h
-  timeout http-request 15s
-  # A request whose connection to a node failed (refused, reset before an answer) goes to
-  # another node.
-  retries 3
-  option redispatch
-  retry-on conn-failure empty-response
-
-frontend playhead
-  bind 127.0.0.1:$lb_port
-  default_backend api
-
-backend api
-  balance roundrobin
-  option httpchk GET /readyz
-  http-check expect status 200
-  default-server inter 500ms fall 2 rise 2
-EOF
-    for i in $(seq 1 $api_nodes); do
-      echo "  server api$i 127.0.0.1:$(api_http "$i") check port $(api_metrics "$i")"
-    done
-    cat <<EOF
-
-frontend stats
-  bind 127.0.0.1:$stats_port
-  stats enable
-  stats uri /
-  stats refresh 2s
-EOF
-  } >"$dir/haproxy/haproxy.cfg"
+  local servers=""
+  for i in $(seq 1 $api_nodes); do
+    servers+="  server api$i 127.0.0.1:$(api_http "$i") check port $(api_metrics "$i")"$'\n'
+  done
+  FRONT="127.0.0.1:$lb_port" STATS="127.0.0.1:$stats_port" SERVERS="$servers" \
+    awk '{ gsub(/@FRONT@/, ENVIRON["FRONT"]); gsub(/@STATS@/, ENVIRON["STATS"]); sub(/@SERVERS@/, ENVIRON["SERVERS"]); print }' \
+    "$root/scripts/haproxy.cfg" >"$dir/haproxy/haproxy.cfg"
   haproxy -c -q -f "$dir/haproxy/haproxy.cfg"
+  # -D closes stderr: abnormal requests are not logged when HAProxy runs as a daemon.
   haproxy -D -f "$dir/haproxy/haproxy.cfg" -p "$dir/pids/haproxy.pid" 2>>"$dir/logs/haproxy.log"
 }
 
@@ -209,7 +178,7 @@ up() {
 cluster up (pids, logs and data under $dir)
 
   API through HAProxy:   http://127.0.0.1:$lb_port   (player: http://127.0.0.1:$lb_port/#token=$token)
-  HAProxy stats:         http://127.0.0.1:$stats_port/
+  HAProxy stats:         http://127.0.0.1:$stats_port/stats
 EOT
   for i in $(seq 1 $api_nodes); do
     echo "  api$i:                  http://127.0.0.1:$(api_http "$i")   metrics http://127.0.0.1:$(api_metrics "$i")/metrics"

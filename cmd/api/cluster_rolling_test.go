@@ -266,40 +266,13 @@ func startHAProxy(t *testing.T, haproxy string, apis []*rollingNode) (*binarytes
 		fmt.Fprintf(&servers, "  server %s %s check port %s\n", n.name, n.env["PLAYHEAD_HTTP_ADDR"],
 			n.env["PLAYHEAD_METRICS_ADDR"][strings.LastIndexByte(n.env["PLAYHEAD_METRICS_ADDR"], ':')+1:])
 	}
-	// Only abnormal requests are logged (to stderr, printed if the test fails): which node,
-	// and how the session ended, for a failed request.
-	cfg := fmt.Sprintf(`global
-  maxconn 4096
-  log stderr format raw local0
-
-defaults
-  mode http
-  log global
-  option httplog
-  option dontlog-normal
-  timeout connect 2s
-  timeout client 1h
-  timeout server 1h
-  timeout http-request 15s
-  retries 3
-  option redispatch
-  retry-on conn-failure empty-response
-
-frontend playhead
-  bind %s
-  default_backend api
-
-backend api
-  balance roundrobin
-  option httpchk GET /readyz
-  http-check expect status 200
-  default-server inter 500ms fall 2 rise 2
-%s
-frontend stats
-  bind %s
-  stats enable
-  stats uri /stats
-`, front, servers.String(), stats)
+	// The configuration of scripts/cluster.sh. Abnormal requests are logged to stderr, which
+	// the test prints if it fails.
+	template, err := os.ReadFile(filepath.Join("..", "..", "scripts", "haproxy.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.NewReplacer("@FRONT@", front, "@STATS@", stats, "@SERVERS@", servers.String()).Replace(string(template))
 	path := filepath.Join(t.TempDir(), "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
