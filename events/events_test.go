@@ -307,15 +307,22 @@ func TestStream_BoundsPerMemberAndInTotal(t *testing.T) {
 	// reset fails (a heartbeat here; every PLAYHEAD_EVENTS_HEARTBEAT in the binary).
 	first.Resp.Body.Close()
 	<-first.Ended
+	s.waitOpens(t, a, "member 1 still refused after closing a stream")
+}
+
+// waitOpens waits until a stream for tok opens (and closes it), failing with why and the last
+// status if none does within ssetest.WaitLimit.
+func (s *server) waitOpens(t *testing.T, tok, why string) {
+	t.Helper()
 	deadline := time.Now().Add(ssetest.WaitLimit)
 	for {
-		resp := s.get(t, a, "")
+		resp := s.get(t, tok, "")
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("member 1 still refused (%d) after closing a stream", resp.StatusCode)
+			t.Fatalf("%s (%d)", why, resp.StatusCode)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -3,7 +3,6 @@ package events_test
 import (
 	"context"
 	"net"
-	"net/http"
 	"runtime/pprof"
 	"strings"
 	"testing"
@@ -62,18 +61,7 @@ func TestStream_CutsAClientThatStopsReading(t *testing.T) {
 	s := start(t, options{perMember: 1, total: 10, heartbeat: 50 * time.Millisecond, writeTimeout: time.Second})
 	tok := token(t, 1, time.Hour)
 	s.stall(t, 1, tok)
-	deadline := time.Now().Add(ssetest.WaitLimit)
-	for {
-		resp := s.get(t, tok, "")
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a client that stopped reading still holds its stream (%d): a blocked write must fail after the write timeout", resp.StatusCode)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.waitOpens(t, tok, "a client that stopped reading still holds its stream: a blocked write must fail after the write timeout")
 }
 
 func TestStream_StopDoesNotWaitForAClientThatStoppedReading(t *testing.T) {

@@ -26,13 +26,20 @@ import (
 // chaosRounds is how many rounds each repeated fault runs: PLAYHEAD_CHAOS_ROUNDS, or 3.
 func chaosRounds(t *testing.T) int {
 	t.Helper()
-	raw := os.Getenv("PLAYHEAD_CHAOS_ROUNDS")
+	return roundsFromEnv(t, "PLAYHEAD_CHAOS_ROUNDS", 3)
+}
+
+// roundsFromEnv reads a number of rounds from the environment variable name: def when it is
+// unset, and the test fails when it is not a positive integer.
+func roundsFromEnv(t *testing.T, name string, def int) int {
+	t.Helper()
+	raw := os.Getenv(name)
 	if raw == "" {
-		return 3
+		return def
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < 1 {
-		t.Fatalf("PLAYHEAD_CHAOS_ROUNDS=%q is not a positive integer", raw)
+		t.Fatalf("%s=%q is not a positive integer", name, raw)
 	}
 	return n
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,15 +34,7 @@ const (
 // rollingRounds is PLAYHEAD_ROLLING_ROUNDS, 5 unless set (make test runs 1 round).
 func rollingRounds(t *testing.T) int {
 	t.Helper()
-	v := os.Getenv("PLAYHEAD_ROLLING_ROUNDS")
-	if v == "" {
-		return 5
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("PLAYHEAD_ROLLING_ROUNDS=%q: want a positive integer", v)
-	}
-	return n
+	return roundsFromEnv(t, "PLAYHEAD_ROLLING_ROUNDS", 5)
 }
 
 // rollingNode is one playhead serve of the cluster, restarted on the same ports.
