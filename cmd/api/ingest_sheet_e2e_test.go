@@ -224,7 +224,7 @@ ws.append(["구글", 1, 2, "`+host.URL+`/direct/g2.mp4"])
 // same address guard as the videos'. With the guard on (the default) and the export template
 // pointing at a loopback server, a Sheets link is refused with a reason, as a dry run and as
 // an import, the server sees no request and nothing is written. (The sheet's fetcher was
-// wired in serve.go with its own FetchConfig; allowing private addresses there survived
+// wired in public.go with its own FetchConfig; allowing private addresses there survived
 // every test.)
 func TestImport_GoogleSheetsLinkKeepsTheAddressGuard(t *testing.T) {
 	var mu sync.Mutex

@@ -15,11 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/playhead/playhead/api"
-	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/buffer"
-	"github.com/playhead/playhead/cache"
-	"github.com/playhead/playhead/collection"
 	"github.com/playhead/playhead/dbpool"
 	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/encoder"
@@ -31,9 +27,7 @@ import (
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/notify"
 	"github.com/playhead/playhead/playback"
-	"github.com/playhead/playhead/ratelimit"
 	"github.com/playhead/playhead/storage"
-	"github.com/playhead/playhead/web"
 	"github.com/playhead/playhead/webhooks"
 )
 
@@ -359,160 +353,6 @@ const flushPoolConns = 2
 // setting belongs to the session, so this pool connects with PLAYHEAD_DATABASE_DIRECT_URL: four
 // direct connections per API node, past a transaction pooler.
 const readPoolConns = 4
-
-// buildAPI builds the public app (playback, media, uploads and admin routes) and lists the
-// media cache, the playback buffer and the rate-limit sweeper. storeOrigin is where the
-// store's presigned URLs point ("" for local storage).
-func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin string, listener *notify.Listener) (*fiber.App, error) {
-	cfg := n.cfg
-	links, err := objectLinks(cfg, store)
-	if err != nil {
-		return nil, err
-	}
-	verifier, err := auth.NewVerifier([]byte(cfg.JWTSecret), tokenCacheItems)
-	if err != nil {
-		return nil, err
-	}
-	mediaStore := media.NewStore(n.pool)
-	mediaCache, err := cache.New(cache.Config{
-		MaxItems:    int64(cfg.CacheMaxItems),
-		TTL:         cfg.CacheTTL,
-		NegativeTTL: cfg.CacheNegativeTTL,
-		MaxStale:    cfg.CacheMaxStale,
-		LoadTimeout: cfg.CacheLoadTimeout,
-		Load:        mediaStore.LookupAccess,
-		Registerer:  n.reg,
-	})
-	if err != nil {
-		return nil, err
-	}
-	n.add("media cache", mediaCache)
-	listener.Handle(media.ChannelChanged, mediaCache.EvictPayload, mediaCache.Clear)
-
-	readPool, err := dbpool.OpenGenericPlans(ctx, cfg.DatabaseDirectURL, readPoolConns)
-	if err != nil {
-		return nil, err
-	}
-	n.closers = append(n.closers, func() { n.closePool(readPool) })
-	playbackStore := playback.NewStore(n.pool, cfg.Completion).ListOn(readPool)
-	playbackHandler := &playback.Handler{Store: playbackStore, Access: mediaCache, Mode: cfg.WriteMode, Links: links}
-	// The flusher gets its own connections: under a burst of synchronous requests (players
-	// opening videos) it must not queue for the request pool while the buffer fills up.
-	flushPool, err := dbpool.Open(ctx, cfg.DatabaseURL, flushPoolConns, nil, poolOptions(cfg)...)
-	if err != nil {
-		return nil, err
-	}
-	n.closers = append(n.closers, func() { n.closePool(flushPool) }) // after the buffer's stop: its final flush uses it
-	if cfg.WriteMode == playback.ModeSync {
-		playbackHandler.Access = cache.Direct(mediaStore.LookupAccess)
-	} else {
-		if err := n.buildPlaybackBuffer(flushPool); err != nil {
-			return nil, err
-		}
-		playbackHandler.Buffer = n.playbackBuffer
-	}
-	if cfg.PutRate > 0 {
-		playbackHandler.Limit = ratelimit.New(cfg.PutRate, cfg.PutBurst)
-		playbackHandler.RateLimited = prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "playhead", Subsystem: "playback", Name: "rate_limited_total",
-			Help: "Position reports refused with 429 because a member sent more than PLAYHEAD_PUT_RATE/BURST.",
-		})
-		n.reg.MustRegister(playbackHandler.RateLimited)
-		n.add("rate-limit sweeper", ratelimit.NewSweeper(playbackHandler.Limit, time.Minute))
-	}
-
-	app := httpserver.New(httpserver.Config{
-		BodyLimit:    cfg.MaxBodyBytes,
-		ReadTimeout:  cfg.HTTPReadTimeout,
-		WriteTimeout: publicWriteTimeout,
-		IdleTimeout:  cfg.HTTPIdleTimeout,
-		Logger:       n.logger,
-		Metrics:      httpserver.NewMetrics(n.reg),
-		// The public server's stop cancels it when in-flight requests have had half the budget.
-		RequestContext: n.requests,
-	})
-	n.health.Register(app)
-	// The OpenAPI document, without a token like the health routes.
-	api.Register(app)
-	// Encoded files are fetched by players with signed URLs (GET /v1/media/{id} gives them),
-	// checked for the member they were issued to, who must still be allowed to play the media.
-	(&media.ObjectsHandler{Store: store, Access: mediaCache, Links: links}).Register(app)
-	// The player pages (/, /watch/:id, /static/…) load without a token; their scripts send it.
-	// With S3 storage they fetch segments and thumbnails from the store's origin.
-	var mediaOrigins []string
-	if storeOrigin != "" {
-		mediaOrigins = append(mediaOrigins, storeOrigin)
-	}
-	pages, err := web.New(mediaOrigins...)
-	if err != nil {
-		return nil, err
-	}
-	pages.Register(app)
-	// The upload streams its body and enforces its own limit, so it is registered before the
-	// group whose LimitBody would read the body into memory.
-	upload := &media.UploadHandler{Pool: n.pool, Store: store, MaxBytes: cfg.MaxUploadBytes,
-		IdleTimeout: cfg.UploadIdleTimeout, Timeout: cfg.UploadTimeout,
-		MaxPerMember: cfg.UploadsPerMember, MaxTotal: cfg.UploadsTotal,
-		JobKind: encodejobs.KindEncode, MaxAttempts: cfg.JobMaxAttempts}
-	upload.Register(app, verifier.Middleware())
-	ingestStore := ingest.NewStore(n.pool, cfg.IngestAttempts)
-	imports := &ingest.AdminHandler{Store: ingestStore, Sheets: ingest.SheetLinks{
-		Export: cfg.IngestSheetExportURL,
-		// The same address checks and timeouts as the videos' downloads; a sheet's size limit.
-		Fetcher: ingest.NewFetcher(ingest.FetchConfig{
-			AllowPrivate:    cfg.IngestAllowPrivate,
-			ConnectTimeout:  cfg.IngestConnectTimeout,
-			ResponseTimeout: cfg.IngestResponseTimeout,
-			IdleTimeout:     cfg.IngestIdleTimeout,
-			MaxBytes:        ingest.MaxFileBytes,
-		}),
-	}}
-	imports.RegisterUpload(app, verifier.Middleware(), auth.RequireAdmin)
-	v1 := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
-	playbackHandler.Register(v1)
-	(&media.Handler{Store: mediaStore, Access: mediaCache, Links: links}).Register(v1)
-	(&collection.Handler{Store: collection.NewStore(readPool), Links: links}).Register(v1)
-	admin := v1.Group("/admin", auth.RequireAdmin)
-	(&media.AdminHandler{Store: mediaStore}).Register(admin)
-	(&jobqueue.AdminHandler{Queue: n.queue}).Register(admin)
-	imports.Register(admin)
-	(&webhooks.AdminHandler{Store: webhooks.NewStore(n.pool), AllowPrivate: cfg.WebhookAllowPrivate}).Register(admin)
-	n.eventStreams = events.NewHub(events.Config{Pool: n.pool, PerMember: cfg.EventsPerMember, Total: cfg.EventsMaxStreams,
-		Heartbeat: cfg.EventsHeartbeat, WriteTimeout: publicWriteTimeout, Registerer: n.reg, Logger: n.logger})
-	listener.Handle(media.ChannelOutbox, n.eventStreams.Notify, n.eventStreams.Resync)
-	n.eventStreams.Register(v1)
-	return app, nil
-}
-
-// buildPlaybackBuffer builds the write-behind buffer and lists it. Its Start first replays the
-// positions a previous run spilled to PLAYHEAD_SPILL_DIR at its stop, so it comes before the
-// public server in start order; a database that fails during the replay fails the start and
-// keeps the files.
-func (n *node) buildPlaybackBuffer(flushPool *pgxpool.Pool) error {
-	cfg := n.cfg
-	spill, err := buffer.NewSpillDir[playback.Key, playback.Position](cfg.SpillDir, "playback", playback.SpillCodec{})
-	if err != nil {
-		return fmt.Errorf("PLAYHEAD_SPILL_DIR: %w", err)
-	}
-	n.playbackBuffer, err = buffer.New(buffer.Config[playback.Key, playback.Position]{
-		Capacity:      cfg.BufferCapacity,
-		MaxKeys:       cfg.BufferMaxKeys,
-		FlushBatch:    cfg.FlushBatch,
-		FlushInterval: cfg.FlushInterval,
-		Flush:         playback.NewStore(flushPool, cfg.Completion).Flush,
-		Compare:       playback.CompareKeys,
-		Newer:         playback.Newer,
-		Spill:         spill,
-		Metrics:       buffer.NewMetrics(n.reg, "playback"),
-		Logger:        n.logger,
-	})
-	if err != nil {
-		return err
-	}
-	n.add("playback buffer", n.playbackBuffer)
-	n.health.Report("playback_buffer", func() any { return n.playbackBuffer.Stats() })
-	return nil
-}
 
 // buildWorker builds the queue with the encode, ingest and webhook kinds and lists one runner per kind
 // (each with its own concurrency: downloads are limited by the remote end, encodes by this
