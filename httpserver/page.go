@@ -25,16 +25,22 @@ type PageCursor struct {
 	ID   int64
 }
 
-// QueryLimit reads the limit query parameter: DefaultPageLimit when absent, else an integer
-// from 1 to MaxPageLimit.
+// QueryLimit reads the limit query parameter of a paged list: DefaultPageLimit when absent,
+// else an integer from 1 to MaxPageLimit.
 func QueryLimit(c *fiber.Ctx) (int, error) {
+	return QueryLimitUpTo(c, DefaultPageLimit, MaxPageLimit)
+}
+
+// QueryLimitUpTo reads the limit query parameter: def when absent, else an integer from 1 to
+// most.
+func QueryLimitUpTo(c *fiber.Ctx, def, most int) (int, error) {
 	raw := c.Query("limit")
 	if raw == "" {
-		return DefaultPageLimit, nil
+		return def, nil
 	}
 	n, err := strconv.Atoi(raw)
-	if err != nil || n < 1 || n > MaxPageLimit {
-		return 0, apperr.Errorf(apperr.Invalid, "limit must be an integer from 1 to %d", MaxPageLimit)
+	if err != nil || n < 1 || n > most {
+		return 0, apperr.Errorf(apperr.Invalid, "limit must be an integer from 1 to %d", most)
 	}
 	return n, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -101,13 +100,9 @@ func (h *AdminHandler) list(c *fiber.Ctx) error {
 	default:
 		return apperr.Errorf(apperr.Invalid, "status must be PENDING, PROCESSING, COMPLETED or DEAD")
 	}
-	limit := 100
-	if raw := c.Query("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > 1000 {
-			return apperr.Errorf(apperr.Invalid, "limit must be an integer from 1 to 1000")
-		}
-		limit = n
+	limit, err := httpserver.QueryLimitUpTo(c, 100, 1000)
+	if err != nil {
+		return err
 	}
 	rows, err := h.Queue.List(c.UserContext(), status, limit)
 	if err != nil {

@@ -160,13 +160,9 @@ func (h *AdminHandler) deliveries(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	limit := 100
-	if raw := c.Query("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > 1000 {
-			return apperr.Errorf(apperr.Invalid, "limit must be an integer from 1 to 1000")
-		}
-		limit = n
+	limit, err := httpserver.QueryLimitUpTo(c, 100, 1000)
+	if err != nil {
+		return err
 	}
 	out, err := h.Store.Deliveries(c.UserContext(), id, limit)
 	if err != nil {
