@@ -1,7 +1,6 @@
 package events_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/events"
 	"github.com/playhead/playhead/httpserver"
+	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/faultproxy"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/internal/ssetest"
@@ -43,32 +42,14 @@ type server struct {
 	// readProxy carries the hub's reads when options.readsViaProxy is set.
 	readProxy *faultproxy.Proxy
 	// logs holds what the hub logged, at debug level.
-	logs *logBuffer
+	logs *binarytest.Output
 }
 
-// logBuffer is a log written by the server's goroutines and read by the test's.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// waitFor waits until the log holds text.
-func (b *logBuffer) waitFor(t *testing.T, text string) {
+// waitLogged waits until logs hold text.
+func waitLogged(t *testing.T, logs *binarytest.Output, text string) {
 	t.Helper()
 	deadline := time.Now().Add(ssetest.WaitLimit)
-	for {
-		b.mu.Lock()
-		found := strings.Contains(b.buf.String(), text)
-		b.mu.Unlock()
-		if found {
-			return
-		}
+	for !strings.Contains(logs.String(), text) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the hub never logged %q", text)
 		}
@@ -97,7 +78,7 @@ func start(t *testing.T, o options) *server {
 		o.writeTimeout = 30 * time.Second
 	}
 	pool, dbURL := pgtest.Pool(t)
-	s := &server{pool: pool, dbURL: dbURL, logs: &logBuffer{}}
+	s := &server{pool: pool, dbURL: dbURL, logs: &binarytest.Output{}}
 	logger := slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	readPool := pool
 	if o.readsViaProxy {
@@ -398,7 +379,7 @@ func TestStream_DeliversAnEventItsReadMissedOnceTheDatabaseIsBack(t *testing.T) 
 	s.readProxy.Refuse(true)
 	s.readProxy.ResetAll()
 	id := s.announce(t, 1, 10, media.OutboxReady, nil)
-	s.logs.waitFor(t, "reading the outbox failed")
+	waitLogged(t, s.logs, "reading the outbox failed")
 	s.readProxy.Refuse(false)
 	if e := st.Next(t); e.ID != strconv.FormatInt(id, 10) {
 		t.Errorf("event %s, want %d", e.ID, id)
