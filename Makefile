@@ -71,6 +71,15 @@ rolling-restart: system-deps
 	@out=$$(mktemp); PLAYHEAD_ROLLING_ROUNDS=$(ROLLING_ROUNDS) $(GO) test -count=1 -timeout 30m -run '^TestCluster_RollingRestart$$' -v ./cmd/api >$$out 2>&1; status=$$?; \
 		grep -E '^(--- |ok |FAIL|panic)|cluster_rolling_test.go' $$out; [ $$status -eq 0 ] || cat $$out; rm -f $$out; exit $$status
 
+# Node loss (cmd/api/cluster_loss_test.go, docs/reliability.md, issue 19): the same cluster;
+# kill -9 of a worker mid-encode (the other takes the job over after the lease) and of an api
+# node under load (only its last flush interval's positions lost). Prints the counts; make test
+# runs it.
+.PHONY: node-loss
+node-loss: system-deps
+	@out=$$(mktemp); $(GO) test -count=1 -timeout 15m -run '^TestCluster_NodeLoss$$' -v ./cmd/api >$$out 2>&1; status=$$?; \
+		grep -E '^(--- |ok |FAIL|panic)|cluster_loss_test.go' $$out; [ $$status -eq 0 ] || cat $$out; rm -f $$out; exit $$status
+
 TEST_FUZZTIME ?= 5s
 
 # One target at a time: go test -fuzz takes a single target and package.

@@ -158,15 +158,7 @@ func TestChaos_SlowDatabase(t *testing.T) {
 	load.Stop()
 	// Recovery without the stop's final drain: the backlog flushes while the node runs, until
 	// nothing is waiting in the channel or held for writing.
-	giveUp := time.Now().Add(time.Minute)
-	for s.Metric(t, "playhead_playback_buffer_depth") != 0 || s.Metric(t, "playhead_playback_buffer_held_keys") != 0 {
-		if time.Now().After(giveUp) {
-			t.Fatalf("a minute after the load stopped, the buffer still holds %v keys (depth %v, held for retry %v)",
-				s.Metric(t, "playhead_playback_buffer_held_keys"), s.Metric(t, "playhead_playback_buffer_depth"),
-				s.Metric(t, "playhead_playback_buffer_retry_held_keys"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitBufferWritten(t, s)
 	flushedAfter := s.Metric(t, "playhead_playback_buffer_flushed_rows_total") - flushedAtHeal
 	stored := binarytest.StoredPositions(t, dbURL) // before the stop: what the running node wrote
 	t.Logf("after recovery: %v rows flushed, buffer depth 0, 0 keys held; drops: %v before the newcomers, %v in all",
@@ -336,6 +328,22 @@ func bucket(line, name string) (le, count float64, ok bool) {
 	le, err1 := strconv.ParseFloat(bound, 64)
 	count, err2 := strconv.ParseFloat(strings.TrimSpace(value), 64)
 	return le, count, err1 == nil && err2 == nil
+}
+
+// waitBufferWritten waits until the running node s has written everything it accepted: no key
+// waits in its buffer's channel or is held by its flusher (a held key counts until the flush
+// that wrote it committed). Call it once nothing is sent to s any more.
+func waitBufferWritten(t *testing.T, s *binarytest.Server) {
+	t.Helper()
+	giveUp := time.Now().Add(time.Minute)
+	for s.Metric(t, "playhead_playback_buffer_depth") != 0 || s.Metric(t, "playhead_playback_buffer_held_keys") != 0 {
+		if time.Now().After(giveUp) {
+			t.Fatalf("a minute after the load stopped, the buffer still holds %v keys (depth %v, held for retry %v)",
+				s.Metric(t, "playhead_playback_buffer_held_keys"), s.Metric(t, "playhead_playback_buffer_depth"),
+				s.Metric(t, "playhead_playback_buffer_retry_held_keys"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // waitFlushes waits until the server's playback buffer has completed n more flushes.

@@ -2,14 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,44 +12,10 @@ import (
 	"github.com/playhead/playhead/media"
 )
 
-// The rolling restart (issue 19; make rolling-restart, docs/reliability.md): the topology of
-// scripts/cluster.sh started by the test itself, every process real and on loopback.
-const (
-	rollingAPINodes    = 3
-	rollingWorkerNodes = 2
-	// A stopping api node keeps serving this long with /readyz at 503 (as scripts/cluster.sh):
-	// HAProxy checks every 500 ms and takes a node out after 2 failures, so it stops sending
-	// before the node stops accepting.
-	rollingDrainDelay = "3s"
-	// rollingBalancerTimeout bounds the wait for HAProxy to see a node come back UP.
-	rollingBalancerTimeout = time.Minute
-)
-
 // rollingRounds is PLAYHEAD_ROLLING_ROUNDS, 5 unless set (make test runs 1 round).
 func rollingRounds(t *testing.T) int {
 	t.Helper()
 	return roundsFromEnv(t, "PLAYHEAD_ROLLING_ROUNDS", 5)
-}
-
-// rollingNode is one playhead serve of the cluster, restarted on the same ports.
-type rollingNode struct {
-	name string
-	env  map[string]string
-	s    *binarytest.Server
-	// released counts the jobs the node's stopped processes gave back on their graceful stop.
-	released int
-}
-
-// restart stops the node with SIGTERM, fails the test unless it exits 0, and starts it again
-// with the same environment (so the same ports), waiting until its /readyz answers 200.
-func (n *rollingNode) restart(t *testing.T) {
-	t.Helper()
-	n.s.Signal(t, syscall.SIGTERM)
-	if code := n.s.Wait(t, binarytest.ExitTimeout); code != 0 {
-		t.Fatalf("%s exited with status %d after SIGTERM, want 0; stderr:\n%s", n.name, code, n.s.Stderr)
-	}
-	n.released += strings.Count(n.s.Stderr.String(), "job released for another node")
-	n.s = binarytest.Start(t, n.env)
 }
 
 // TestCluster_RollingRestart: HAProxy in front of 3 api nodes (health-checked on /readyz, each
@@ -67,46 +27,10 @@ func (n *rollingNode) restart(t *testing.T) {
 // accepted, uploads not READY, encode jobs not completed exactly once at their first attempt.
 // Every count must be 0.
 func TestCluster_RollingRestart(t *testing.T) {
-	haproxy, err := exec.LookPath("haproxy")
-	if err != nil {
-		t.Fatal("haproxy is missing: make system-deps (or apt-get install haproxy)")
-	}
 	rounds := rollingRounds(t)
 	began := time.Now()
-	storageDir := t.TempDir()
-
-	node := func(role, name, dbURL string) *rollingNode {
-		env := pipelineEnv(role, name, storageDir, t.TempDir(), "veryfast")
-		env["PLAYHEAD_HTTP_ADDR"] = binarytest.FreeAddr(t)
-		env["PLAYHEAD_METRICS_ADDR"] = binarytest.FreeAddr(t)
-		env["PLAYHEAD_SHUTDOWN_DRAIN_DELAY"] = rollingDrainDelay
-		env["PLAYHEAD_FLUSH_INTERVAL"] = "1s"
-		// Production's lease and rate limit: a job run twice because a starved heartbeat let
-		// its lease run out, or a report refused 429, is counted, not configured away.
-		delete(env, "PLAYHEAD_JOB_LEASE")
-		delete(env, "PLAYHEAD_PUT_RATE")
-		if dbURL != "" {
-			env["DATABASE_URL"] = dbURL
-		}
-		n := &rollingNode{name: name, env: env, s: binarytest.Start(t, env)}
-		// Every restart must join the same database, the first node's included.
-		n.env["DATABASE_URL"] = n.s.DBURL
-		return n
-	}
-	var apis, workers []*rollingNode
-	apis = append(apis, node("api", "api1", ""))
-	dbURL := apis[0].s.DBURL
-	for i := 2; i <= rollingAPINodes; i++ {
-		apis = append(apis, node("api", fmt.Sprintf("api%d", i), dbURL))
-	}
-	for i := 1; i <= rollingWorkerNodes; i++ {
-		workers = append(workers, node("worker", fmt.Sprintf("worker%d", i), dbURL))
-	}
-
-	lb, statsURL := startHAProxy(t, haproxy, apis)
-	for _, n := range apis {
-		waitBalancerUp(t, lb, statsURL, n.name)
-	}
+	c := startCluster(t, nil)
+	lb := c.lb
 
 	owner := binarytest.Token(t, 7, false)
 	// Each player reports about once a second (a real one every 5 s), under the per-member
@@ -127,14 +51,14 @@ func TestCluster_RollingRestart(t *testing.T) {
 	}
 	for r := 1; r <= rounds; r++ {
 		upload(small, fmt.Sprintf("round %d before the api nodes", r))
-		for _, n := range apis {
+		for _, n := range c.apis {
 			n.restart(t)
-			waitBalancerUp(t, lb, statsURL, n.name)
+			c.waitBalancer(t, n.name, "UP")
 		}
 		// Encodes under way while the workers stop: each releases its job for the other.
 		upload(slow, fmt.Sprintf("round %d before the workers", r))
 		upload(slow, fmt.Sprintf("round %d before the workers, second", r))
-		for _, n := range workers {
+		for _, n := range c.workers {
 			n.restart(t)
 		}
 		t.Logf("round %d of %d done after %s: %d reports accepted so far", r, rounds, time.Since(began).Round(time.Second), load.Accepted.Load())
@@ -145,14 +69,7 @@ func TestCluster_RollingRestart(t *testing.T) {
 	load.WaitRounds(t, 2)
 	load.Stop()
 
-	for _, n := range append(apis, workers...) {
-		n.s.Stop(t)
-	}
-	// SIGUSR1 is HAProxy's graceful stop (SIGTERM is its immediate one).
-	lb.Signal(t, syscall.SIGUSR1)
-	if code := lb.Wait(t, binarytest.ExitTimeout); code != 0 {
-		t.Errorf("haproxy exited with status %d after SIGUSR1, want 0", code)
-	}
+	c.stop(t)
 
 	counts := load.Counts()
 	failed := counts.TransportErrors
@@ -167,7 +84,7 @@ func TestCluster_RollingRestart(t *testing.T) {
 		}
 	}
 	failed += counts.Reads[http.StatusNotFound] - notFoundBefore
-	stored := binarytest.StoredPositions(t, dbURL)
+	stored := binarytest.StoredPositions(t, c.dbURL)
 	lost, bad := binarytest.Audit(players, stored)
 	notNewest := 0
 	for _, p := range players {
@@ -180,12 +97,12 @@ func TestCluster_RollingRestart(t *testing.T) {
 	}
 	notReady, jobFaults := auditEncodes(t, lb, uploads)
 	released := 0
-	for _, n := range workers {
+	for _, n := range c.workers {
 		released += n.released
 	}
 
-	t.Logf("rolling restart: %d rounds (%d api + %d worker restarts) in %s", rounds, rounds*rollingAPINodes,
-		rounds*rollingWorkerNodes, time.Since(began).Round(time.Second))
+	t.Logf("rolling restart: %d rounds (%d api + %d worker restarts) in %s", rounds, rounds*clusterAPINodes,
+		rounds*clusterWorkerNodes, time.Since(began).Round(time.Second))
 	t.Logf("requests: %d reports sent, %d accepted; %s", load.Sent.Load(), load.Accepted.Load(), counts)
 	t.Logf("requests failed (reports not 204, reads not 200, or no answer; 404 before the first restart excepted): %d", failed)
 	t.Logf("reads answered 404 before the first restart (first position not flushed yet): %d", notFoundBefore)
@@ -244,81 +161,4 @@ func auditEncodes(t *testing.T, lb *binarytest.Server, uploads []int64) (notRead
 		}
 	}
 	return notReady, faults
-}
-
-// startHAProxy runs HAProxy in the foreground in front of apis (the configuration of
-// scripts/cluster.sh) and returns it as a Server whose HTTPURL is the balancer, with the URL
-// of its statistics as CSV.
-func startHAProxy(t *testing.T, haproxy string, apis []*rollingNode) (*binarytest.Server, string) {
-	t.Helper()
-	front, stats := binarytest.FreeAddr(t), binarytest.FreeAddr(t)
-	var servers strings.Builder
-	for _, n := range apis {
-		fmt.Fprintf(&servers, "  server %s %s check port %s\n", n.name, n.env["PLAYHEAD_HTTP_ADDR"],
-			n.env["PLAYHEAD_METRICS_ADDR"][strings.LastIndexByte(n.env["PLAYHEAD_METRICS_ADDR"], ':')+1:])
-	}
-	// The configuration of scripts/cluster.sh. Abnormal requests are logged to stderr, which
-	// the test prints if it fails.
-	template, err := os.ReadFile(filepath.Join("..", "..", "scripts", "haproxy.cfg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.NewReplacer("@FRONT@", front, "@STATS@", stats, "@SERVERS@", servers.String()).Replace(string(template))
-	path := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// -db: in the foreground, so that the test holds its pid.
-	proc := binarytest.StartProcess(t, exec.Command(haproxy, "-db", "-f", path))
-	lb := &binarytest.Server{
-		Process: proc,
-		DBURL:   apis[0].s.DBURL,
-		HTTPURL: "http://" + front,
-		Client:  &http.Client{Timeout: 30 * time.Second},
-	}
-	return lb, "http://" + stats + "/stats;csv"
-}
-
-// waitBalancerUp waits until HAProxy's statistics show server name of the api backend UP.
-func waitBalancerUp(t *testing.T, lb *binarytest.Server, statsURL, name string) {
-	t.Helper()
-	deadline := time.Now().Add(rollingBalancerTimeout)
-	last := ""
-	for {
-		if exited, err := lb.Exited(); exited {
-			t.Fatalf("haproxy exited (%v):\n%s", err, lb.Stdout)
-		}
-		status, body, err := lb.Do(http.MethodGet, statsURL, "", nil)
-		if err == nil && status == http.StatusOK {
-			last = serverStatus(t, body, name)
-			if last == "UP" {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("HAProxy does not see %s UP after %s (last status %q, err %v)", name, rollingBalancerTimeout, last, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// serverStatus returns the status column of server name of backend api in HAProxy's CSV.
-func serverStatus(t *testing.T, body []byte, name string) string {
-	t.Helper()
-	r := csv.NewReader(strings.NewReader(strings.TrimPrefix(string(body), "# ")))
-	r.FieldsPerRecord = -1
-	records, err := r.ReadAll()
-	if err != nil || len(records) == 0 {
-		t.Fatalf("HAProxy statistics: %v\n%s", err, body)
-	}
-	col := map[string]int{}
-	for i, h := range records[0] {
-		col[h] = i
-	}
-	for _, rec := range records[1:] {
-		if len(rec) > col["status"] && rec[col["pxname"]] == "api" && rec[col["svname"]] == name {
-			return rec[col["status"]]
-		}
-	}
-	return ""
 }

@@ -24,6 +24,8 @@ const (
 	// MediaDurationMS is the length of the media CreateMedia registers, which bounds a
 	// player's positions.
 	MediaDurationMS = 3_600_000
+	// ServedByHeader names the node that answered, as scripts/haproxy.cfg sets it.
+	ServedByHeader = "X-Served-By"
 	// loadTimeout bounds WaitAccepted.
 	loadTimeout = 2 * time.Minute
 )
@@ -35,6 +37,9 @@ type Player struct {
 	Token         string
 	Sent          int         // reports sent
 	AckedAt       []time.Time // AckedAt[k-1]: when the k-th report was answered 204 (zero if not)
+	// AckedBy[k-1] is the ServedByHeader of the k-th report's 204: the node that accepted it
+	// behind a balancer that names it (scripts/haproxy.cfg), empty otherwise.
+	AckedBy []string
 	LastAcked     int32       // the newest position answered 204, 0 when none
 }
 
@@ -182,13 +187,15 @@ func (l *Load) report(p *Player) bool {
 	req.Header.Set("Content-Type", "application/json")
 	p.Sent++
 	p.AckedAt = append(p.AckedAt, time.Time{})
+	p.AckedBy = append(p.AckedBy, "")
 	n := l.Sent.Add(1)
 	start := time.Now()
-	status, ok := l.send(req, l.counts.Reports)
+	status, servedBy, ok := l.send(req, l.counts.Reports)
 	if ok && status == http.StatusNoContent {
 		took := time.Since(start)
 		p.LastAcked = pos
 		p.AckedAt[p.Sent-1] = time.Now()
+		p.AckedBy[p.Sent-1] = servedBy
 		l.Accepted.Add(1)
 		l.mu.Lock()
 		l.latencies = append(l.latencies, took)
@@ -209,8 +216,9 @@ func (l *Load) ReportOnce(p *Player) (accepted bool) {
 	return l.report(p) && !p.AckedAt[p.Sent-1].IsZero()
 }
 
-// send sends req and counts its answer's status in byStatus; ok is false on a transport error.
-func (l *Load) send(req *http.Request, byStatus map[int]int) (status int, ok bool) {
+// send sends req and counts its answer's status in byStatus; servedBy is the answer's
+// ServedByHeader; ok is false on a transport error.
+func (l *Load) send(req *http.Request, byStatus map[int]int) (status int, servedBy string, ok bool) {
 	resp, err := l.client.Do(req)
 	if err != nil {
 		l.mu.Lock()
@@ -219,14 +227,14 @@ func (l *Load) send(req *http.Request, byStatus map[int]int) (status int, ok boo
 		}
 		l.mu.Unlock()
 		l.pause(10 * time.Millisecond) // the server is away: do not spin
-		return 0, false
+		return 0, "", false
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	l.mu.Lock()
 	byStatus[resp.StatusCode]++
 	l.mu.Unlock()
-	return resp.StatusCode, true
+	return resp.StatusCode, resp.Header.Get(ServedByHeader), true
 }
 
 // WaitAccepted waits until at least n reports were answered 204 in all. It fails the test if

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/playhead/playhead/internal/binarytest"
+	"github.com/playhead/playhead/internal/testvideo"
+	"github.com/playhead/playhead/jobqueue"
+	"github.com/playhead/playhead/media"
+)
+
+const (
+	// nodeLossLease is the job lease of the node-loss test: production's 60 s would make the
+	// test wait a minute for the takeover it checks; 10 s keeps a heartbeat (every third)
+	// far from starving on this shared machine.
+	nodeLossLease = 10 * time.Second
+	// nodeLossFlushInterval is the api nodes' flush interval (startCluster's), the loss window
+	// of a killed node with its slowest flush.
+	nodeLossFlushInterval = time.Second
+	// nodeLossEncodeTries bounds the uploads the worker kill needs: an encode that ends before
+	// the test has seen its claim is retried with another upload.
+	nodeLossEncodeTries = 3
+)
+
+// TestCluster_NodeLoss kills nodes of the cluster with SIGKILL while players report through
+// HAProxy (make node-loss, docs/reliability.md, issue 19):
+//
+//   - a worker in the middle of an encode: the other worker takes the job over once its lease
+//     has run out and completes it on attempt 2, once (one job, one media_ready notification);
+//   - an api node, at a random moment between its flushes: the positions lost are only
+//     positions that node answered 204 within its loss window (one flush interval plus its
+//     slowest flush) before the kill; every position another node accepted is stored; HAProxy
+//     retries the requests the dead node never answered, so no request fails; the other nodes
+//     keep answering while it is dead and after it is started again.
+//
+// The counts are printed (the lost positions are the measured cost of the kill).
+func TestCluster_NodeLoss(t *testing.T) {
+	c := startCluster(t, func(_ string, env map[string]string) {
+		env["PLAYHEAD_JOB_LEASE"] = nodeLossLease.String()
+	})
+	players := binarytest.NewPlayers(t, c.lb, 150, 2000, 6)
+	load := binarytest.StartLoad(t, c.lb, players, binarytest.LoadConfig{Workers: 6, Pace: time.Second, ReadEvery: 10})
+	// A read through another node than the report's finds nothing until a flush has stored
+	// the player's first position (write-behind): a 404 before then is no failure.
+	load.WaitRounds(t, 4)
+	notFoundBefore := load.Counts().Reads[http.StatusNotFound]
+
+	killWorkerMidEncode(t, c)
+
+	victim := c.apis[1]
+	// A few flushes of the load complete on the victim, then the kill lands anywhere in two
+	// intervals after one, so that a flusher slower than its interval is caught too.
+	waitFlushes(t, victim.s, 3)
+	time.Sleep(rand.N(2 * nodeLossFlushInterval))
+	flushTime := slowestFlush(t, victim.s)
+	killAt := time.Now()
+	victim.s.Kill(t)
+	// The load stops at the kill, so that what the victim lost is not overwritten by a newer
+	// position before it is counted. The requests in flight then end on the other nodes
+	// (HAProxy retries a request whose node closed without an answer).
+	load.Stop()
+	survivors := slices.DeleteFunc(slices.Clone(c.apis), func(n *clusterNode) bool { return n == victim })
+	// What the other nodes accepted before the stop may still be in their buffers.
+	for _, n := range survivors {
+		waitBufferWritten(t, n.s)
+	}
+	window := nodeLossFlushInterval + flushTime
+	lost, bad := binarytest.Audit(players, binarytest.StoredPositions(t, c.dbURL))
+	for _, b := range bad {
+		t.Error(b)
+	}
+	var worst time.Duration
+	outside := 0
+	for _, l := range lost {
+		age := killAt.Sub(l.At)
+		worst = max(worst, age)
+		by := l.Player.AckedBy[l.Pos/binarytest.PositionStep-1]
+		if by != victim.name || age > window {
+			if outside++; outside <= 5 {
+				t.Errorf("member %d media %d: position %d, answered 204 by %q %s before the kill, is lost: only %s's positions "+
+					"of the last %s (flush interval %s + slowest flush %s) may be", l.Player.Member, l.Player.Media, l.Pos, by,
+					age.Round(time.Millisecond), victim.name, window, nodeLossFlushInterval, flushTime)
+			}
+		}
+	}
+	lossCounts := load.Counts()
+
+	// The cluster goes on without the victim: HAProxy takes it out, the same players report
+	// through the two nodes left, then through all three once the victim is back.
+	c.waitBalancer(t, victim.name, "DOWN")
+	after := binarytest.StartLoad(t, c.lb, players, binarytest.LoadConfig{Workers: 6, Pace: time.Second, ReadEvery: 10})
+	after.WaitRounds(t, 3)
+	victim.s = binarytest.Start(t, victim.env)
+	c.waitBalancer(t, victim.name, "UP")
+	after.WaitRounds(t, 3)
+	after.Stop()
+	c.stop(t)
+
+	final, finalBad := binarytest.Audit(players, binarytest.StoredPositions(t, c.dbURL))
+	for _, b := range finalBad {
+		t.Error(b)
+	}
+	afterCounts := after.Counts()
+	failed := failedRequests(lossCounts) + failedRequests(afterCounts)
+	// A read answered 404 after the first rounds is a lost row, not write-behind's delay.
+	failed += lossCounts.Reads[http.StatusNotFound] - notFoundBefore + afterCounts.Reads[http.StatusNotFound]
+
+	t.Logf("api node kill -9: %d positions answered 204 before the kill, %d lost: %d answered by %s within its loss window "+
+		"before the kill, %d not (the oldest lost answered %s before the kill; window %s = flush interval %s + slowest flush %s)",
+		load.Accepted.Load(), len(lost), len(lost)-outside, victim.name, outside, worst.Round(time.Millisecond), window,
+		nodeLossFlushInterval, flushTime)
+	t.Logf("requests until the kill: %s", lossCounts)
+	t.Logf("requests with %s dead, then back: %s", victim.name, afterCounts)
+	t.Logf("requests failed (reports not 204, reads not 200, no answer; 404 before the first flushes excepted): %d", failed)
+	t.Logf("positions accepted and not stored at the end: %d", len(final))
+	if failed != 0 {
+		t.Errorf("%d requests failed through HAProxy around the kill of %s, want 0", failed, victim.name)
+	}
+	if len(final) != 0 {
+		t.Errorf("%d positions accepted after the kill are not stored (first: member %d media %d position %d), want 0",
+			len(final), final[0].Player.Member, final[0].Player.Media, final[0].Pos)
+	}
+}
+
+// failedRequests counts a load's reports not answered 204, reads not answered 200 or 404, and
+// requests without an answer.
+func failedRequests(c binarytest.LoadCounts) int {
+	failed := c.TransportErrors
+	for status, n := range c.Reports {
+		if status != http.StatusNoContent {
+			failed += n
+		}
+	}
+	for status, n := range c.Reads {
+		if status != http.StatusOK && status != http.StatusNotFound {
+			failed += n
+		}
+	}
+	return failed
+}
+
+// killWorkerMidEncode uploads a video through the balancer, kills the worker that claimed its
+// encode with SIGKILL while it runs, and checks that the other worker takes the job over after
+// the lease has run out and completes it on attempt 2, exactly once. The killed worker is
+// started again.
+func killWorkerMidEncode(t *testing.T, c *cluster) {
+	t.Helper()
+	owner := binarytest.Token(t, 7, false)
+	video := testvideo.MP4(t, t.TempDir(), slowSpec)
+	pool := c.lb.Pool(t)
+	alive := func() []*binarytest.Server {
+		var out []*binarytest.Server
+		for _, n := range c.workers {
+			if exited, _ := n.s.Exited(); !exited {
+				out = append(out, n.s)
+			}
+		}
+		return out
+	}
+	for try := 1; try <= nodeLossEncodeTries; try++ {
+		id := c.lb.Upload(t, owner, binarytest.Upload{Path: video, Title: fmt.Sprintf("worker kill, try %d", try)})
+		claimed := waitJob(t, pool, id, "claimed", func(j jobRow) bool { return j.Status == "PROCESSING" || isDone(j) }, nil, alive()...)
+		i := slices.IndexFunc(c.workers, func(n *clusterNode) bool { return claimed.ClaimedBy != nil && n.name == *claimed.ClaimedBy })
+		if claimed.Status != string(jobqueue.StatusProcessing) || i < 0 {
+			t.Logf("try %d: the encode of media %d ended (%s) before the test saw its claim; another upload", try, id, claimed.Status)
+			waitMedia(t, c.lb, owner, id, media.StatusReady)
+			continue
+		}
+		holder := c.workers[i]
+		killedAt := time.Now()
+		holder.s.Kill(t)
+		// The dead worker's heartbeats have stopped: this lease is the last one it took.
+		dead := mediaJob(t, pool, id)
+		if dead.Status != string(jobqueue.StatusProcessing) || dead.AttemptCount != 1 {
+			t.Logf("try %d: the encode of media %d ended (%s, attempt %d) before the kill landed; another upload",
+				try, id, dead.Status, dead.AttemptCount)
+			holder.s = binarytest.Start(t, holder.env)
+			waitMedia(t, c.lb, owner, id, media.StatusReady)
+			continue
+		}
+		taken := waitJob(t, pool, id, "taken over", func(j jobRow) bool { return j.AttemptCount >= 2 || isDone(j) }, nil, alive()...)
+		takenAt := time.Now()
+		if taken.ClaimedBy == nil || *taken.ClaimedBy == holder.name {
+			t.Fatalf("media %d: after the kill of %s the job is %+v, want it claimed by the other worker", id, holder.name, taken)
+		}
+		done := waitJob(t, pool, id, "completed", isDone, nil, alive()...)
+		if done.Status != string(jobqueue.StatusCompleted) || done.AttemptCount != 2 {
+			t.Fatalf("media %d: job ended %s on attempt %d, want COMPLETED on attempt 2 (the killed claim costs one)", id, done.Status, done.AttemptCount)
+		}
+		if status, _, _ := mediaRow(t, pool, id); status != string(media.StatusReady) {
+			t.Fatalf("media %d is %s after the takeover, want READY", id, status)
+		}
+		if n := outboxCount(t, pool, id, media.OutboxReady); n != 1 {
+			t.Fatalf("media %d: %d media_ready notifications, want 1", id, n)
+		}
+		var jobs int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM jobs WHERE subject_id = $1`, id).Scan(&jobs); err != nil || jobs != 1 {
+			t.Fatalf("media %d: %d jobs for one upload (%v), want 1", id, jobs, err)
+		}
+		t.Logf("worker kill -9: %s killed mid-encode of media %d; %s took the job over %s after the kill, %s after the dead "+
+			"claim's lease ran out (lease %s), and completed it on attempt 2", holder.name, id, *taken.ClaimedBy,
+			takenAt.Sub(killedAt).Round(100*time.Millisecond), takenAt.Sub(*dead.LeaseUntil).Round(100*time.Millisecond), nodeLossLease)
+		holder.s = binarytest.Start(t, holder.env)
+		return
+	}
+	t.Fatalf("no encode of %d uploads was still running when the test saw its claim", nodeLossEncodeTries)
+}
