@@ -37,10 +37,10 @@ type Player struct {
 	Token         string
 	Sent          int         // reports sent
 	AckedAt       []time.Time // AckedAt[k-1]: when the k-th report was answered 204 (zero if not)
+	LastAcked     int32       // the newest position answered 204, 0 when none
 	// AckedBy[k-1] is the ServedByHeader of the k-th report's 204: the node that accepted it
 	// behind a balancer that names it (scripts/haproxy.cfg), empty otherwise.
-	AckedBy   []string
-	LastAcked int32 // the newest position answered 204, 0 when none
+	AckedBy []string
 }
 
 // NewPlayers registers mediaCount media through the admin API and returns n players, members
