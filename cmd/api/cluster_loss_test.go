@@ -58,6 +58,10 @@ func TestCluster_NodeLoss(t *testing.T) {
 	// intervals after one, so that a flusher slower than its interval is caught too.
 	waitFlushes(t, victim.s, 3)
 	time.Sleep(rand.N(2 * nodeLossFlushInterval))
+	// The players report in bursts (each load worker goes over its players, then pauses): a
+	// kill between two bursts, with everything flushed, would test no loss at all. It lands
+	// once the victim holds positions not yet written.
+	waitBufferHolds(t, victim.s)
 	flushTime := slowestFlush(t, victim.s)
 	killAt := time.Now()
 	victim.s.Kill(t)
@@ -125,6 +129,18 @@ func TestCluster_NodeLoss(t *testing.T) {
 	if len(final) != 0 {
 		t.Errorf("%d positions accepted after the kill are not stored (first: member %d media %d position %d), want 0",
 			len(final), final[0].Player.Member, final[0].Player.Media, final[0].Pos)
+	}
+}
+
+// waitBufferHolds waits until node s holds at least one accepted position not yet written.
+func waitBufferHolds(t *testing.T, s *binarytest.Server) {
+	t.Helper()
+	giveUp := time.Now().Add(time.Minute)
+	for s.Metric(t, "playhead_playback_buffer_depth")+s.Metric(t, "playhead_playback_buffer_held_keys") == 0 {
+		if time.Now().After(giveUp) {
+			t.Fatal("for a minute under load, the node's buffer never held a position not yet written")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
