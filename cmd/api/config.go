@@ -310,8 +310,6 @@ func (e *env) check(ok bool, format string, args ...any) {
 func loadConfig(args []string) (Config, error) {
 	var e env
 	c := Config{
-		DatabaseURL:    e.str("DATABASE_URL", ""),
-		DBPooler:       e.str("PLAYHEAD_DB_POOLER", poolerNone),
 		Role:           e.str("PLAYHEAD_ROLE", roleAll),
 		HTTPAddr:       e.str("PLAYHEAD_HTTP_ADDR", ":8080"),
 		MetricsAddr:    e.str("PLAYHEAD_METRICS_ADDR", "127.0.0.1:9464"),
@@ -400,7 +398,7 @@ func loadConfig(args []string) (Config, error) {
 	if c.BufferMaxKeys == 0 {
 		c.BufferMaxKeys = 20 * c.BufferCapacity
 	}
-	c.DatabaseDirectURL = e.str("PLAYHEAD_DATABASE_DIRECT_URL", c.DatabaseURL)
+	e.database(&c)
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.Role, "role", c.Role, "all, api or worker (overrides PLAYHEAD_ROLE)")
 	if err := fs.Parse(args); err != nil {
@@ -410,7 +408,6 @@ func loadConfig(args []string) (Config, error) {
 }
 
 func (c Config) validate(e *env) error {
-	e.check(c.DatabaseURL != "", "DATABASE_URL is required (make run starts a local cluster and sets it)")
 	c.validateDatabase(e)
 	e.check(c.Role == roleAll || c.Role == roleAPI || c.Role == roleWorker, "PLAYHEAD_ROLE: %q is not all, api or worker", c.Role)
 	e.check(len(c.JWTSecret) >= auth.MinSecretBytes, "PLAYHEAD_JWT_SECRET: must be at least %d bytes (make run generates one)", auth.MinSecretBytes)
@@ -475,9 +472,27 @@ func (c Config) validate(e *env) error {
 	return errors.Join(e.errs...)
 }
 
+// database reads the connection strings and the pooler mode into c.
+func (e *env) database(c *Config) {
+	c.DatabaseURL = e.str("DATABASE_URL", "")
+	c.DBPooler = e.str("PLAYHEAD_DB_POOLER", poolerNone)
+	c.DatabaseDirectURL = e.str("PLAYHEAD_DATABASE_DIRECT_URL", c.DatabaseURL)
+}
+
+// loadDatabaseConfig reads and validates only the database variables, for playhead migrate:
+// the same rules as serve, so that a migration never runs through a transaction pooler.
+func loadDatabaseConfig() (Config, error) {
+	var e env
+	var c Config
+	e.database(&c)
+	c.validateDatabase(&e)
+	return c, errors.Join(e.errs...)
+}
+
 // validateDatabase checks the connection strings and the pooler mode: through a transaction
 // pooler, the session-bound work needs a direct URL of its own.
 func (c Config) validateDatabase(e *env) {
+	e.check(c.DatabaseURL != "", "DATABASE_URL is required (make run starts a local cluster and sets it)")
 	e.check(c.DBPooler == poolerNone || c.DBPooler == poolerTransaction, "PLAYHEAD_DB_POOLER: %q is not none or transaction", c.DBPooler)
 	if c.DatabaseURL != "" {
 		_, err := pgx.ParseConfig(c.DatabaseURL)

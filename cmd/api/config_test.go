@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/playhead/playhead/internal/binarytest"
 )
@@ -41,6 +43,35 @@ func TestConfig_Pooler(t *testing.T) {
 			}
 			if cfg.DatabaseDirectURL != tc.wantDirect {
 				t.Errorf("direct URL %q, want %q", cfg.DatabaseDirectURL, tc.wantDirect)
+			}
+		})
+	}
+}
+
+// TestMigrate_PoolerConfig: playhead migrate reads the database variables as serve does, so a
+// transaction pooler without a direct URL (goose's session lock and pgx's named statements
+// through PgBouncer) or an unknown pooler is refused before anything connects.
+func TestMigrate_PoolerConfig(t *testing.T) {
+	// Nothing listens on port 1: a migration that tried to connect would fail on that, not on
+	// the configuration.
+	const pooled = "postgres://u@127.0.0.1:1/db"
+	for _, tc := range []struct {
+		name, pooler, directURL, wantErr string
+	}{
+		{"transaction without direct URL", "transaction", "", "PLAYHEAD_DATABASE_DIRECT_URL: required"},
+		{"transaction with the same URL", "transaction", pooled, "PLAYHEAD_DATABASE_DIRECT_URL: required"},
+		{"unknown pooler", "statement", "postgres://u@127.0.0.1:2/db", `PLAYHEAD_DB_POOLER: "statement"`},
+		{"bad direct URL", "", "postgres://u@127.0.0.1:notaport/db", "PLAYHEAD_DATABASE_DIRECT_URL:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("DATABASE_URL", pooled)
+			t.Setenv("PLAYHEAD_DB_POOLER", tc.pooler)
+			t.Setenv("PLAYHEAD_DATABASE_DIRECT_URL", tc.directURL)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			err := runMigrate(ctx, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
 			}
 		})
 	}

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -16,18 +14,16 @@ func runMigrate(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		return fmt.Errorf("migrate takes no arguments (it reads PLAYHEAD_DATABASE_DIRECT_URL or DATABASE_URL)")
 	}
-	// goose's lock is a session advisory lock: the direct URL when there is one, as serve does.
-	name := "PLAYHEAD_DATABASE_DIRECT_URL"
-	dbURL := os.Getenv(name)
-	if dbURL == "" {
-		name, dbURL = "DATABASE_URL", os.Getenv("DATABASE_URL")
-	}
-	if dbURL == "" {
-		return errors.New("DATABASE_URL is required")
-	}
-	pool, err := pgxpool.New(ctx, dbURL)
+	// goose's lock is a session advisory lock and pgx prepares named statements: the direct
+	// URL (DATABASE_URL unless set), validated as serve validates it, so that a transaction
+	// pooler without a direct URL is refused here too.
+	cfg, err := loadDatabaseConfig()
 	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseDirectURL)
+	if err != nil {
+		return fmt.Errorf("PLAYHEAD_DATABASE_DIRECT_URL: %w", err)
 	}
 	defer pool.Close()
 	return migrate(ctx, pool, func(msg string) { fmt.Println(msg) })
