@@ -80,12 +80,20 @@ func appendNew(names []string, name string) []string {
 	return append(names, name)
 }
 
-var sqlTokens = regexp.MustCompile(`'(?:[^']|'')*'|\$\d+|::|<=|>=|<>|[A-Za-z_][A-Za-z0-9_]*|[0-9]+(?:\.[0-9]+)?|\S`)
+var sqlTokens = regexp.MustCompile(`'(?:[^']|'')*'|"(?:[^"]|"")*"|\$\d+|::|<=|>=|<>|[A-Za-z_][A-Za-z0-9_]*|[0-9]+(?:\.[0-9]+)?|\S`)
 
 var sqlComment = regexp.MustCompile(`--[^\n]*`)
 
+// tokenize splits sql into tokens; a quoted identifier becomes the name it quotes, so that
+// "playback" is checked as playback.
 func tokenize(sql string) []string {
-	return sqlTokens.FindAllString(sqlComment.ReplaceAllString(sql, ""), -1)
+	toks := sqlTokens.FindAllString(sqlComment.ReplaceAllString(sql, ""), -1)
+	for i, tok := range toks {
+		if len(tok) >= 2 && tok[0] == '"' {
+			toks[i] = strings.ReplaceAll(tok[1:len(tok)-1], `""`, `"`)
+		}
+	}
+	return toks
 }
 
 // is reports whether tok is the keyword kw, in any case.
@@ -108,7 +116,9 @@ func tableRefs(toks []string, plan map[string]placement) []tableRef {
 	for i := 0; i+1 < len(toks); i++ {
 		kw := toks[i]
 		write := is(kw, "into") || is(kw, "update") && (i == 0 || !is(toks[i-1], "do"))
-		if !write && !is(kw, "from") && !is(kw, "join") {
+		// A comma before a planned name is a FROM list's next table (FROM a, b): no column or
+		// alias of the checked statements is named like a table.
+		if !write && !is(kw, "from") && !is(kw, "join") && kw != "," {
 			continue
 		}
 		name := strings.ToLower(toks[i+1])
@@ -212,17 +222,45 @@ func memberPin(toks []string, ref tableRef, column string) (param, problem strin
 		return insertPin(toks, ref, column)
 	}
 	for k := 0; k+2 < len(toks); k++ {
-		// alias.column = $n, $n = alias.column, or (unaliased) column = $n
+		// alias.column = $n, $n = alias.column, or (unaliased) column = $n, and no OR beside it
+		// in its condition (p.member_id = $1 OR … reads every shard).
 		if is(toks[k], column) && (k >= 2 && toks[k-1] == "." && toks[k-2] == ref.alias || ref.alias == ref.table && (k == 0 || toks[k-1] != ".")) {
-			if toks[k+1] == "=" && memberParam.MatchString(toks[k+2]) {
+			if toks[k+1] == "=" && memberParam.MatchString(toks[k+2]) && !orBeside(toks, k) {
 				return toks[k+2], ""
 			}
-			if k >= 4 && toks[k-1] == "." && toks[k-3] == "=" && memberParam.MatchString(toks[k-4]) {
+			if k >= 4 && toks[k-1] == "." && toks[k-3] == "=" && memberParam.MatchString(toks[k-4]) && !orBeside(toks, k) {
 				return toks[k-4], ""
 			}
 		}
 	}
 	return "", fmt.Sprintf("reads %s %s without %s.%s = $n", ref.table, ref.alias, ref.alias, column)
+}
+
+// conditionEnds are the words that end a condition, looking away from a term in it.
+var conditionEnds = []string{"where", "on", "having", "select", "from", "join", "group", "order", "limit", "offset",
+	"returning", "union", "window", "for", "then", "when", "else", "end"}
+
+// orBeside reports whether the term at toks[k] is joined by OR to another at its own
+// parenthesis depth, within its condition: then it does not restrict the whole condition.
+func orBeside(toks []string, k int) bool {
+	for step := -1; step <= 1; step += 2 {
+		depth := 0
+		for j := k + step; j >= 0 && j < len(toks); j += step {
+			switch {
+			case toks[j] == "(":
+				depth += step
+			case toks[j] == ")":
+				depth -= step
+			}
+			if depth < 0 || depth == 0 && slices.ContainsFunc(conditionEnds, func(w string) bool { return is(toks[j], w) }) {
+				break
+			}
+			if depth == 0 && is(toks[j], "or") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // insertPin finds the value an INSERT … (columns) VALUES (…) gives the distribution column.

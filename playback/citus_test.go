@@ -109,7 +109,8 @@ func TestCitusRulesCatchViolations(t *testing.T) {
 		ALTER TABLE bad_dist ADD FOREIGN KEY (media_id, member_id) REFERENCES bad_other (owner, member_id);
 		CREATE TABLE bad_ref (id bigint PRIMARY KEY, member_id bigint, media_id bigint,
 			FOREIGN KEY (member_id, media_id) REFERENCES bad_dist (member_id, media_id));
-		CREATE TABLE bad_unplaced (id bigint)`); err != nil {
+		CREATE TABLE bad_unplaced (id bigint);
+		CREATE TABLE bad_excl (member_id bigint NOT NULL, media_id bigint NOT NULL, EXCLUDE USING btree (media_id WITH =))`); err != nil {
 		t.Fatal(err)
 	}
 	plan := maps.Clone(citusPlan)
@@ -117,6 +118,7 @@ func TestCitusRulesCatchViolations(t *testing.T) {
 		"bad_dist":  {distributed, "member_id"},
 		"bad_other": {distributed, "owner"}, // owner is nullable
 		"bad_ref":   {kind: reference},
+		"bad_excl":  {distributed, "member_id"},
 		"missing":   {kind: reference},
 	})
 	got := strings.Join(schemaViolations(t, pool, plan), "\n")
@@ -127,6 +129,7 @@ func TestCitusRulesCatchViolations(t *testing.T) {
 		`foreign key bad_dist_media_id_member_id_fkey from distributed table bad_dist to distributed table bad_other does not pair member_id with owner`,
 		`foreign key bad_ref_member_id_media_id_fkey from reference table bad_ref to distributed table bad_dist`,
 		`table bad_unplaced has no place in the plan`,
+		`exclusion constraint bad_excl_media_id_excl on distributed table bad_excl lacks its distribution column member_id`,
 		`planned table missing is not in the schema`,
 	} {
 		if !strings.Contains(got, want) {
@@ -159,6 +162,14 @@ func TestCitusRulesCatchViolations(t *testing.T) {
 		{hotStatement{"bulk read", `INSERT INTO playback AS p (member_id, media_id) SELECT member_id, media_id FROM playback_last_finished
 			ON CONFLICT (member_id, media_id) DO NOTHING`, false},
 			"bulk statement reads distributed table playback_last_finished"},
+		{hotStatement{"pin beside OR", `SELECT 1 FROM playback p WHERE p.member_id = $1 OR p.media_id = $2`, true},
+			"reads playback p without p.member_id = $n"},
+		{hotStatement{"pin beside OR in a subquery", `SELECT 1 FROM media m WHERE NOT EXISTS (SELECT 1 FROM playback o WHERE o.member_id = $1 AND o.media_id = m.id OR o.hidden)`, true},
+			"reads playback o without o.member_id = $n"},
+		{hotStatement{"comma join", `SELECT 1 FROM playback p, playback_last_finished l WHERE p.member_id = $1`, true},
+			"reads playback_last_finished l without l.member_id = $n"},
+		{hotStatement{"quoted name", `SELECT 1 FROM media m JOIN "playback" p ON p.media_id = m.id WHERE m.id = $1`, true},
+			"reads playback p without p.member_id = $n"},
 		{hotStatement{"coordinator join", `SELECT 1 FROM playback p JOIN jobs j ON j.subject_id = p.media_id WHERE p.member_id = $1`, true},
 			"joins coordinator table jobs with distributed table playback"},
 	} {
@@ -221,20 +232,22 @@ func schemaViolations(t *testing.T, pool *pgxpool.Pool, plan map[string]placemen
 		out = append(out, fmt.Sprintf("distribution columns differ in type, so the tables cannot be co-located: %v", types))
 	}
 
-	// Every unique index (primary keys and unique constraints included) of a distributed table
-	// contains its distribution column: a shard can only check uniqueness of its own rows.
+	// Every unique index (primary keys and unique constraints included) and every exclusion
+	// constraint of a distributed table contains its distribution column: a shard can only
+	// check its own rows.
 	uniques := query(t, pool, `
-		SELECT t.relname, i.relname, array(SELECT a.attname::text FROM unnest(x.indkey) k JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k)
+		SELECT t.relname, i.relname, array(SELECT a.attname::text FROM unnest(x.indkey) k JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k),
+		       CASE WHEN x.indisexclusion THEN 'exclusion constraint' ELSE 'unique index' END
 		FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
 		JOIN pg_namespace n ON n.oid = t.relnamespace
-		WHERE n.nspname = 'public' AND x.indisunique`, func(r pgx.CollectableRow) (uniqueIndex, error) {
+		WHERE n.nspname = 'public' AND (x.indisunique OR x.indisexclusion)`, func(r pgx.CollectableRow) (uniqueIndex, error) {
 		var u uniqueIndex
-		return u, r.Scan(&u.table, &u.index, &u.columns)
+		return u, r.Scan(&u.table, &u.index, &u.columns, &u.what)
 	})
 	for _, u := range uniques {
 		if p, ok := plan[u.table]; ok && p.kind == distributed && !slices.Contains(u.columns, p.column) {
-			out = append(out, fmt.Sprintf("unique index %s on distributed table %s lacks its distribution column %s (has %v)",
-				u.index, u.table, p.column, u.columns))
+			out = append(out, fmt.Sprintf("%s %s on distributed table %s lacks its distribution column %s (has %v)",
+				u.what, u.index, u.table, p.column, u.columns))
 		}
 	}
 
@@ -288,6 +301,7 @@ func schemaViolations(t *testing.T, pool *pgxpool.Pool, plan map[string]placemen
 type uniqueIndex struct {
 	table, index string
 	columns      []string
+	what         string // unique index or exclusion constraint
 }
 
 type foreignKey struct {
