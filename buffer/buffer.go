@@ -63,9 +63,14 @@ type Config[K comparable, V any] struct {
 	// for retry. An Offer for a new key beyond it is dropped; a key already held is updated in
 	// place. Default 20 × Capacity.
 	MaxKeys int
-	// FlushBatch flushes as soon as the flusher holds this many distinct keys, and bounds the
-	// keys in one call of Flush. Default 1 000.
+	// FlushBatch bounds the keys in one call of Flush. Default 1 000.
 	FlushBatch int
+	// FlushAt flushes before FlushInterval as soon as the flusher holds this many distinct
+	// keys. Default FlushBatch (MaxKeys if smaller). Above FlushBatch, a key offered again
+	// within the interval is written once (its values coalesce for the whole interval) while
+	// each call of Flush still carries at most FlushBatch keys. At most MaxKeys (MaxKeys also
+	// counts the keys that arrive while a flush runs, so leave room).
+	FlushAt int
 	// FlushInterval flushes what is held at least this often. Default 5 s.
 	FlushInterval time.Duration
 	// FlushTimeout bounds one call of Flush. Default 10 s.
@@ -94,6 +99,7 @@ func (c Config[K, V]) withDefaults() Config[K, V] {
 	c.Capacity = cmp.Or(c.Capacity, 10_000)
 	c.MaxKeys = cmp.Or(c.MaxKeys, 20*c.Capacity)
 	c.FlushBatch = cmp.Or(c.FlushBatch, 1_000)
+	c.FlushAt = cmp.Or(c.FlushAt, min(c.FlushBatch, c.MaxKeys))
 	c.FlushInterval = cmp.Or(c.FlushInterval, 5*time.Second)
 	c.FlushTimeout = cmp.Or(c.FlushTimeout, 10*time.Second)
 	c.RetryBase = cmp.Or(c.RetryBase, min(time.Second, c.FlushInterval))
@@ -112,6 +118,8 @@ func (c Config[K, V]) validate() error {
 		return errors.New("buffer: MaxKeys must be at least Capacity")
 	case c.FlushBatch < 1:
 		return errors.New("buffer: FlushBatch must be positive")
+	case c.FlushAt < 1 || c.FlushAt > c.MaxKeys:
+		return errors.New("buffer: FlushAt must be from 1 to MaxKeys")
 	case c.FlushInterval <= 0 || c.FlushTimeout <= 0:
 		return errors.New("buffer: FlushInterval and FlushTimeout must be positive")
 	case c.RetryBase <= 0 || c.RetryCap < c.RetryBase:

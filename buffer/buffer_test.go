@@ -154,6 +154,56 @@ func TestBuffer_FlushesOnBatchSize(t *testing.T) {
 	}
 }
 
+// With FlushAt above FlushBatch, keys offered again before FlushAt distinct keys are held
+// coalesce instead of being written at FlushBatch keys; at FlushAt the round writes every
+// held key, newest values, in calls of at most FlushBatch keys.
+func TestBuffer_FlushAtCoalescesAndWritesInBatches(t *testing.T) {
+	rec := &recorder{}
+	b, _, reg := setup(t, buffer.Config[int, val]{FlushBatch: 5, FlushAt: 20, FlushInterval: time.Hour, Flush: rec.flush})
+	for k := range 15 {
+		mustOffer(t, b, k, val{n: k, at: 1})
+	}
+	// The flusher holds all 15 keys, more than FlushBatch, and has written none.
+	giveUp := time.Now().Add(10 * time.Second)
+	for counterValue(t, reg, "playhead_test_buffer_held_keys") != 15 {
+		if time.Now().After(giveUp) {
+			t.Fatalf("the flusher holds %v keys, want 15 (keys written so far: %d)",
+				counterValue(t, reg, "playhead_test_buffer_held_keys"), len(rec.all()))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for k := range 15 {
+		mustOffer(t, b, k, val{n: 100 + k, at: 2})
+	}
+	for k := 15; k < 20; k++ {
+		mustOffer(t, b, k, val{n: 100 + k, at: 2})
+	}
+	giveUp = time.Now().Add(10 * time.Second)
+	for len(rec.all()) < 20 {
+		if time.Now().After(giveUp) {
+			t.Fatalf("%d keys written after FlushAt distinct keys, want 20", len(rec.all()))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rows := 0
+	for _, batch := range rec.batches {
+		rows += len(batch)
+		if len(batch) > 5 {
+			t.Errorf("a call of Flush got %d keys, more than FlushBatch (5)", len(batch))
+		}
+		for _, e := range batch {
+			if e.Value != (val{n: 100 + e.Key, at: 2}) {
+				t.Errorf("key %d written as %v, want its newest value", e.Key, e.Value)
+			}
+		}
+	}
+	if rows != 20 || len(rec.batches) != 4 {
+		t.Errorf("%d rows in %d calls, want 20 in 4 (one per key, FlushBatch each)", rows, len(rec.batches))
+	}
+}
+
 func TestBuffer_FlushesOnInterval(t *testing.T) {
 	flushed := make(chan int, 10)
 	b, _, _ := setup(t, buffer.Config[int, val]{FlushBatch: 1000, FlushInterval: 20 * time.Millisecond,

@@ -13,7 +13,7 @@ import (
 
 // run is the flusher: the only goroutine that receives from ch or touches keys.
 //
-// While the flushes succeed it writes when it holds FlushBatch keys or every FlushInterval.
+// While the flushes succeed it writes when it holds FlushAt keys or every FlushInterval.
 // After a failure it keeps everything (an earlier design dropped the failed batch, and with it
 // the pause position a player sends once and never again) and only retries, after a
 // full-jitter backoff capped at RetryCap; meanwhile it keeps receiving new keys, and Offer
@@ -56,7 +56,7 @@ func (b *Buffer[K, V]) run() {
 		select {
 		case k := <-b.ch:
 			b.receive(k)
-			if retryC == nil && len(b.keys) >= b.cfg.FlushBatch {
+			if retryC == nil && len(b.keys) >= b.cfg.FlushAt {
 				flush()
 			}
 		case <-flushTick.C:

@@ -53,8 +53,12 @@ type Config struct {
 	// for retry during a database outage included; beyond it new keys are dropped
 	// (PLAYHEAD_BUFFER_MAX_KEYS). Default 20 × BufferCapacity.
 	BufferMaxKeys int
-	// FlushBatch flushes once this many distinct keys are held (PLAYHEAD_FLUSH_BATCH). Default 1 000.
+	// FlushBatch bounds the rows of one flush statement (PLAYHEAD_FLUSH_BATCH). Default 1 000.
 	FlushBatch int
+	// FlushAt flushes before the interval once this many distinct keys are held
+	// (PLAYHEAD_FLUSH_AT_KEYS). Default FlushBatch (BufferMaxKeys if smaller); at most
+	// BufferMaxKeys.
+	FlushAt int
 	// FlushInterval flushes at least this often (PLAYHEAD_FLUSH_INTERVAL). Default 5 s.
 	FlushInterval time.Duration
 	// WriteMode is writebehind or sync (PLAYHEAD_PLAYBACK_WRITE_MODE). Default writebehind.
@@ -317,6 +321,7 @@ func loadConfig(args []string) (Config, error) {
 		BufferCapacity: e.int("PLAYHEAD_BUFFER_CAPACITY", 10_000),
 		BufferMaxKeys:  e.int("PLAYHEAD_BUFFER_MAX_KEYS", 0),
 		FlushBatch:     e.int("PLAYHEAD_FLUSH_BATCH", 1_000),
+		FlushAt:        e.int("PLAYHEAD_FLUSH_AT_KEYS", 0),
 		FlushInterval:  e.duration("PLAYHEAD_FLUSH_INTERVAL", 5*time.Second),
 		WriteMode:      playback.Mode(e.str("PLAYHEAD_PLAYBACK_WRITE_MODE", string(playback.ModeWriteBehind))),
 		Completion: media.Completion{
@@ -398,6 +403,9 @@ func loadConfig(args []string) (Config, error) {
 	if c.BufferMaxKeys == 0 {
 		c.BufferMaxKeys = 20 * c.BufferCapacity
 	}
+	if c.FlushAt == 0 {
+		c.FlushAt = min(c.FlushBatch, c.BufferMaxKeys)
+	}
 	e.database(&c)
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.Role, "role", c.Role, "all, api or worker (overrides PLAYHEAD_ROLE)")
@@ -414,6 +422,8 @@ func (c Config) validate(e *env) error {
 	e.check(c.BufferCapacity > 0, "PLAYHEAD_BUFFER_CAPACITY: must be positive")
 	e.check(c.BufferMaxKeys >= c.BufferCapacity, "PLAYHEAD_BUFFER_MAX_KEYS: must be at least PLAYHEAD_BUFFER_CAPACITY (%d)", c.BufferCapacity)
 	e.check(c.FlushBatch > 0, "PLAYHEAD_FLUSH_BATCH: must be positive")
+	e.check(c.FlushAt > 0 && c.FlushAt <= c.BufferMaxKeys,
+		"PLAYHEAD_FLUSH_AT_KEYS: must be from 1 to PLAYHEAD_BUFFER_MAX_KEYS (%d)", c.BufferMaxKeys)
 	e.check(c.FlushInterval > 0, "PLAYHEAD_FLUSH_INTERVAL: must be positive")
 	e.check(c.WriteMode.Valid(), "PLAYHEAD_PLAYBACK_WRITE_MODE: %q is not writebehind or sync", c.WriteMode)
 	e.check(c.Completion.Ratio >= 0.5 && c.Completion.Ratio <= 1, "PLAYHEAD_COMPLETION_RATIO: must be from 0.5 to 1")

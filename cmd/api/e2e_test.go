@@ -22,17 +22,19 @@ import (
 // status 1 and an error naming each of them.
 func TestServe_RejectsBadConfiguration(t *testing.T) {
 	p := binarytest.Run(t, map[string]string{
-		"DATABASE_URL":            "postgres://127.0.0.1:1/none?sslmode=disable", // never reached
-		"PLAYHEAD_JWT_SECRET":     "too-short",
-		"PLAYHEAD_FLUSH_INTERVAL": "banana",
-		"PLAYHEAD_HTTP_ADDR":      "127.0.0.1:0",
-		"PLAYHEAD_METRICS_ADDR":   "127.0.0.1:0",
+		"DATABASE_URL":             "postgres://127.0.0.1:1/none?sslmode=disable", // never reached
+		"PLAYHEAD_JWT_SECRET":      "too-short",
+		"PLAYHEAD_FLUSH_INTERVAL":  "banana",
+		"PLAYHEAD_BUFFER_MAX_KEYS": "20000",
+		"PLAYHEAD_FLUSH_AT_KEYS":   "20001", // more than the buffer may hold: it would never trigger
+		"PLAYHEAD_HTTP_ADDR":       "127.0.0.1:0",
+		"PLAYHEAD_METRICS_ADDR":    "127.0.0.1:0",
 	}, "serve")
 	if code := p.Wait(t, binarytest.ExitTimeout); code != 1 {
 		t.Errorf("exit status %d, want 1", code)
 	}
 	stderr := p.Stderr.String()
-	for _, name := range []string{"PLAYHEAD_FLUSH_INTERVAL", "PLAYHEAD_JWT_SECRET"} {
+	for _, name := range []string{"PLAYHEAD_FLUSH_INTERVAL", "PLAYHEAD_JWT_SECRET", "PLAYHEAD_FLUSH_AT_KEYS"} {
 		if !strings.Contains(stderr, name) {
 			t.Errorf("stderr does not name %s:\n%s", name, stderr)
 		}

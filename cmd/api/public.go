@@ -167,6 +167,7 @@ func (n *node) buildPlaybackBuffer(flushPool *pgxpool.Pool) error {
 		Capacity:      cfg.BufferCapacity,
 		MaxKeys:       cfg.BufferMaxKeys,
 		FlushBatch:    cfg.FlushBatch,
+		FlushAt:       cfg.FlushAt,
 		FlushInterval: cfg.FlushInterval,
 		Flush:         playback.NewStore(flushPool, cfg.Completion).Flush,
 		Compare:       playback.CompareKeys,
