@@ -137,11 +137,18 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err e
 		return nil, err
 	}
 	n.closers = append(n.closers, func() { n.closePool(n.pool) })
-	if err := waitForDatabase(ctx, n.pool, logger); err != nil {
+	if err := waitForDatabase(ctx, n.pool, "DATABASE_URL", logger); err != nil {
 		return nil, err
 	}
 	if n.sessionPool, err = n.openSessionPool(ctx); err != nil {
 		return nil, err
+	}
+	// The direct URL is checked too: a node that cannot reach it would answer ready while its
+	// LISTEN (cache invalidation from other nodes) and its progress reads fail for ever.
+	if n.sessionPool != n.pool {
+		if err := waitForDatabase(ctx, n.sessionPool, "PLAYHEAD_DATABASE_DIRECT_URL", logger); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Role == roleAll {
 		if err := migrate(ctx, n.sessionPool, func(msg string) { logger.Info(msg) }); err != nil {
@@ -443,8 +450,8 @@ func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error
 }
 
 // waitForDatabase retries a ping for up to 30 s: a node started together with its database
-// should wait for it rather than crash-loop.
-func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+// should wait for it rather than crash-loop. name is the variable pool was opened with.
+func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, name string, logger *slog.Logger) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -454,9 +461,9 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logge
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("database unreachable: %w", err)
+			return fmt.Errorf("%s: database unreachable: %w", name, err)
 		}
-		logger.Warn("waiting for database", "err", err)
+		logger.Warn("waiting for database", "variable", name, "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
