@@ -321,7 +321,6 @@ func loadConfig(args []string) (Config, error) {
 		BufferCapacity: e.int("PLAYHEAD_BUFFER_CAPACITY", 10_000),
 		BufferMaxKeys:  e.int("PLAYHEAD_BUFFER_MAX_KEYS", 0),
 		FlushBatch:     e.int("PLAYHEAD_FLUSH_BATCH", 1_000),
-		FlushAt:        e.int("PLAYHEAD_FLUSH_AT_KEYS", 0),
 		FlushInterval:  e.duration("PLAYHEAD_FLUSH_INTERVAL", 5*time.Second),
 		WriteMode:      playback.Mode(e.str("PLAYHEAD_PLAYBACK_WRITE_MODE", string(playback.ModeWriteBehind))),
 		Completion: media.Completion{
@@ -403,9 +402,10 @@ func loadConfig(args []string) (Config, error) {
 	if c.BufferMaxKeys == 0 {
 		c.BufferMaxKeys = 20 * c.BufferCapacity
 	}
-	if c.FlushAt == 0 {
-		c.FlushAt = min(c.FlushBatch, c.BufferMaxKeys)
-	}
+	// Read after the bound it defaults from: an explicit 0 is then refused by validate like
+	// any value outside 1..PLAYHEAD_BUFFER_MAX_KEYS, where 0 as "unset" quietly ran the
+	// default (FLUSH_BATCH) for an operator who asked for something else.
+	c.FlushAt = e.int("PLAYHEAD_FLUSH_AT_KEYS", min(c.FlushBatch, c.BufferMaxKeys))
 	e.database(&c)
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.Role, "role", c.Role, "all, api or worker (overrides PLAYHEAD_ROLE)")

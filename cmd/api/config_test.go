@@ -76,3 +76,51 @@ func TestMigrate_PoolerConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestConfig_FlushAt: PLAYHEAD_FLUSH_AT_KEYS defaults to PLAYHEAD_FLUSH_BATCH (the key bound if
+// smaller) and is otherwise taken from 1 to PLAYHEAD_BUFFER_MAX_KEYS; anything else, 0 set
+// explicitly included, is refused with an error naming the variable.
+func TestConfig_FlushAt(t *testing.T) {
+	const name = "PLAYHEAD_FLUSH_AT_KEYS"
+	for _, tc := range []struct {
+		caseName                 string
+		batch, maxKeys, capacity string // "" leaves the variable unset
+		flushAt                  string
+		want                     int
+		wantErr                  string // "" when valid
+	}{
+		{caseName: "unset: the batch size", want: 1_000},
+		{caseName: "unset, batch above the key bound: the bound", capacity: "100", maxKeys: "300", batch: "500", want: 300},
+		{caseName: "above the batch", flushAt: "50000", want: 50_000},
+		{caseName: "the key bound", flushAt: "200000", want: 200_000},
+		{caseName: "above the key bound", flushAt: "200001", wantErr: name + ": must be from 1 to PLAYHEAD_BUFFER_MAX_KEYS (200000)"},
+		{caseName: "above an explicit key bound", capacity: "100", maxKeys: "300", flushAt: "301", wantErr: name + ": must be from 1"},
+		{caseName: "zero", flushAt: "0", wantErr: name + ": must be from 1"},
+		{caseName: "negative", flushAt: "-5", wantErr: name + ": must be from 1"},
+		{caseName: "not a number", flushAt: "lots", wantErr: name + `: "lots" is not an integer`},
+	} {
+		t.Run(tc.caseName, func(t *testing.T) {
+			t.Setenv("DATABASE_URL", "postgres://u@127.0.0.1:5432/db")
+			t.Setenv("PLAYHEAD_JWT_SECRET", binarytest.Secret)
+			t.Setenv("PLAYHEAD_DB_POOLER", "")
+			t.Setenv("PLAYHEAD_DATABASE_DIRECT_URL", "")
+			t.Setenv("PLAYHEAD_BUFFER_CAPACITY", tc.capacity)
+			t.Setenv("PLAYHEAD_BUFFER_MAX_KEYS", tc.maxKeys)
+			t.Setenv("PLAYHEAD_FLUSH_BATCH", tc.batch)
+			t.Setenv(name, tc.flushAt)
+			cfg, err := loadConfig(nil)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.FlushAt != tc.want {
+				t.Errorf("FlushAt %d, want %d", cfg.FlushAt, tc.want)
+			}
+		})
+	}
+}
