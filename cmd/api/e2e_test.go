@@ -41,6 +41,49 @@ func TestServe_RejectsBadConfiguration(t *testing.T) {
 	}
 }
 
+// TestServe_FlushAtKeysReachesTheBuffer: serve hands PLAYHEAD_FLUSH_AT_KEYS to the playback
+// buffer (the buffer's own tests cannot see the wiring): with a batch of 1 and the trigger at
+// 3 keys, two reported keys are held unwritten (the batch size would have flushed each at
+// once), and the third writes all three, one row per statement.
+func TestServe_FlushAtKeysReachesTheBuffer(t *testing.T) {
+	s := binarytest.Start(t, map[string]string{"PLAYHEAD_PUT_RATE": "0", "PLAYHEAD_FLUSH_INTERVAL": "1h",
+		"PLAYHEAD_FLUSH_BATCH": "1", "PLAYHEAD_FLUSH_AT_KEYS": "3"})
+	mediaID := s.CreateMedia(t, binarytest.Token(t, 1, true), "e2e flush at keys")
+	url := s.URL("/v1/playback/%d", mediaID)
+	report := func(member int64) {
+		s.MustDo(t, http.StatusNoContent, http.MethodPut, url, binarytest.Token(t, member, false), map[string]any{"position_ms": 5_000})
+	}
+	held := func() float64 { return s.Metric(t, "playhead_playback_buffer_held_keys") }
+	flushes := func() float64 { return s.Metric(t, "playhead_playback_buffer_flush_rows_count") }
+	// waitFor polls until done holds; the minute only keeps a broken server from hanging.
+	waitFor := func(what string, done func() bool) {
+		t.Helper()
+		giveUp := time.Now().Add(time.Minute)
+		for !done() {
+			if time.Now().After(giveUp) {
+				t.Fatalf("no %s within a minute: %v keys held, %v flushes", what, held(), flushes())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	report(2)
+	report(3)
+	// Either outcome ends the wait: the flusher holding both keys, or a flush (the trigger
+	// on the batch size of 1 writes the first key as soon as the flusher receives it).
+	waitFor("key held or flushed", func() bool { return held() == 2 || flushes() > 0 })
+	if n := flushes(); n != 0 {
+		t.Fatalf("%v flushes with 2 keys held, want none before PLAYHEAD_FLUSH_AT_KEYS (3) keys", n)
+	}
+	report(4)
+	waitFor("write of the three keys", func() bool { return flushes() == 3 && held() == 0 })
+	if rows := s.Metric(t, "playhead_playback_buffer_flush_rows_sum"); rows != 3 {
+		t.Errorf("%v rows in 3 statements, want 3 (PLAYHEAD_FLUSH_BATCH 1)", rows)
+	}
+	if stored := binarytest.StoredPositions(t, s.DBURL); len(stored) != 3 {
+		t.Errorf("%d rows stored, want 3: %v", len(stored), stored)
+	}
+}
+
 // TestServe_FailedBuildClosesWhatItOpened: a component that cannot be built after the pool is
 // open (a storage directory that is a file) stops the start-up with an error that names its
 // setting, and what was opened is closed, not a panic.
