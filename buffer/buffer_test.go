@@ -154,6 +154,52 @@ func TestBuffer_FlushesOnBatchSize(t *testing.T) {
 	}
 }
 
+// A round whose keys were all offered anew while their statement ran ends with them held
+// again; with FlushAt at MaxKeys they fill the buffer, so no new key reaches the flusher to
+// check the trigger: the flusher must check it again after the round itself, or it waits for
+// the interval while every new key is dropped.
+func TestBuffer_FlushAtReachedAgainDuringARoundFlushesAgain(t *testing.T) {
+	rec := &recorder{}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	flush := func(ctx context.Context, batch []buffer.Entry[int, val]) error {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+		return rec.flush(ctx, batch)
+	}
+	b, _, _ := setup(t, buffer.Config[int, val]{Capacity: 4, MaxKeys: 4, FlushAt: 4, FlushInterval: time.Hour, Flush: flush})
+	for k := range 4 {
+		mustOffer(t, b, k, val{n: k, at: 1})
+	}
+	<-entered // the first round's statement carries the 4 keys
+	for k := range 4 {
+		mustOffer(t, b, k, val{n: 10 + k, at: 2})
+	}
+	if ok, err := b.Offer(4, val{n: 4, at: 2}); ok || err != nil {
+		t.Fatalf("Offer of a fifth key with MaxKeys 4 held = %v, %v; want dropped", ok, err)
+	}
+	close(release)
+	giveUp := time.Now().Add(10 * time.Second)
+	for {
+		written := rec.all()
+		done := len(written) == 4
+		for k := range 4 {
+			done = done && written[k] == val{n: 10 + k, at: 2}
+		}
+		if done {
+			break
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("after the round, the 4 keys held again (FlushAt) are not written: %v (a 1 h interval)", written)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The buffer has room again: a new key is accepted.
+	mustOffer(t, b, 4, val{n: 4, at: 3})
+}
+
 // With FlushAt above FlushBatch, keys offered again before FlushAt distinct keys are held
 // coalesce instead of being written at FlushBatch keys; at FlushAt the round writes every
 // held key, newest values, in calls of at most FlushBatch keys.

@@ -30,6 +30,12 @@ func (b *Buffer[K, V]) run() {
 	var retryC <-chan time.Time // nil while the last flush succeeded
 	attempt := 0                // flush rounds failed in a row
 	var failingSince time.Time
+	// again re-checks the FlushAt trigger after a round that wrote. The keys received while it
+	// ran, and those offered anew while their row was in its statement, stay held; they may
+	// already number FlushAt, and when they fill MaxKeys no new key can reach the channel,
+	// so no receive would check the trigger: every new key was dropped until the next tick
+	// (with FlushAt at MaxKeys, a whole interval of a raised FlushInterval).
+	again := make(chan struct{}, 1)
 
 	flush := func() {
 		err := b.flushHeld(b.runCtx)
@@ -39,6 +45,12 @@ func (b *Buffer[K, V]) run() {
 					"failed_rounds", attempt, "outage", time.Since(failingSince).Round(time.Millisecond).String())
 			}
 			attempt, retryC = 0, nil
+			if len(b.keys) >= b.cfg.FlushAt {
+				select {
+				case again <- struct{}{}:
+				default:
+				}
+			}
 			return
 		}
 		if attempt == 0 {
@@ -61,6 +73,10 @@ func (b *Buffer[K, V]) run() {
 			}
 		case <-flushTick.C:
 			if retryC == nil {
+				flush()
+			}
+		case <-again:
+			if retryC == nil && len(b.keys) >= b.cfg.FlushAt {
 				flush()
 			}
 		case <-retryC:
