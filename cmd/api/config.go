@@ -319,7 +319,6 @@ func loadConfig(args []string) (Config, error) {
 		MetricsAddr:    e.str("PLAYHEAD_METRICS_ADDR", "127.0.0.1:9464"),
 		JWTSecret:      e.str("PLAYHEAD_JWT_SECRET", ""),
 		BufferCapacity: e.int("PLAYHEAD_BUFFER_CAPACITY", 10_000),
-		BufferMaxKeys:  e.int("PLAYHEAD_BUFFER_MAX_KEYS", 0),
 		FlushBatch:     e.int("PLAYHEAD_FLUSH_BATCH", 1_000),
 		FlushInterval:  e.duration("PLAYHEAD_FLUSH_INTERVAL", 5*time.Second),
 		WriteMode:      playback.Mode(e.str("PLAYHEAD_PLAYBACK_WRITE_MODE", string(playback.ModeWriteBehind))),
@@ -399,12 +398,10 @@ func loadConfig(args []string) (Config, error) {
 		IngestMaxBytes:        int64(e.int("PLAYHEAD_INGEST_MAX_BYTES", 5<<30)),
 		IngestAttempts:        e.int("PLAYHEAD_INGEST_ATTEMPTS", 5),
 	}
-	if c.BufferMaxKeys == 0 {
-		c.BufferMaxKeys = 20 * c.BufferCapacity
-	}
-	// Read after the bound it defaults from: an explicit 0 is then refused by validate like
-	// any value outside 1..PLAYHEAD_BUFFER_MAX_KEYS, where 0 as "unset" quietly ran the
-	// default (FLUSH_BATCH) for an operator who asked for something else.
+	// Both are read after what they default from: an explicit 0 is then refused by validate
+	// like any value out of range, where 0 as "unset" quietly ran the default for an operator
+	// who asked for something else.
+	c.BufferMaxKeys = e.int("PLAYHEAD_BUFFER_MAX_KEYS", 20*c.BufferCapacity)
 	c.FlushAt = e.int("PLAYHEAD_FLUSH_AT_KEYS", min(c.FlushBatch, c.BufferMaxKeys))
 	e.database(&c)
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)

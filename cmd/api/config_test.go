@@ -124,3 +124,44 @@ func TestConfig_FlushAt(t *testing.T) {
 		})
 	}
 }
+
+// TestConfig_BufferMaxKeys: the key bound defaults to 20 × the capacity, and an explicit 0 is
+// refused like any value below the capacity instead of quietly meaning the default.
+func TestConfig_BufferMaxKeys(t *testing.T) {
+	const name = "PLAYHEAD_BUFFER_MAX_KEYS"
+	for _, tc := range []struct {
+		caseName, capacity, maxKeys string // "" leaves the variable unset
+		want                        int
+		wantErr                     string // "" when valid
+	}{
+		{caseName: "unset: 20 × the default capacity", want: 200_000},
+		{caseName: "unset: 20 × an explicit capacity", capacity: "100", want: 2_000},
+		{caseName: "the capacity", capacity: "100", maxKeys: "100", want: 100},
+		{caseName: "below the capacity", capacity: "100", maxKeys: "99", wantErr: name + ": must be at least PLAYHEAD_BUFFER_CAPACITY (100)"},
+		{caseName: "zero", maxKeys: "0", wantErr: name + ": must be at least"},
+		{caseName: "not a number", maxKeys: "many", wantErr: name + `: "many" is not an integer`},
+	} {
+		t.Run(tc.caseName, func(t *testing.T) {
+			t.Setenv("DATABASE_URL", "postgres://u@127.0.0.1:5432/db")
+			t.Setenv("PLAYHEAD_JWT_SECRET", binarytest.Secret)
+			t.Setenv("PLAYHEAD_DB_POOLER", "")
+			t.Setenv("PLAYHEAD_DATABASE_DIRECT_URL", "")
+			t.Setenv("PLAYHEAD_BUFFER_CAPACITY", tc.capacity)
+			t.Setenv(name, tc.maxKeys)
+			t.Setenv("PLAYHEAD_FLUSH_AT_KEYS", "")
+			cfg, err := loadConfig(nil)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.BufferMaxKeys != tc.want {
+				t.Errorf("BufferMaxKeys %d, want %d", cfg.BufferMaxKeys, tc.want)
+			}
+		})
+	}
+}
