@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -27,19 +28,11 @@ func TestConfig_Pooler(t *testing.T) {
 		{name: "bad direct URL", directURL: "postgres://u@127.0.0.1:notaport/db", wantErr: "PLAYHEAD_DATABASE_DIRECT_URL:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("DATABASE_URL", pooled)
-			t.Setenv("PLAYHEAD_JWT_SECRET", binarytest.Secret)
-			t.Setenv("PLAYHEAD_DB_POOLER", tc.pooler)
-			t.Setenv("PLAYHEAD_DATABASE_DIRECT_URL", tc.directURL)
-			cfg, err := loadConfig(nil)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
+			cfg, ok := loadTestConfig(t, map[string]string{
+				"DATABASE_URL": pooled, "PLAYHEAD_DB_POOLER": tc.pooler, "PLAYHEAD_DATABASE_DIRECT_URL": tc.directURL,
+			}, tc.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if cfg.DatabaseDirectURL != tc.wantDirect {
 				t.Errorf("direct URL %q, want %q", cfg.DatabaseDirectURL, tc.wantDirect)
@@ -100,23 +93,12 @@ func TestConfig_FlushAt(t *testing.T) {
 		{caseName: "not a number", flushAt: "lots", wantErr: name + `: "lots" is not an integer`},
 	} {
 		t.Run(tc.caseName, func(t *testing.T) {
-			t.Setenv("DATABASE_URL", "postgres://u@127.0.0.1:5432/db")
-			t.Setenv("PLAYHEAD_JWT_SECRET", binarytest.Secret)
-			t.Setenv("PLAYHEAD_DB_POOLER", "")
-			t.Setenv("PLAYHEAD_DATABASE_DIRECT_URL", "")
-			t.Setenv("PLAYHEAD_BUFFER_CAPACITY", tc.capacity)
-			t.Setenv("PLAYHEAD_BUFFER_MAX_KEYS", tc.maxKeys)
-			t.Setenv("PLAYHEAD_FLUSH_BATCH", tc.batch)
-			t.Setenv(name, tc.flushAt)
-			cfg, err := loadConfig(nil)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
+			cfg, ok := loadTestConfig(t, map[string]string{
+				"PLAYHEAD_BUFFER_CAPACITY": tc.capacity, "PLAYHEAD_BUFFER_MAX_KEYS": tc.maxKeys,
+				"PLAYHEAD_FLUSH_BATCH": tc.batch, name: tc.flushAt,
+			}, tc.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if cfg.FlushAt != tc.want {
 				t.Errorf("FlushAt %d, want %d", cfg.FlushAt, tc.want)
@@ -142,26 +124,43 @@ func TestConfig_BufferMaxKeys(t *testing.T) {
 		{caseName: "not a number", maxKeys: "many", wantErr: name + `: "many" is not an integer`},
 	} {
 		t.Run(tc.caseName, func(t *testing.T) {
-			t.Setenv("DATABASE_URL", "postgres://u@127.0.0.1:5432/db")
-			t.Setenv("PLAYHEAD_JWT_SECRET", binarytest.Secret)
-			t.Setenv("PLAYHEAD_DB_POOLER", "")
-			t.Setenv("PLAYHEAD_DATABASE_DIRECT_URL", "")
-			t.Setenv("PLAYHEAD_BUFFER_CAPACITY", tc.capacity)
-			t.Setenv(name, tc.maxKeys)
-			t.Setenv("PLAYHEAD_FLUSH_AT_KEYS", "")
-			cfg, err := loadConfig(nil)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
+			cfg, ok := loadTestConfig(t, map[string]string{
+				"PLAYHEAD_BUFFER_CAPACITY": tc.capacity, name: tc.maxKeys, "PLAYHEAD_FLUSH_AT_KEYS": "",
+			}, tc.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if cfg.BufferMaxKeys != tc.want {
 				t.Errorf("BufferMaxKeys %d, want %d", cfg.BufferMaxKeys, tc.want)
 			}
 		})
 	}
+}
+
+// loadTestConfig runs loadConfig with a valid DATABASE_URL and secret, no pooler, and env on
+// top of them ("" leaves a variable unset). It fails t unless the error contains wantErr, or
+// there is no error when wantErr is "". ok is true when there is a Config to check.
+func loadTestConfig(t *testing.T, env map[string]string, wantErr string) (_ Config, ok bool) {
+	t.Helper()
+	base := map[string]string{
+		"DATABASE_URL":                 "postgres://u@127.0.0.1:5432/db",
+		"PLAYHEAD_JWT_SECRET":          binarytest.Secret,
+		"PLAYHEAD_DB_POOLER":           "",
+		"PLAYHEAD_DATABASE_DIRECT_URL": "",
+	}
+	maps.Copy(base, env)
+	for k, v := range base {
+		t.Setenv(k, v)
+	}
+	cfg, err := loadConfig(nil)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want one containing %q", err, wantErr)
+		}
+		return Config{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, true
 }
