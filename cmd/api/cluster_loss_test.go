@@ -273,23 +273,6 @@ func waitBufferHolds(t *testing.T, s *binarytest.Server) {
 	}
 }
 
-// failedRequests counts a load's reports not answered 204, reads not answered 200 or 404, and
-// requests without an answer.
-func failedRequests(c binarytest.LoadCounts) int {
-	failed := c.TransportErrors
-	for status, n := range c.Reports {
-		if status != http.StatusNoContent {
-			failed += n
-		}
-	}
-	for status, n := range c.Reads {
-		if status != http.StatusOK && status != http.StatusNotFound {
-			failed += n
-		}
-	}
-	return failed
-}
-
 // killWorkerMidEncode uploads a video through the balancer, kills the worker that claimed its
 // encode with SIGKILL while it runs, and checks that the other worker takes the job over after
 // the lease has run out and completes it on attempt 2, exactly once. The killed worker is

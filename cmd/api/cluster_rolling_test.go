@@ -72,17 +72,7 @@ func TestCluster_RollingRestart(t *testing.T) {
 	c.stop(t)
 
 	counts := load.Counts()
-	failed := counts.TransportErrors
-	for status, n := range counts.Reports {
-		if status != http.StatusNoContent {
-			failed += n
-		}
-	}
-	for status, n := range counts.Reads {
-		if status != http.StatusOK && status != http.StatusNotFound {
-			failed += n
-		}
-	}
+	failed := failedRequests(counts)
 	failed += counts.Reads[http.StatusNotFound] - notFoundBefore
 	stored := binarytest.StoredPositions(t, c.dbURL)
 	lost, bad := binarytest.Audit(players, stored)

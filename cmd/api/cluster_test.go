@@ -195,3 +195,20 @@ func serverStatus(t *testing.T, body []byte, name string) string {
 	}
 	return ""
 }
+
+// failedRequests counts a load's reports not answered 204, reads not answered 200 or 404, and
+// requests without an answer.
+func failedRequests(c binarytest.LoadCounts) int {
+	failed := c.TransportErrors
+	for status, n := range c.Reports {
+		if status != http.StatusNoContent {
+			failed += n
+		}
+	}
+	for status, n := range c.Reads {
+		if status != http.StatusOK && status != http.StatusNotFound {
+			failed += n
+		}
+	}
+	return failed
+}
