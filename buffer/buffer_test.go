@@ -170,32 +170,35 @@ func TestBuffer_FlushAtReachedAgainDuringARoundFlushesAgain(t *testing.T) {
 		return rec.flush(ctx, batch)
 	}
 	b, _, _ := setup(t, buffer.Config[int, val]{Capacity: 4, MaxKeys: 4, FlushAt: 4, FlushInterval: time.Hour, Flush: flush})
+	// Registered after setup's Stop, so it runs before it: a test that fails before releasing
+	// the first round must not leave Stop's final flush blocked on release.
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce)
 	for k := range 4 {
 		mustOffer(t, b, k, val{n: k, at: 1})
 	}
-	<-entered // the first round's statement carries the 4 keys
+	// The first round's statement carries the 4 keys. The wait is bounded so that a flusher
+	// that never triggers fails here instead of hanging until go test's timeout.
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no flush once FlushAt (4) keys were held (a 1 h interval)")
+	}
 	for k := range 4 {
 		mustOffer(t, b, k, val{n: 10 + k, at: 2})
 	}
 	if ok, err := b.Offer(4, val{n: 4, at: 2}); ok || err != nil {
 		t.Fatalf("Offer of a fifth key with MaxKeys 4 held = %v, %v; want dropped", ok, err)
 	}
-	close(release)
-	giveUp := time.Now().Add(10 * time.Second)
-	for {
+	releaseOnce()
+	waitFor(t, "the 4 keys held again (FlushAt) after the round written with their newest values (a 1 h interval)", func() bool {
 		written := rec.all()
 		done := len(written) == 4
 		for k := range 4 {
 			done = done && written[k] == val{n: 10 + k, at: 2}
 		}
-		if done {
-			break
-		}
-		if time.Now().After(giveUp) {
-			t.Fatalf("after the round, the 4 keys held again (FlushAt) are not written: %v (a 1 h interval)", written)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return done
+	})
 	// The buffer has room again: a new key is accepted.
 	mustOffer(t, b, 4, val{n: 4, at: 3})
 }
@@ -210,13 +213,11 @@ func TestBuffer_FlushAtCoalescesAndWritesInBatches(t *testing.T) {
 		mustOffer(t, b, k, val{n: k, at: 1})
 	}
 	// The flusher holds all 15 keys, more than FlushBatch, and has written none.
-	giveUp := time.Now().Add(10 * time.Second)
-	for counterValue(t, reg, "playhead_test_buffer_held_keys") != 15 {
-		if time.Now().After(giveUp) {
-			t.Fatalf("the flusher holds %v keys, want 15 (keys written so far: %d)",
-				counterValue(t, reg, "playhead_test_buffer_held_keys"), len(rec.all()))
-		}
-		time.Sleep(time.Millisecond)
+	waitFor(t, "the flusher holding 15 keys", func() bool {
+		return counterValue(t, reg, "playhead_test_buffer_held_keys") == 15
+	})
+	if n := len(rec.all()); n != 0 {
+		t.Fatalf("%d keys written before FlushAt distinct keys were held, want 0", n)
 	}
 	for k := range 15 {
 		mustOffer(t, b, k, val{n: 100 + k, at: 2})
@@ -224,13 +225,7 @@ func TestBuffer_FlushAtCoalescesAndWritesInBatches(t *testing.T) {
 	for k := 15; k < 20; k++ {
 		mustOffer(t, b, k, val{n: 100 + k, at: 2})
 	}
-	giveUp = time.Now().Add(10 * time.Second)
-	for len(rec.all()) < 20 {
-		if time.Now().After(giveUp) {
-			t.Fatalf("%d keys written after FlushAt distinct keys, want 20", len(rec.all()))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "20 keys written after FlushAt distinct keys", func() bool { return len(rec.all()) >= 20 })
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	rows := 0
