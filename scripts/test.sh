@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # make test's test run: every package's tests, the hostile-input suite with its cases per
-# class (make hostile), one round of the rolling restart and the node-loss test
-# with their counts (make rolling-restart, make node-loss), a short run of each fuzz target (make fuzz), and at the end the list of
-# what failed. go test prints its failures per package, far above the end of a long run; this
-# repeats them as the last lines, and exits 1.
+# class (make hostile), one round of the rolling restart and the node-loss test with their
+# counts (make rolling-restart, make node-loss), a short run of each fuzz target (make fuzz),
+# and at the end the list of what failed. go test prints its failures per package, far above
+# the end of a long run; this repeats them as the last lines, and exits 1.
 #
 #   GO=go MAKE=make FUZZTIME=5s scripts/test.sh
 set -uo pipefail

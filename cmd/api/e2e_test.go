@@ -55,27 +55,16 @@ func TestServe_FlushAtKeysReachesTheBuffer(t *testing.T) {
 	}
 	held := func() float64 { return s.Metric(t, "playhead_playback_buffer_held_keys") }
 	flushes := func() float64 { return s.Metric(t, "playhead_playback_buffer_flush_rows_count") }
-	// waitFor polls until done holds; the minute only keeps a broken server from hanging.
-	waitFor := func(what string, done func() bool) {
-		t.Helper()
-		giveUp := time.Now().Add(time.Minute)
-		for !done() {
-			if time.Now().After(giveUp) {
-				t.Fatalf("no %s within a minute: %v keys held, %v flushes", what, held(), flushes())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
 	report(2)
 	report(3)
 	// Either outcome ends the wait: the flusher holding both keys, or a flush (the trigger
 	// on the batch size of 1 writes the first key as soon as the flusher receives it).
-	waitFor("key held or flushed", func() bool { return held() == 2 || flushes() > 0 })
+	waitFor(t, time.Minute, "2 keys held or a flush", func() bool { return held() == 2 || flushes() > 0 }, s)
 	if n := flushes(); n != 0 {
 		t.Fatalf("%v flushes with 2 keys held, want none before PLAYHEAD_FLUSH_AT_KEYS (3) keys", n)
 	}
 	report(4)
-	waitFor("write of the three keys", func() bool { return flushes() == 3 && held() == 0 })
+	waitFor(t, time.Minute, "the write of the three keys in 3 flushes", func() bool { return flushes() == 3 && held() == 0 }, s)
 	if rows := s.Metric(t, "playhead_playback_buffer_flush_rows_sum"); rows != 3 {
 		t.Errorf("%v rows in 3 statements, want 3 (PLAYHEAD_FLUSH_BATCH 1)", rows)
 	}
