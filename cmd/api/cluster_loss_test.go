@@ -72,7 +72,7 @@ func TestCluster_NodeLoss(t *testing.T) {
 	survivors := slices.DeleteFunc(slices.Clone(c.apis), func(n *clusterNode) bool { return n == victim })
 	var lost []binarytest.LostReport
 	var killAt time.Time
-	var flushTime time.Duration
+	var flushTime, window time.Duration // window: the loss window, flush interval + slowest flush
 	outside := 0
 	lossCounts := binarytest.LoadCounts{Reports: map[int]int{}, Reads: map[int]int{}}
 	var acceptedBefore int64 // positions answered 204 before the kill, over every try
@@ -102,7 +102,7 @@ func TestCluster_NodeLoss(t *testing.T) {
 		for _, n := range survivors {
 			waitBufferWritten(t, n.s)
 		}
-		window := nodeLossFlushInterval + flushTime
+		window = nodeLossFlushInterval + flushTime
 		var bad []string
 		lost, bad = binarytest.Audit(players, binarytest.StoredPositions(t, c.dbURL))
 		for _, b := range bad {
@@ -148,7 +148,6 @@ func TestCluster_NodeLoss(t *testing.T) {
 	for _, l := range lost {
 		worst = max(worst, killAt.Sub(l.At))
 	}
-	window := nodeLossFlushInterval + flushTime
 
 	// The cluster goes on without the victim: HAProxy takes it out, the same players report
 	// through the two nodes left, then through all three once the victim is back.
@@ -264,13 +263,9 @@ func (p *readProbe) failedTotal() int {
 // waitBufferHolds waits until node s holds at least one accepted position not yet written.
 func waitBufferHolds(t *testing.T, s *binarytest.Server) {
 	t.Helper()
-	giveUp := time.Now().Add(time.Minute)
-	for s.Metric(t, "playhead_playback_buffer_depth")+s.Metric(t, "playhead_playback_buffer_held_keys") == 0 {
-		if time.Now().After(giveUp) {
-			t.Fatal("for a minute under load, the node's buffer never held a position not yet written")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, time.Minute, "the node's buffer holding a position not yet written, under load", func() bool {
+		return s.Metric(t, "playhead_playback_buffer_depth")+s.Metric(t, "playhead_playback_buffer_held_keys") > 0
+	}, s)
 }
 
 // killWorkerMidEncode uploads a video through the balancer, kills the worker that claimed its
