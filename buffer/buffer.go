@@ -89,6 +89,13 @@ type Config[K comparable, V any] struct {
 	// Spill keeps what Stop could not write before its deadline; Start replays it. Optional:
 	// without it, such entries are lost (counted, and Stop returns an error).
 	Spill *SpillDir[K, V]
+	// CheckReplayed is applied to every entry read back from a spill file before it is
+	// written. An error wrapped with Rejected refuses that entry (dropped, counted as a bad
+	// row and logged); any other error is transient: the replay retries, then stops and keeps
+	// the file for the next start. Optional. A file's checksum proves it whole, not honest:
+	// whoever can write to the directory can write a valid file, so the caller checks a
+	// replayed entry as it checked the entry when it first arrived (issue 30).
+	CheckReplayed func(ctx context.Context, e Entry[K, V]) error
 	// Metrics receives the buffer's figures. Optional.
 	Metrics *Metrics
 	// Logger receives flush failures and rate-limited drop warnings. Default slog.Default().

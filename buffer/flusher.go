@@ -127,7 +127,7 @@ func (b *Buffer[K, V]) flushHeld(ctx context.Context) error {
 	slices.SortFunc(order, b.cfg.Compare)
 	batch := make([]Entry[K, V], 0, min(len(order), b.cfg.FlushBatch))
 	var rejected rejections[K]
-	defer rejected.log(b.cfg.Logger, "flush")
+	defer rejected.log(b.cfg.Logger, rejectedByDatabase, "flush")
 	settle := func(e Entry[K, V], rejectErr error) {
 		if rejectErr != nil {
 			rejected.add(e.Key, rejectErr)
@@ -307,6 +307,10 @@ func (b *Buffer[K, V]) spillHeld(cause error) {
 		"spilled", len(entries), "file", path, "flush_err", cause)
 }
 
+// rejectedByDatabase is the log message of the rows a flush or a replay found refused by the
+// flush function (buffer.Rejected).
+const rejectedByDatabase = "buffer rows rejected by the database; dropped"
+
 // rejections collects the rows one flush round gave up on, so they are logged in one line.
 type rejections[K comparable] struct {
 	n     int
@@ -321,9 +325,9 @@ func (r *rejections[K]) add(key K, err error) {
 	r.n++
 }
 
-func (r *rejections[K]) log(logger *slog.Logger, during string) {
+func (r *rejections[K]) log(logger *slog.Logger, msg, during string) {
 	if r.n > 0 {
-		logger.Error("buffer rows rejected by the database; dropped", "during", during, "rows", r.n,
+		logger.Error(msg, "during", during, "rows", r.n,
 			"first_key", fmt.Sprint(r.first), "err", r.err)
 	}
 }

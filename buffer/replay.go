@@ -55,7 +55,7 @@ func (b *Buffer[K, V]) replayFile(ctx context.Context, path string, entries []En
 	entries = b.coalesce(entries)
 	var written int
 	var rejected rejections[K]
-	defer rejected.log(b.cfg.Logger, "spill replay")
+	defer rejected.log(b.cfg.Logger, rejectedByDatabase, "spill replay")
 	settle := func(e Entry[K, V], rejectErr error) {
 		if rejectErr != nil {
 			rejected.add(e.Key, rejectErr)
@@ -65,13 +65,28 @@ func (b *Buffer[K, V]) replayFile(ctx context.Context, path string, entries []En
 		written++
 		b.replayed.Add(1)
 	}
+	var refused rejections[K]
+	defer refused.log(b.cfg.Logger, "spill records refused by the replay check; dropped", "spill replay")
+	refuse := func(e Entry[K, V], reason error) {
+		refused.add(e.Key, reason)
+		b.lost[lostBadRow].Add(1)
+	}
 	for first := 0; first < len(entries); first += b.cfg.FlushBatch {
 		rest := entries[first:min(first+b.cfg.FlushBatch, len(entries))]
+		checked := b.cfg.CheckReplayed == nil
 		for attempt := 1; len(rest) > 0; attempt++ {
-			n, err := b.write(ctx, rest, settle)
-			rest = rest[n:]
+			var err error
+			if !checked {
+				rest, err = b.checkReplayed(ctx, rest, refuse)
+				checked = err == nil
+			}
 			if err == nil {
-				break
+				var n int
+				n, err = b.write(ctx, rest, settle)
+				rest = rest[n:]
+				if err == nil {
+					break
+				}
 			}
 			if attempt == replayAttempts || ctx.Err() != nil {
 				return fmt.Errorf("replay spill file %s: %d of %d rows written, the rest kept in the file for the next start: %w",
@@ -89,8 +104,31 @@ func (b *Buffer[K, V]) replayFile(ctx context.Context, path string, entries []En
 		return fmt.Errorf("remove replayed spill file: %w", err)
 	}
 	b.cfg.Logger.Info("spill file replayed and removed", "file", path, "rows", len(entries), "written", written,
-		"rejected", rejected.n, "took", time.Since(start).Round(time.Millisecond).String())
+		"rejected", rejected.n, "refused", refused.n, "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
+}
+
+// checkReplayed returns the entries of batch that pass Config.CheckReplayed, in order, and
+// hands each refused one to refuse. A transient error of the check is returned with batch
+// unchanged and nothing refused, so a retry checks the batch again from its start.
+func (b *Buffer[K, V]) checkReplayed(ctx context.Context, batch []Entry[K, V], refuse func(Entry[K, V], error)) ([]Entry[K, V], error) {
+	kept := make([]Entry[K, V], 0, len(batch))
+	var refused []Entry[K, V]
+	var reasons []error
+	for _, e := range batch {
+		switch err := b.cfg.CheckReplayed(ctx, e); {
+		case err == nil:
+			kept = append(kept, e)
+		case errors.Is(err, ErrRejected):
+			refused, reasons = append(refused, e), append(reasons, err)
+		default:
+			return batch, fmt.Errorf("check a replayed entry: %w", err)
+		}
+	}
+	for i, e := range refused {
+		refuse(e, reasons[i])
+	}
+	return kept, nil
 }
 
 // coalesce keeps the newest entry of each key, sorted by key. A file holds one entry per key

@@ -62,6 +62,13 @@ func NewSpillDir[K comparable, V any](dir, name string, codec Codec[K, V]) (*Spi
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create spill directory: %w", err)
 	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("spill directory: %w", err)
+	}
+	if err := checkNotShared(dir, info); err != nil {
+		return nil, err
+	}
 	probe, err := os.CreateTemp(dir, "."+name+"-probe-*"+spillTmpSuffix)
 	if err != nil {
 		return nil, fmt.Errorf("spill directory is not writable: %w", err)
@@ -71,6 +78,23 @@ func NewSpillDir[K comparable, V any](dir, name string, codec Codec[K, V]) (*Spi
 		return nil, fmt.Errorf("spill directory: %w", err)
 	}
 	return &SpillDir[K, V]{dir: dir, name: name, codec: codec}, nil
+}
+
+// checkNotShared refuses a spill directory or file that users other than its owner (and its
+// group, for a directory's reading) may write: Start replays whatever valid file the
+// directory holds, so a directory writable by others would let any local user plant
+// positions, the way a world-writable ~/.ssh lets anyone plant keys (and sshd refuses it).
+func checkNotShared(path string, info os.FileInfo) error {
+	mode := info.Mode().Perm()
+	if mode&0o022 == 0 {
+		return nil
+	}
+	what := "file"
+	if info.IsDir() {
+		what = "directory"
+	}
+	return fmt.Errorf("spill %s %s is writable by its group or by others (mode %04o): anyone who can write there can "+
+		"plant positions that are replayed at the next start; remove that permission (chmod go-w)", what, path, mode)
 }
 
 // Write stores entries in a new spill file and returns its path. The file is durable (synced,
@@ -141,13 +165,21 @@ func (d *SpillDir[K, V]) Files() ([]string, error) {
 }
 
 // ReadSpillFile reads a whole spill file. Nothing is returned unless the entire file checks
-// out; a file that does not is reported with an error wrapping ErrCorruptSpill.
+// out; a file that does not is reported with an error wrapping ErrCorruptSpill. A file that
+// users other than its owner may write is refused with another error (see checkNotShared).
 func ReadSpillFile[K comparable, V any](path string, codec Codec[K, V]) ([]Entry[K, V], error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkNotShared(path, info); err != nil {
+		return nil, err
+	}
 	r := bufio.NewReaderSize(f, 64<<10)
 	sum := crc32.New(castagnoli)
 	hashed := io.TeeReader(r, sum)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -148,14 +149,24 @@ type Probe struct {
 }
 
 // Probe reads an input's duration, video size and audio presence. An input without a
-// decodable video stream, or in a format not in InputFormats, is ErrNotVideo.
+// decodable video stream, or in a format not in InputFormats, is ErrNotVideo; one with a
+// video stream whose frame size cannot be read within Limits.MaxPixels is a *LimitError.
 func (e *Encoder) Probe(ctx context.Context, input string) (Probe, error) {
-	args := append([]string{"-v", "error", "-print_format", "json", "-show_streams", "-show_format"}, e.inputArgs(input, false)...)
-	out, err := e.run(ctx, e.cfg.ProbeTimeout, e.cfg.FFprobe, args...)
-	if err != nil {
-		if ctx.Err() != nil {
+	args := append([]string{"-v", "error", "-print_format", "json", "-show_streams", "-show_format"}, e.inputArgs(input)...)
+	out, log, err := e.runLogged(ctx, e.cfg.ProbeTimeout, e.cfg.FFprobe, args...)
+	if err != nil && ctx.Err() != nil {
+		return Probe{}, err
+	}
+	if over := pixelLimitRefusal.FindSubmatch(log); over != nil {
+		// The decoder refused a frame over -max_pixels (ffprobe then fails, or reports the
+		// stream without a size): the frame's size is in the refusal, so say which limit.
+		w, _ := strconv.Atoi(string(over[1]))
+		h, _ := strconv.Atoi(string(over[2]))
+		if err := e.CheckLimits(Probe{largest: int64(w) * int64(h), largestWidth: w, largestHeight: h}); err != nil {
 			return Probe{}, err
 		}
+	}
+	if err != nil {
 		return Probe{}, fmt.Errorf("%w: %v", ErrNotVideo, err)
 	}
 	var doc struct {
@@ -174,9 +185,11 @@ func (e *Encoder) Probe(ctx context.Context, input string) (Probe, error) {
 		return Probe{}, fmt.Errorf("%w: unreadable ffprobe output: %v", ErrNotVideo, err)
 	}
 	var p Probe
+	var sizeless bool // a video stream whose frames could not be decoded within -max_pixels
 	for _, s := range doc.Streams {
 		switch s.CodecType {
 		case "video":
+			sizeless = sizeless || s.Width <= 0 || s.Height <= 0
 			if p.Height == 0 && s.Height > 0 {
 				p.Width, p.Height = s.Width, s.Height
 				p.FrameRate = cmp.Or(frameRate(s.AvgFrameRate), frameRate(s.RFrameRate))
@@ -191,6 +204,9 @@ func (e *Encoder) Probe(ctx context.Context, input string) (Probe, error) {
 	secs, _ := strconv.ParseFloat(doc.Format.Duration, 64)
 	p.DurationMS = int64(secs * 1000)
 	switch {
+	case sizeless:
+		// Its size is unknown, so CheckLimits could not bound it: refused as over the limit.
+		return Probe{}, &LimitError{Detail: fmt.Sprintf("a video stream's frame size could not be read within the limit of %d pixels (larger frames, or damaged data)", e.cfg.Limits.MaxPixels)}
 	case p.Height == 0:
 		return Probe{}, fmt.Errorf("%w: no video stream", ErrNotVideo)
 	case p.DurationMS <= 0:
@@ -231,14 +247,14 @@ func (e *Encoder) CheckLimits(p Probe) error {
 }
 
 // inputArgs are the options and the -i of every ffprobe and ffmpeg call on an untrusted input:
-// only the allowed container formats, only the local file protocol, and (when decode is set,
-// for ffmpeg) no decoded frame over the pixel limit, whatever the first frames said.
-func (e *Encoder) inputArgs(input string, decode bool) []string {
-	args := []string{"-format_whitelist", InputFormats, "-protocol_whitelist", "file"}
-	if decode {
-		args = append(args, "-max_pixels", strconv.FormatInt(e.cfg.Limits.MaxPixels, 10))
-	}
-	return append(args, "-i", input)
+// only the allowed container formats, only the local file protocol, and no decoded frame over
+// the pixel limit, whatever the first frames said. ffprobe decodes too: to find a stream's
+// size it may decode a whole frame, and a 790 KB 16000×16000 PNG in Matroska took it to
+// 801 MB resident before the size could be checked (issue 30); with -max_pixels it stays
+// near 55 MB and reports the stream without a size (see Probe).
+func (e *Encoder) inputArgs(input string) []string {
+	return []string{"-format_whitelist", InputFormats, "-protocol_whitelist", "file",
+		"-max_pixels", strconv.FormatInt(e.cfg.Limits.MaxPixels, 10), "-i", input}
 }
 
 // Rendition is one rung of the HLS ladder.
@@ -299,7 +315,7 @@ func (e *Encoder) Encode(ctx context.Context, input, outDir string) (Output, err
 	// A frame from a little way in is more telling than the first (often black) one.
 	at := min(1.0, float64(probe.DurationMS)/2000)
 	thumbHeight := min(360, probe.Height&^1)
-	thumb := append([]string{"-nostdin", "-v", "error", "-y", "-ss", strconv.FormatFloat(at, 'f', 3, 64)}, e.inputArgs(input, true)...)
+	thumb := append([]string{"-nostdin", "-v", "error", "-y", "-ss", strconv.FormatFloat(at, 'f', 3, 64)}, e.inputArgs(input)...)
 	thumb = append(thumb, "-frames:v", "1", "-vf", fmt.Sprintf("scale=-2:%d", thumbHeight), filepath.Join(outDir, "thumb.jpg"))
 	if _, err := e.run(ctx, e.cfg.ThumbnailTimeout, e.cfg.FFmpeg, thumb...); err != nil {
 		return Output{}, fmt.Errorf("thumbnail: %w", err)
@@ -317,7 +333,7 @@ func (e *Encoder) hlsArgs(input, outDir string, p Probe, ladder []Rendition) []s
 	for i, r := range ladder {
 		fmt.Fprintf(&filter, ";[s%d]scale=-2:%d,format=yuv420p[v%d]", i, r.Height, i)
 	}
-	args := append([]string{"-nostdin", "-v", "error", "-y"}, e.inputArgs(input, true)...)
+	args := append([]string{"-nostdin", "-v", "error", "-y"}, e.inputArgs(input)...)
 	args = append(args, "-filter_complex", filter.String())
 	streamMap := make([]string, n)
 	for i, r := range ladder {
@@ -363,6 +379,16 @@ func (e *Encoder) outputLimit(p Probe) time.Duration {
 // run executes one tool call under its own timeout, killed with ctx. The error carries the
 // tail of stderr, which is where ffmpeg says what went wrong.
 func (e *Encoder) run(ctx context.Context, timeout time.Duration, bin string, args ...string) ([]byte, error) {
+	out, _, err := e.runLogged(ctx, timeout, bin, args...)
+	return out, err
+}
+
+// pixelLimitRefusal is libavutil's message (av_image_check_size2) when a decoder refuses a
+// frame over -max_pixels; its two numbers are the frame's width and height.
+var pixelLimitRefusal = regexp.MustCompile(`Picture size (\d+)x(\d+) exceeds specified max pixel count`)
+
+// runLogged is run that also returns what the process wrote to its standard error.
+func (e *Encoder) runLogged(ctx context.Context, timeout time.Duration, bin string, args ...string) (stdout, stderr []byte, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	name := bin
@@ -380,17 +406,17 @@ func (e *Encoder) run(ctx context.Context, timeout time.Duration, bin string, ar
 	}
 	cmd.WaitDelay = 5 * time.Second
 	dieWithParent(cmd)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var out, log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &log
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Base(name), context.Cause(ctx))
+			return nil, log.Bytes(), fmt.Errorf("%s: %w", filepath.Base(name), context.Cause(ctx))
 		}
-		msg := strings.TrimSpace(stderr.String())
+		msg := strings.TrimSpace(log.String())
 		if len(msg) > 500 {
 			msg = "…" + msg[len(msg)-500:]
 		}
-		return nil, fmt.Errorf("%s: %w: %s", filepath.Base(name), err, msg)
+		return nil, log.Bytes(), fmt.Errorf("%s: %w: %s", filepath.Base(name), err, msg)
 	}
-	return stdout.Bytes(), nil
+	return out.Bytes(), log.Bytes(), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -284,11 +285,22 @@ func TestStream_BoundsPerMemberAndInTotal(t *testing.T) {
 	s.open(t, token(t, 2, time.Hour), "")
 	refused(token(t, 3, time.Hour), http.StatusServiceUnavailable)
 
-	// A closed stream frees its place once the server sees it gone: a write after the client's
-	// reset fails (a heartbeat here; every PLAYHEAD_EVENTS_HEARTBEAT in the binary).
+	// A closed stream frees its place once the server sees it gone.
 	first.Resp.Body.Close()
 	<-first.Ended
 	s.waitOpens(t, a, "member 1 still refused after closing a stream")
+}
+
+// A client that closes its stream frees its place within about a second, without a write to
+// find it gone: with no heartbeat for an hour, a member who reloads a page (one place here,
+// four in the binary) opens a stream again at once. Before, the place was held until a write
+// failed, two heartbeats later (about 45 s in the binary: issue 30).
+func TestStream_AClosedClientFreesItsPlaceWithoutAWrite(t *testing.T) {
+	s := start(t, options{perMember: 1, total: 10, heartbeat: time.Hour})
+	tok := token(t, 1, time.Hour)
+	for reload := range 4 { // each opens a stream once the one before has gone, and closes it
+		s.waitOpens(t, tok, fmt.Sprintf("reload %d: the closed stream still holds the member's only place", reload))
+	}
 }
 
 // waitOpens waits until a stream for tok opens (and closes it), failing with why and the last

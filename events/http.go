@@ -26,6 +26,11 @@ const reconnectMillis = 3000
 // retryAfterSeconds is the Retry-After of a refused stream.
 const retryAfterSeconds = 5
 
+// clientCheckInterval is how often a stream looks whether its client has closed the
+// connection, so that its place (PLAYHEAD_EVENTS_PER_MEMBER) is free again within about this
+// long of a page's reload.
+const clientCheckInterval = time.Second
+
 // retryReadAfter is how long a stream waits to read the outbox again after a read failed (the
 // database is away); notifications missed meanwhile are made good by that read.
 const retryReadAfter = 5 * time.Second
@@ -100,6 +105,8 @@ func (h *Hub) send(s *stream, after int64, expires time.Time, w *bufio.Writer) s
 	}
 	heartbeat := time.NewTicker(h.cfg.Heartbeat)
 	defer heartbeat.Stop()
+	goneCheck := time.NewTicker(clientCheckInterval)
+	defer goneCheck.Stop()
 	expiry := time.NewTimer(time.Until(expires))
 	defer expiry.Stop()
 	for {
@@ -108,6 +115,10 @@ func (h *Hub) send(s *stream, after int64, expires time.Time, w *bufio.Writer) s
 			return "stopping"
 		case <-expiry.C:
 			return "expired"
+		case <-goneCheck.C:
+			if clientGone(s.conn) {
+				return "client"
+			}
 		case <-heartbeat.C:
 			if _, err := w.WriteString(": keep-alive\n\n"); err != nil || flush() != nil {
 				return "client"

@@ -1,10 +1,12 @@
 package playback
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"time"
 
+	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/buffer"
 )
 
@@ -39,4 +41,35 @@ func (SpillCodec) DecodeEntry(rec []byte) (buffer.Entry[Key, Position], error) {
 		return buffer.Entry[Key, Position]{}, fmt.Errorf("playback record out of range: %+v", e)
 	}
 	return e, nil
+}
+
+// MaxReplayClockSkew is how far past this node's clock a replayed position's event time may
+// be: the node that spilled it may have had a clock a little ahead. A position further ahead
+// would win the flush's event-time guard against every later report and freeze the member's
+// position for good, so it is refused.
+const MaxReplayClockSkew = time.Minute
+
+// ReplayCheck returns the buffer's CheckReplayed for positions: a record read back from a
+// spill file passes what PUT /v1/playback/{id} checked when it first arrived (the media is
+// playable by the member, the position is within the media) and has an event time no more
+// than MaxReplayClockSkew ahead of now. A file with a valid checksum may still have been
+// written by someone else (issue 30: a position far past the media's end was served as
+// watched). A refusal is buffer.Rejected; a database that does not answer is transient.
+func ReplayCheck(access AccessChecker, now func() time.Time) func(context.Context, buffer.Entry[Key, Position]) error {
+	return func(ctx context.Context, e buffer.Entry[Key, Position]) error {
+		if ahead := e.Value.EventTime.Sub(now()); ahead > MaxReplayClockSkew {
+			return buffer.Rejected(fmt.Errorf("event time %s is %s ahead of this node's clock", e.Value.EventTime.Format(time.RFC3339), ahead.Round(time.Second)))
+		}
+		a, err := access.Playable(ctx, e.Key.Member, e.Key.Media)
+		if err != nil {
+			if apperr.CodeOf(err) == apperr.NotFound {
+				return buffer.Rejected(err)
+			}
+			return err
+		}
+		if _, err := CheckRange(int64(e.Value.PositionMS), a.DurationMS); err != nil {
+			return buffer.Rejected(err)
+		}
+		return nil
+	}
 }

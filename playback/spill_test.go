@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/media"
@@ -106,5 +107,79 @@ func TestSpillCodec_RoundTrip(t *testing.T) {
 	}
 	if _, err := codec.DecodeEntry(make([]byte, 27)); err == nil {
 		t.Error("a short record decoded without error")
+	}
+}
+
+// A spill file is replayed through the checks a PUT passed when the position arrived: a file
+// with a valid checksum may have been planted or changed by someone who could write to the
+// directory (issue 30). A position past the media's end, an event time far ahead (it would
+// win the event-time guard against every later report), a media the member may not play and
+// one that does not exist are each refused and counted; the honest records of the same file
+// are stored, a record a little ahead of the clock (another node's) among them.
+func TestReplayCheck_RefusesWhatThePUTWouldHave(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	lesson := b.createMedia(t, map[string]any{"title": "lesson", "duration_ms": 60_000})
+	private := b.createMedia(t, map[string]any{"title": "private", "duration_ms": 60_000, "visibility": "PRIVATE", "owner_id": 99})
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	at := func(d time.Duration) time.Time { return now.Add(d) }
+	type record struct {
+		member, media int64
+		positionMS    int32
+		eventTime     time.Time
+		stored        bool
+	}
+	records := []record{
+		{member: 1, media: lesson, positionMS: 30_000, eventTime: at(-time.Minute), stored: true},
+		{member: 2, media: lesson, positionMS: 60_000, eventTime: at(30 * time.Second), stored: true}, // at the end; a clock 30 s ahead
+		{member: 3, media: lesson, positionMS: 60_001, eventTime: at(-time.Minute)},                   // past the end
+		{member: 4, media: lesson, positionMS: 2_000_000_000, eventTime: at(-time.Minute)},            // far past the end
+		{member: 5, media: lesson, positionMS: 1_000, eventTime: at(24 * time.Hour)},                  // would freeze the position
+		{member: 6, media: private, positionMS: 1_000, eventTime: at(-time.Minute)},                   // another member's private media
+		{member: 99, media: private, positionMS: 1_000, eventTime: at(-time.Minute), stored: true},    // its owner
+		{member: 7, media: private + 1000, positionMS: 1_000, eventTime: at(-time.Minute)},            // no such media
+	}
+	entries := make([]buffer.Entry[playback.Key, playback.Position], 0, len(records))
+	for _, r := range records {
+		entries = append(entries, buffer.Entry[playback.Key, playback.Position]{
+			Key: playback.Key{Member: r.member, Media: r.media}, Value: playback.Position{PositionMS: r.positionMS, EventTime: r.eventTime}})
+	}
+	dir := t.TempDir()
+	spill, err := buffer.NewSpillDir[playback.Key, playback.Position](dir, "playback", playback.SpillCodec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := spill.Write(entries); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	replaying, err := buffer.New(buffer.Config[playback.Key, playback.Position]{
+		FlushInterval: time.Hour, Flush: b.store.Flush, Compare: playback.CompareKeys, Newer: playback.Newer,
+		Spill: spill, CheckReplayed: playback.ReplayCheck(b.cache, func() time.Time { return now }),
+		Metrics: buffer.NewMetrics(reg, "replay")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := replaying.Start(context.Background()); err != nil {
+		t.Fatalf("Start = %v, want the file replayed", err)
+	}
+	t.Cleanup(func() { _ = replaying.Stop(context.Background()) })
+
+	refused := 0
+	for _, r := range records {
+		n := b.count(t, `SELECT count(*) FROM playback WHERE member_id = $1 AND media_id = $2`, r.member, r.media)
+		if r.stored != (n == 1) {
+			t.Errorf("member %d, media %d, position %d ms, event time %s: %d rows stored, want stored=%v",
+				r.member, r.media, r.positionMS, r.eventTime.Sub(now), n, r.stored)
+		}
+		if !r.stored {
+			refused++
+		}
+	}
+	if lost := replaying.Stats().Lost["bad_row"]; lost != int64(refused) {
+		t.Errorf("lost bad rows = %d, want the %d refused records", lost, refused)
+	}
+	if files, err := spill.Files(); err != nil || len(files) != 0 {
+		t.Errorf("spill files after the replay = %v, %v; want the file removed", files, err)
 	}
 }

@@ -75,7 +75,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	if cfg.WriteMode == playback.ModeSync {
 		playbackHandler.Access = cache.Direct(mediaStore.LookupAccess)
 	} else {
-		if err := n.buildPlaybackBuffer(flushPool); err != nil {
+		if err := n.buildPlaybackBuffer(flushPool, mediaCache); err != nil {
 			return nil, err
 		}
 		playbackHandler.Buffer = n.playbackBuffer
@@ -154,10 +154,10 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 }
 
 // buildPlaybackBuffer builds the write-behind buffer and lists it. Its Start first replays the
-// positions a previous run spilled to PLAYHEAD_SPILL_DIR at its stop, so it comes before the
-// public server in start order; a database that fails during the replay fails the start and
-// keeps the files.
-func (n *node) buildPlaybackBuffer(flushPool *pgxpool.Pool) error {
+// positions a previous run spilled to PLAYHEAD_SPILL_DIR at its stop, each checked through
+// access as a PUT is, so it comes before the public server in start order (and after the media
+// cache); a database that fails during the replay fails the start and keeps the files.
+func (n *node) buildPlaybackBuffer(flushPool *pgxpool.Pool, access playback.AccessChecker) error {
 	cfg := n.cfg
 	spill, err := buffer.NewSpillDir[playback.Key, playback.Position](cfg.SpillDir, "playback", playback.SpillCodec{})
 	if err != nil {
@@ -173,6 +173,7 @@ func (n *node) buildPlaybackBuffer(flushPool *pgxpool.Pool) error {
 		Compare:       playback.CompareKeys,
 		Newer:         playback.Newer,
 		Spill:         spill,
+		CheckReplayed: playback.ReplayCheck(access, time.Now),
 		Metrics:       buffer.NewMetrics(n.reg, "playback"),
 		Logger:        n.logger,
 	})

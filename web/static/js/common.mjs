@@ -26,13 +26,62 @@ function claims(token) {
   }
 }
 
-// takeTokenFromURL moves a token passed as #token=… into sessionStorage and removes it from the
-// address bar, so it is neither bookmarked nor shared by copying the URL.
+// takeTokenFromURL removes a token passed as #token=… from the address bar, so it is neither
+// bookmarked nor shared by copying the URL, and keeps it in sessionStorage when the tab holds
+// no token yet, or one of the same member and role. Otherwise it returns the link's token
+// without keeping it: a link opened over a signed-in page must not switch the member silently,
+// or the page would then act, and upload, as whoever made the link (login CSRF, issue 30).
+// initSession asks first.
 function takeTokenFromURL() {
   const m = location.hash.match(/^#(?:.*&)?token=([^&]+)/);
-  if (!m) return;
-  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]).trim());
+  if (!m) return null;
   history.replaceState(null, '', location.pathname + location.search);
+  let offered;
+  try {
+    offered = decodeURIComponent(m[1]).trim();
+  } catch {
+    return null; // not even a token: ignored
+  }
+  const current = token();
+  if (!current || sameIdentity(claims(current), claims(offered))) {
+    sessionStorage.setItem(TOKEN_KEY, offered);
+    return null;
+  }
+  return offered;
+}
+
+// sameIdentity reports whether two tokens' claims name the same member in the same role.
+function sameIdentity(a, b) {
+  return Boolean(a && b && a.sub !== undefined && String(a.sub) === String(b.sub) && a.role === b.role);
+}
+
+// who names a token's member for a person: "member 7", "member 7 (admin)".
+function who(c) {
+  return c && c.sub !== undefined ? `member ${c.sub}${c.role === 'admin' ? ' (admin)' : ''}` : 'an unreadable token';
+}
+
+// showSwitchPrompt asks whether to switch from the tab's member to the one of a #token=… link,
+// keeping the current one unless the person chooses otherwise.
+function showSwitchPrompt(current, offered) {
+  document.getElementById('session').hidden = true;
+  const main = document.getElementById('main');
+  main.hidden = true;
+  const now = who(claims(current));
+  const link = who(claims(offered));
+  const stay = el('button', { type: 'button', class: 'primary', id: 'switch-stay', onclick: () => location.reload() },
+    `Stay signed in as ${now}`);
+  const card = el('section', { class: 'card signin', id: 'switch', 'aria-labelledby': 'switch-title' },
+    el('h1', { id: 'switch-title' }, 'Switch to another member?'),
+    el('p', {}, `This tab is signed in as ${now}. The link you opened signs in as ${link}.`),
+    el('p', { class: 'muted' }, `If you switch, these pages show, play and upload as ${link}. `
+      + 'Only switch if you asked for this link.'),
+    el('div', { class: 'actions' }, stay,
+      el('button', { type: 'button', class: 'secondary', id: 'switch-accept', onclick: () => {
+        sessionStorage.setItem(TOKEN_KEY, offered);
+        location.reload();
+      } }, `Switch to ${link}`)));
+  main.after(card);
+  stay.focus();
 }
 
 function token() {
@@ -243,15 +292,20 @@ export function showSignIn(reason) {
 }
 
 // initSession reads the token (from #token=… once, then sessionStorage), shows who is signed
-// in, and returns {member} — or shows the sign-in form and returns null.
+// in, and returns {member} — or shows the sign-in form, or the question whether to switch to
+// a link's member, and returns null.
 export function initSession() {
   document.getElementById('notice-close').addEventListener('click', () => clearNotice());
   // A #token=… link opened over this page changes only the hash: start again with it.
   window.addEventListener('hashchange', () => {
     if (/^#(?:.*&)?token=/.test(location.hash)) location.reload();
   });
-  takeTokenFromURL();
+  const offered = takeTokenFromURL();
   const t = token();
+  if (offered) {
+    showSwitchPrompt(t, offered);
+    return null;
+  }
   if (!t) {
     showSignIn();
     return null;
