@@ -42,7 +42,9 @@ type Config struct {
 //
 // Request bodies are streamed (fasthttp's StreamRequestBody), so an upload never sits in the
 // heap. That also means fasthttp no longer refuses large bodies by itself: every route that
-// reads a body must sit behind LimitBody or enforce its own limit.
+// reads a body must sit behind LimitBody or enforce its own limit. A connection is kept after
+// a request with a body only when LimitBody read that body to its end; any other answer to it
+// closes the connection, so that unread body bytes are never read as requests.
 func New(cfg Config) *fiber.App {
 	app := fiber.New(fiber.Config{
 		BodyLimit:                    cfg.BodyLimit,
@@ -54,6 +56,10 @@ func New(cfg Config) *fiber.App {
 		DisableStartupMessage:        true,
 		ErrorHandler:                 ErrorHandler(cfg.Logger),
 	})
+	// Around Fiber's handler rather than a middleware: Fiber answers some requests (an
+	// unknown method) before any middleware runs.
+	srv := app.Server()
+	srv.Handler = newFraming(srv.MaxRequestBodySize).handler(srv.Handler)
 	app.Use(noSniff)
 	if ctx := cfg.RequestContext; ctx != nil {
 		app.Use(func(c *fiber.Ctx) error {
@@ -148,30 +154,6 @@ func describe(err error) (int, string) {
 		return fe.Code, fe.Message
 	}
 	return Status(apperr.CodeOf(err)), apperr.MessageOf(err)
-}
-
-// LimitBody refuses bodies over limit bytes with 413: by Content-Length before reading a byte,
-// and for chunked bodies while reading, so no handler behind it can be made to buffer more.
-func LimitBody(limit int) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		cl := c.Request().Header.ContentLength()
-		if cl > limit {
-			return apperr.Errorf(apperr.TooLarge, "body is %d bytes, the limit is %d", cl, limit)
-		}
-		if cl == -1 { // chunked: read at most limit+1 bytes to find out
-			if stream := c.Context().RequestBodyStream(); stream != nil {
-				b, err := io.ReadAll(io.LimitReader(stream, int64(limit)+1))
-				if err != nil {
-					return apperr.Errorf(apperr.Invalid, "reading body: %v", err)
-				}
-				if len(b) > limit {
-					return apperr.Errorf(apperr.TooLarge, "body is over the limit of %d bytes", limit)
-				}
-				c.Request().SetBodyRaw(b)
-			}
-		}
-		return c.Next()
-	}
 }
 
 // ParamID reads a positive integer path parameter.
