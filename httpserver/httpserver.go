@@ -36,6 +36,13 @@ type Config struct {
 	// database calls of the requests still running, so a stop cannot wait on a database that
 	// does not answer. Default context.Background().
 	RequestContext context.Context
+	// FirstByteRoutes are the routes whose handler must run as soon as a body starts to
+	// arrive, not once fasthttp has read its first 8 KiB: uploads, whose limits on uploads in
+	// progress must hold against a client that trickles its body from the first byte. Their
+	// handlers read the body through BodyStream, and the connection is closed after each of
+	// their requests with a body. Paths match as Fiber routes them (any letter case, trailing
+	// slashes ignored); parameters are not supported.
+	FirstByteRoutes []Route
 }
 
 // New returns the public Fiber app with Playhead's error handler and request metrics.
@@ -59,7 +66,11 @@ func New(cfg Config) *fiber.App {
 	// Around Fiber's handler rather than a middleware: Fiber answers some requests (an
 	// unknown method) before any middleware runs.
 	srv := app.Server()
-	srv.Handler = newFraming(srv.MaxRequestBodySize).handler(srv.Handler)
+	f := newFraming(srv.MaxRequestBodySize, cfg.FirstByteRoutes)
+	srv.Handler = f.handler(srv.Handler)
+	if len(f.firstByte) > 0 {
+		srv.HeaderReceived = f.headerReceived
+	}
 	app.Use(noSniff)
 	if ctx := cfg.RequestContext; ctx != nil {
 		app.Use(func(c *fiber.Ctx) error {
