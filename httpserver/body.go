@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
@@ -169,34 +170,50 @@ func LimitBody(limit int) fiber.Handler {
 			return apperr.Errorf(apperr.TooLarge, "body is %d bytes, the limit is %d", cl, limit)
 		}
 		if stream := c.Context().RequestBodyStream(); stream != nil && cl != 0 {
-			b, err := readBody(stream, cl, limit)
-			if err != nil {
+			if err := readBody(c.Request(), stream, cl, limit); err != nil {
 				return err
 			}
-			c.Request().SetBodyRaw(b) // also releases the stream (ResetBody)
 		}
 		c.Locals(bodyReadKey{}, true)
 		return c.Next()
 	}
 }
 
-// readBody reads a body of Content-Length cl (-1: chunked, at most limit bytes) to its end.
-func readBody(stream io.Reader, cl, limit int) ([]byte, error) {
-	if cl < 0 { // chunked: read at most limit+1 bytes to find out
+// smallBody is the size of the scratch buffers that small bodies are read through: a position
+// report is about 20 bytes. Reading it into a new slice instead cost the PUT path an allocation
+// and about 50 ns a request (BenchmarkPutOnAKeptAliveConnection).
+const smallBody = 4 << 10
+
+var scratch = sync.Pool{New: func() any { return new([smallBody]byte) }}
+
+// readBody reads the body of req, of Content-Length cl (-1: chunked, at most limit bytes), from
+// stream to its end and makes it req's body, which also releases the stream (ResetBody).
+func readBody(req *fasthttp.Request, stream io.Reader, cl, limit int) error {
+	switch {
+	case cl < 0: // chunked: read at most limit+1 bytes to find out
 		b, err := io.ReadAll(io.LimitReader(stream, int64(limit)+1))
 		if err != nil {
-			return nil, bodyError(err)
+			return bodyError(err)
 		}
 		if len(b) > limit {
-			return nil, apperr.Errorf(apperr.TooLarge, "body is over the limit of %d bytes", limit)
+			return apperr.Errorf(apperr.TooLarge, "body is over the limit of %d bytes", limit)
 		}
-		return b, nil
+		req.SetBodyRaw(b)
+	case cl <= smallBody:
+		buf := scratch.Get().(*[smallBody]byte)
+		defer scratch.Put(buf)
+		if _, err := io.ReadFull(stream, buf[:cl]); err != nil {
+			return bodyError(err)
+		}
+		req.SetBody(buf[:cl]) // a copy into fasthttp's pooled body buffer
+	default:
+		b := make([]byte, cl)
+		if _, err := io.ReadFull(stream, b); err != nil {
+			return bodyError(err)
+		}
+		req.SetBodyRaw(b)
 	}
-	b := make([]byte, cl)
-	if _, err := io.ReadFull(stream, b); err != nil {
-		return nil, bodyError(err)
-	}
-	return b, nil
+	return nil
 }
 
 // bodyError describes a failed body read to the client, without the connection's addresses
