@@ -36,13 +36,22 @@ type Config struct {
 	// database calls of the requests still running, so a stop cannot wait on a database that
 	// does not answer. Default context.Background().
 	RequestContext context.Context
+	// FirstByteRoutes are the routes whose handler must run as soon as a body starts to
+	// arrive, not once fasthttp has read its first 8 KiB: uploads, whose limits on uploads in
+	// progress must hold against a client that trickles its body from the first byte. Their
+	// handlers read the body through BodyStream, and the connection is closed after each of
+	// their requests with a body. Paths match as Fiber routes them (any letter case, trailing
+	// slashes ignored); parameters are not supported.
+	FirstByteRoutes []Route
 }
 
 // New returns the public Fiber app with Playhead's error handler and request metrics.
 //
 // Request bodies are streamed (fasthttp's StreamRequestBody), so an upload never sits in the
 // heap. That also means fasthttp no longer refuses large bodies by itself: every route that
-// reads a body must sit behind LimitBody or enforce its own limit.
+// reads a body must sit behind LimitBody or enforce its own limit. A connection is kept after
+// a request with a body only when LimitBody read that body to its end; any other answer to it
+// closes the connection, so that unread body bytes are never read as requests.
 func New(cfg Config) *fiber.App {
 	app := fiber.New(fiber.Config{
 		BodyLimit:                    cfg.BodyLimit,
@@ -54,6 +63,14 @@ func New(cfg Config) *fiber.App {
 		DisableStartupMessage:        true,
 		ErrorHandler:                 ErrorHandler(cfg.Logger),
 	})
+	// Around Fiber's handler rather than a middleware: Fiber answers some requests (an
+	// unknown method) before any middleware runs.
+	srv := app.Server()
+	f := newFraming(srv.MaxRequestBodySize, cfg.FirstByteRoutes)
+	srv.Handler = f.handler(srv.Handler)
+	if len(f.firstByte) > 0 {
+		srv.HeaderReceived = f.headerReceived
+	}
 	app.Use(noSniff)
 	if ctx := cfg.RequestContext; ctx != nil {
 		app.Use(func(c *fiber.Ctx) error {
@@ -148,30 +165,6 @@ func describe(err error) (int, string) {
 		return fe.Code, fe.Message
 	}
 	return Status(apperr.CodeOf(err)), apperr.MessageOf(err)
-}
-
-// LimitBody refuses bodies over limit bytes with 413: by Content-Length before reading a byte,
-// and for chunked bodies while reading, so no handler behind it can be made to buffer more.
-func LimitBody(limit int) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		cl := c.Request().Header.ContentLength()
-		if cl > limit {
-			return apperr.Errorf(apperr.TooLarge, "body is %d bytes, the limit is %d", cl, limit)
-		}
-		if cl == -1 { // chunked: read at most limit+1 bytes to find out
-			if stream := c.Context().RequestBodyStream(); stream != nil {
-				b, err := io.ReadAll(io.LimitReader(stream, int64(limit)+1))
-				if err != nil {
-					return apperr.Errorf(apperr.Invalid, "reading body: %v", err)
-				}
-				if len(b) > limit {
-					return apperr.Errorf(apperr.TooLarge, "body is over the limit of %d bytes", limit)
-				}
-				c.Request().SetBodyRaw(b)
-			}
-		}
-		return c.Next()
-	}
 }
 
 // ParamID reads a positive integer path parameter.

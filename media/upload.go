@@ -1,7 +1,6 @@
 package media
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -37,7 +36,10 @@ import (
 // An upload holds a connection, a file descriptor and a storage write for as long as its client
 // takes, so a member could once hold hundreds by trickling a byte every few seconds (finding 4
 // of issue 11). Uploads are limited in number, per member and on the node, and an upload that
-// sends nothing for IdleTimeout is cut.
+// sends nothing for IdleTimeout is cut. The limits apply when the handler runs, so the route
+// must be one of the app's first-byte routes (UploadRoute in httpserver.Config.FirstByteRoutes):
+// otherwise fasthttp reads 8 KiB of each body first, and uploads that trickle those are never
+// counted (issue 30).
 type UploadHandler struct {
 	Pool  *pgxpool.Pool
 	Store storage.Store
@@ -61,13 +63,16 @@ type UploadHandler struct {
 	slots uploadSlots
 }
 
-// Register adds POST /v1/media to router behind the given middleware (authentication), after
-// filling in the defaults of zero fields. It must come before any middleware that reads bodies
-// into memory.
+// UploadRoute is POST /v1/media, a first-byte route of the public app.
+var UploadRoute = httpserver.Route{Method: fiber.MethodPost, Path: "/v1/media"}
+
+// Register adds UploadRoute to router, the app, behind the given middleware
+// (authentication), after filling in the defaults of zero fields. It must come before any
+// middleware that reads bodies into memory.
 func (h *UploadHandler) Register(router fiber.Router, middleware ...fiber.Handler) {
 	h.IdleTimeout, h.Timeout = cmp.Or(h.IdleTimeout, 30*time.Second), cmp.Or(h.Timeout, time.Hour)
 	h.MaxPerMember, h.MaxTotal = cmp.Or(h.MaxPerMember, 2), cmp.Or(h.MaxTotal, 32)
-	router.Post("/v1/media", append(middleware, h.upload)...)
+	router.Add(UploadRoute.Method, UploadRoute.Path, append(middleware, h.upload)...)
 }
 
 type uploadResponse struct {
@@ -94,10 +99,7 @@ func (h *UploadHandler) upload(c *fiber.Ctx) error {
 		return apperr.Errorf(apperr.TooManyRequests, "too many uploads in progress; try again when one has finished")
 	}
 	defer release()
-	var body io.Reader = c.Context().RequestBodyStream()
-	if body == nil {
-		body = bytes.NewReader(c.Body())
-	}
+	body := httpserver.BodyStream(c)
 	if conn := c.Context().Conn(); conn != nil {
 		body = &idleReader{r: body, conn: conn, idle: h.IdleTimeout, deadline: time.Now().Add(h.Timeout)}
 	}

@@ -12,14 +12,15 @@ import (
 	"github.com/playhead/playhead/media"
 )
 
-// startSlowUpload begins a slow upload by member to rawURL (http://host/v1/media).
+// startSlowUpload begins a slow upload by member to rawURL (http://host/v1/media) that
+// trickles its file: its preamble arrives at once, so the upload is stored from the start.
 func startSlowUpload(t *testing.T, rawURL string, member int64, tick time.Duration) *binarytest.SlowUpload {
 	t.Helper()
 	token, err := auth.Mint([]byte(secret), member, false, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return binarytest.StartSlowUpload(t, rawURL, token, tick)
+	return binarytest.StartSlowUpload(t, rawURL, token, binarytest.FromFile, tick)
 }
 
 // inProgress counts the uploads the server is writing to storage (their temporary files).

@@ -50,7 +50,7 @@ func startUploadServer(t *testing.T, maxBytes int64, configure ...func(*media.Up
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := httpserver.New(httpserver.Config{BodyLimit: 64 << 10})
+	app := httpserver.New(httpserver.Config{BodyLimit: 64 << 10, FirstByteRoutes: []httpserver.Route{media.UploadRoute}})
 	h := &media.UploadHandler{Pool: pool, Store: store, MaxBytes: maxBytes, Timeout: 10 * time.Minute, JobKind: "encode", MaxAttempts: 3}
 	for _, f := range configure {
 		f(h)
@@ -320,6 +320,55 @@ func TestUpload_CreatesMediaAndJobTogether(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(s.storage, filepath.FromSlash(key)))
 	if err != nil || string(got) != "fake video bytes" {
 		t.Fatalf("stored source = %q, %v", got, err)
+	}
+}
+
+// TestUpload_RequestPipelinedBehindAnUpload writes a small upload and another request in one
+// go. The upload route is a first-byte route, whose pre-read took the second request's bytes
+// with the body (issue 30): the upload is stored exactly as sent, the connection is closed after
+// its answer, and the second request is never answered. With the form's closing boundary
+// missing, the upload is refused (400); read past its Content-Length, fasthttp's stream would
+// have handed the handler the next request's bytes and then panicked, ending the process.
+func TestUpload_RequestPipelinedBehindAnUpload(t *testing.T) {
+	t.Parallel()
+	s := startUploadServer(t, 1<<20)
+	u, _ := url.Parse(s.url)
+	ct, body := multipartBody(t, nil, []byte("fake video bytes"))
+	complete := body.String()
+	truncated := complete[:strings.LastIndex(complete, "\r\n--")] // the file, without the closing boundary
+	next := "GET /v1/media HTTP/1.1\r\nHost: playhead\r\n\r\n" + strings.Repeat("junk", 1000)
+	for _, c := range []struct {
+		name, body string
+		status     int
+	}{{"complete", complete, http.StatusAccepted}, {"without its closing boundary", truncated, http.StatusBadRequest}} {
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(time.Minute)) // only if the server hangs
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s%s",
+			u.Path, u.Host, s.token, ct, len(c.body), c.body, next)
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: no answer: %v", c.name, err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || !resp.Close {
+			t.Errorf("%s: %d %s (Connection: close %v), want %d closing the connection", c.name, resp.StatusCode, out, resp.Close, c.status)
+		}
+		if extra, err := http.ReadResponse(br, nil); err == nil {
+			t.Errorf("%s: the request behind the upload was answered %d", c.name, extra.StatusCode)
+		}
+		conn.Close()
+	}
+	var key string
+	if err := s.pool.QueryRow(t.Context(), `SELECT source_key FROM media`).Scan(&key); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(s.storage, filepath.FromSlash(key))); err != nil || string(got) != "fake video bytes" {
+		t.Errorf("stored source = %q, %v; want the file as sent", got, err)
 	}
 }
 

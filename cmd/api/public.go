@@ -99,6 +99,8 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 		Metrics:      httpserver.NewMetrics(n.reg),
 		// The public server's stop cancels it when in-flight requests have had half the budget.
 		RequestContext: n.requests,
+		// The upload limits must hold from a body's first byte, not after fasthttp's 8 KiB.
+		FirstByteRoutes: []httpserver.Route{media.UploadRoute},
 	})
 	n.health.Register(app)
 	// The OpenAPI document, without a token like the health routes.
