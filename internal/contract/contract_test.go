@@ -52,6 +52,12 @@ func TestCheckerRefusesWhatTheDocumentDoesNotDescribe(t *testing.T) {
 			Status: 200, ResponseHeader: jsonHeader(), ResponseBody: []byte(`{"media_id": 7, "position_ms": 1000}`)}, "event_time"},
 		{"documented error", Exchange{Method: "PUT", Target: "/v1/playback/7", Header: bearer(), Body: []byte(`{}`),
 			Status: 422, ResponseHeader: jsonHeader(), ResponseBody: []byte(`{"error": "position_ms is required"}`)}, ""},
+		// Refusals the server sends and the document must list (issue 30): a body not declared
+		// JSON, and headers too large for the HTTP layer, which can answer any route.
+		{"documented 415", Exchange{Method: "PUT", Target: "/v1/playback/7", Header: bearer(), Body: []byte(`{"position_ms": 5}`),
+			Status: 415, ResponseHeader: jsonHeader(), ResponseBody: []byte(`{"error": "Content-Type must be application/json, got none"}`)}, ""},
+		{"documented 431", Exchange{Method: "GET", Target: "/healthz",
+			Status: 431, ResponseHeader: jsonHeader(), ResponseBody: []byte(`{"error": "Request Header Fields Too Large"}`)}, ""},
 		{"error not in the error shape", Exchange{Method: "PUT", Target: "/v1/playback/7", Header: bearer(), Body: []byte(`{}`),
 			Status: 422, ResponseHeader: jsonHeader(), ResponseBody: []byte(`{"message": "position_ms is required"}`)}, "not as PUT /v1/playback/{mediaID} documents it"},
 		{"error as text", Exchange{Method: "GET", Target: "/v1/media/7", Header: bearer(),
