@@ -183,7 +183,7 @@ func LimitBody(limit int) fiber.Handler {
 // Router.Get does. HEAD is answered only where api/openapi.yaml declares it: the health
 // routes and the home page, which load balancers and uptime monitors probe with HEAD. Anywhere
 // else Fiber finds no HEAD route and answers 405 with Allow. An implied HEAD is not harmless:
-// on /v1/events it opened a stream without a body that held one of the member's places.
+// it runs the GET's handler, and on /v1/events it answered 200 and opened an event stream.
 func Get(router fiber.Router, path string, handlers ...fiber.Handler) {
 	router.Add(fiber.MethodGet, path, handlers...)
 }
