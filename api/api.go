@@ -7,6 +7,8 @@ import (
 	_ "embed"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/playhead/playhead/httpserver"
 )
 
 // Document is api/openapi.yaml, embedded so that the binary serves the document it was built
@@ -21,7 +23,7 @@ const Path = "/openapi.yaml"
 // Register serves Document at Path without a token, like the health routes: a client author
 // needs it before holding one.
 func Register(app fiber.Router) {
-	app.Get(Path, func(c *fiber.Ctx) error {
+	httpserver.Get(app, Path, func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, "application/yaml")
 		c.Set(fiber.HeaderCacheControl, "no-cache")
 		return c.Send(Document)

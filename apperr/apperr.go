@@ -16,17 +16,18 @@ type Code string
 
 // The error codes. Each maps to one HTTP status.
 const (
-	Invalid         Code = "invalid"           // malformed request: 400
-	Unauthenticated Code = "unauthenticated"   // missing or bad credentials: 401
-	Forbidden       Code = "forbidden"         // authenticated but not allowed: 403
-	NotFound        Code = "not_found"         // no such thing, or not visible to the caller: 404
-	Timeout         Code = "timeout"           // the client was too slow sending its request: 408
-	Conflict        Code = "conflict"          // the state does not allow it: 409
-	TooLarge        Code = "too_large"         // body or file over its limit: 413
-	Unprocessable   Code = "unprocessable"     // well-formed but out of range: 422
-	TooManyRequests Code = "too_many_requests" // rate limited: 429
-	Unavailable     Code = "unavailable"       // shutting down or a dependency is down: 503
-	Internal        Code = "internal"          // a bug or an unexpected failure: 500
+	Invalid              Code = "invalid"                // malformed request: 400
+	Unauthenticated      Code = "unauthenticated"        // missing or bad credentials: 401
+	Forbidden            Code = "forbidden"              // authenticated but not allowed: 403
+	NotFound             Code = "not_found"              // no such thing, or not visible to the caller: 404
+	Timeout              Code = "timeout"                // the client was too slow sending its request: 408
+	Conflict             Code = "conflict"               // the state does not allow it: 409
+	TooLarge             Code = "too_large"              // body or file over its limit: 413
+	UnsupportedMediaType Code = "unsupported_media_type" // the body's Content-Type is not one the route takes: 415
+	Unprocessable        Code = "unprocessable"          // well-formed but out of range: 422
+	TooManyRequests      Code = "too_many_requests"      // rate limited: 429
+	Unavailable          Code = "unavailable"            // shutting down or a dependency is down: 503
+	Internal             Code = "internal"               // a bug or an unexpected failure: 500
 )
 
 // Error is an error with a code and a client-safe message.

@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/media"
 )
 
@@ -20,8 +21,8 @@ type Handler struct {
 
 // Register adds the collection routes to router, the authenticated /v1 group.
 func (h *Handler) Register(router fiber.Router) {
-	router.Get("/collections/:collection", h.get)
-	router.Get("/me/collections", h.started)
+	httpserver.Get(router, "/collections/:collection", h.get)
+	httpserver.Get(router, "/me/collections", h.started)
 }
 
 func (h *Handler) get(c *fiber.Ctx) error {

@@ -11,12 +11,13 @@ import (
 
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/media"
 )
 
 // Register adds GET /events to r, a group behind the token check.
 func (h *Hub) Register(r fiber.Router) {
-	r.Get("/events", h.serve)
+	httpserver.Get(r, "/events", h.serve)
 }
 
 // reconnectMillis is the SSE retry field: how long a browser's EventSource waits before it

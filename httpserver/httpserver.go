@@ -8,8 +8,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"mime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -108,6 +111,8 @@ func Status(code apperr.Code) int {
 		return fiber.StatusConflict
 	case apperr.TooLarge:
 		return fiber.StatusRequestEntityTooLarge
+	case apperr.UnsupportedMediaType:
+		return fiber.StatusUnsupportedMediaType
 	case apperr.Unprocessable:
 		return fiber.StatusUnprocessableEntity
 	case apperr.TooManyRequests:
@@ -167,6 +172,15 @@ func describe(err error) (int, string) {
 	return Status(apperr.CodeOf(err)), apperr.MessageOf(err)
 }
 
+// Get registers handlers for GET path on router, and not for HEAD as well, which fiber's
+// Router.Get does. HEAD is answered only where api/openapi.yaml declares it: the health
+// routes and the home page, which load balancers and uptime monitors probe with HEAD. Anywhere
+// else Fiber finds no HEAD route and answers 405 with Allow. An implied HEAD is not harmless:
+// it runs the GET's handler, and on /v1/events it answered 200 and opened an event stream.
+func Get(router fiber.Router, path string, handlers ...fiber.Handler) {
+	router.Add(fiber.MethodGet, path, handlers...)
+}
+
 // ParamID reads a positive integer path parameter.
 func ParamID(c *fiber.Ctx, name string) (int64, error) {
 	raw := c.Params(name)
@@ -175,6 +189,33 @@ func ParamID(c *fiber.Ctx, name string) (int64, error) {
 		return 0, apperr.Errorf(apperr.Invalid, "%s must be a positive integer, got %q", name, raw)
 	}
 	return id, nil
+}
+
+// RequireJSON refuses with 415 a request whose Content-Type is not application/json
+// (parameters such as charset=utf-8 are fine), before the handler reads its body. Every route
+// that decodes a JSON body sits behind it: a form-encoded or text/plain body would otherwise be
+// parsed as JSON all the same, and the document (api/openapi.yaml) allows only JSON.
+func RequireJSON(c *fiber.Ctx) error {
+	if _, _, err := ContentType(c, fiber.MIMEApplicationJSON); err != nil {
+		return err
+	}
+	return c.Next()
+}
+
+// ContentType returns the request's media type (lower case) and its parameters when it is one
+// of accepted, and otherwise an apperr.UnsupportedMediaType error (415) naming them. A request
+// without a Content-Type is refused too: a body of no declared type is not read as one.
+func ContentType(c *fiber.Ctx, accepted ...string) (string, map[string]string, error) {
+	header := c.Get(fiber.HeaderContentType)
+	mediaType, params, err := mime.ParseMediaType(header)
+	if err == nil && slices.Contains(accepted, mediaType) {
+		return mediaType, params, nil
+	}
+	got := "none"
+	if header != "" {
+		got = fmt.Sprintf("%.100q", header)
+	}
+	return "", nil, apperr.Errorf(apperr.UnsupportedMediaType, "Content-Type must be %s, got %s", strings.Join(accepted, " or "), got)
 }
 
 // DecodeJSON decodes a whole JSON object body into v, rejecting unknown fields and trailing

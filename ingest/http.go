@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"io"
-	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -27,7 +26,7 @@ func (h *AdminHandler) RegisterUpload(router fiber.Router, middleware ...fiber.H
 
 // Register adds GET /imports/{id} to router, the /v1/admin group.
 func (h *AdminHandler) Register(router fiber.Router) {
-	router.Get("/imports/:id", h.get)
+	httpserver.Get(router, "/imports/:id", h.get)
 }
 
 type createResponse struct {
@@ -47,9 +46,13 @@ func (h *AdminHandler) create(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	mediaType, _, err := httpserver.ContentType(c, fiber.MIMEMultipartForm, fiber.MIMEApplicationJSON)
+	if err != nil {
+		return err
+	}
 	var filename string
 	var data []byte
-	if strings.HasPrefix(c.Get(fiber.HeaderContentType), fiber.MIMEApplicationJSON) {
+	if mediaType == fiber.MIMEApplicationJSON {
 		filename, data, err = h.linkedSheet(c)
 	} else {
 		filename, data, err = uploadedFile(c)

@@ -89,7 +89,7 @@ type AdminHandler struct {
 // Register adds the admin job routes to router, the /v1/admin group that requires the admin
 // role.
 func (h *AdminHandler) Register(router fiber.Router) {
-	router.Get("/jobs", h.list)
+	httpserver.Get(router, "/jobs", h.list)
 	router.Post("/jobs/:id/retry", h.retry)
 }
 

@@ -22,9 +22,9 @@ type AdminHandler struct {
 // Register adds the admin media routes (/media…) to router, the /v1/admin group that
 // requires the admin role.
 func (h *AdminHandler) Register(router fiber.Router) {
-	router.Post("/media", h.create)
-	router.Patch("/media/:id", h.patch)
-	router.Get("/media/:id", h.get)
+	router.Post("/media", httpserver.RequireJSON, h.create)
+	router.Patch("/media/:id", httpserver.RequireJSON, h.patch)
+	httpserver.Get(router, "/media/:id", h.get)
 }
 
 // MaxTitleRunes bounds a media title.
@@ -176,8 +176,8 @@ type AccessLookup interface {
 
 // Register adds the member media routes to router, the authenticated /v1 group.
 func (h *Handler) Register(router fiber.Router) {
-	router.Get("/media", h.list)
-	router.Get("/media/:id", h.get)
+	httpserver.Get(router, "/media", h.list)
+	httpserver.Get(router, "/media/:id", h.get)
 }
 
 // View is media as its viewer sees it: with playable URLs once READY. The URLs are signed for

@@ -16,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/storage"
 )
 
@@ -70,10 +71,10 @@ func (r cancelOnClose) Close() error {
 	return r.ReadCloser.Close()
 }
 
-// Register adds GET (and HEAD) /objects/hls/* to router. The routes need no token: the URL's
-// signature is the credential.
+// Register adds GET /objects/hls/* to router (not HEAD: see httpserver.Get). The route needs
+// no token: the URL's signature is the credential.
 func (h *ObjectsHandler) Register(router fiber.Router) {
-	router.Get(ObjectsPrefix+"*", h.serve)
+	httpserver.Get(router, ObjectsPrefix+"*", h.serve)
 }
 
 // objectTypes are the files an encode writes, by extension; nothing else is served.
@@ -154,7 +155,7 @@ func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 	r = cancelOnClose{ReadCloser: r, cancel: cancel}
 	c.Set(fiber.HeaderContentType, contentType)
 	c.Set(fiber.HeaderCacheControl, objectCacheControl)
-	// fasthttp closes the reader once the body is sent (skipped for HEAD, or the client is gone).
+	// fasthttp closes the reader once the body is sent (or the client is gone).
 	c.Context().SetBodyStream(r, size)
 	return nil
 }

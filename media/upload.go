@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"mime/multipart"
 	"net"
 	"os"
@@ -89,8 +88,11 @@ func (h *UploadHandler) upload(c *fiber.Ctx) error {
 	if cl := c.Request().Header.ContentLength(); cl > 0 && int64(cl) > h.MaxBytes {
 		return apperr.Errorf(apperr.TooLarge, "upload is %d bytes, the limit is %d", cl, h.MaxBytes)
 	}
-	mediaType, params, err := mime.ParseMediaType(c.Get(fiber.HeaderContentType))
-	if err != nil || mediaType != fiber.MIMEMultipartForm || params["boundary"] == "" {
+	_, params, err := httpserver.ContentType(c, fiber.MIMEMultipartForm)
+	if err != nil {
+		return err
+	}
+	if params["boundary"] == "" {
 		return apperr.Errorf(apperr.Invalid, "expected a multipart/form-data body with a file field")
 	}
 	release, ok := h.slots.acquire(member, h.MaxPerMember, h.MaxTotal)

@@ -191,6 +191,9 @@ func TestUpload_BadInput(t *testing.T) {
 	}{
 		{"NotMultipart", func() (string, io.Reader, int64) {
 			return "application/json", strings.NewReader(`{"file":"x"}`), 12
+		}, 415},
+		{"NoBoundary", func() (string, io.Reader, int64) {
+			return "multipart/form-data", strings.NewReader("--x\r\n"), 5
 		}, 400},
 		{"NoFile", func() (string, io.Reader, int64) {
 			ct, b := multipartBody(t, map[string]string{"title": "t"}, nil)

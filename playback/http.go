@@ -56,10 +56,10 @@ type Handler struct {
 // Register adds the playback routes (/playback…) to router, the authenticated /v1 group.
 func (h *Handler) Register(router fiber.Router) {
 	g := router.Group("/playback")
-	g.Get("/", h.list)
+	httpserver.Get(g, "/", h.list)
 	g.Post("/:mediaID", h.open)
-	g.Put("/:mediaID", h.put)
-	g.Get("/:mediaID", h.get)
+	g.Put("/:mediaID", httpserver.RequireJSON, h.put)
+	httpserver.Get(g, "/:mediaID", h.get)
 	g.Delete("/:mediaID", h.hide)
 }
 

@@ -313,6 +313,7 @@ func TestPlayback_RateLimit(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodPut, b.baseURL+path, strings.NewReader(`{"position_ms": 2}`))
 	req.Header.Set("Authorization", "Bearer "+greedy)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -323,5 +324,49 @@ func TestPlayback_RateLimit(t *testing.T) {
 	}
 	if status, _ := b.do(t, http.MethodPut, path, other, `{"position_ms": 1}`); status != http.StatusNoContent {
 		t.Fatalf("another member was limited: %d", status)
+	}
+}
+
+// TestPlayback_PutTakesJSONOnly: a report whose body is not declared JSON (no Content-Type,
+// text/plain, a form) is refused with 415 and a JSON error, however JSON-like its body, and
+// nothing of it is buffered; what players send (application/json, with or without a charset:
+// the player page, k6/playback.js, cmd/loadgen) is stored as before (issue 30).
+func TestPlayback_PutTakesJSONOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	id := b.createMedia(t, map[string]any{"title": "film", "duration_ms": 600_000})
+	path, tok := fmt.Sprintf("/v1/playback/%d", id), token(t, 43, false)
+	send := func(contentType string, position int) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPut, b.baseURL+path, strings.NewReader(fmt.Sprintf(`{"position_ms": %d}`, position)))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, e.Error
+	}
+	for i, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON;charset=UTF-8"} {
+		if status, msg := send(ct, 1000*(i+1)); status != http.StatusNoContent {
+			t.Errorf("PUT with Content-Type %q: %d %q, want 204", ct, status, msg)
+		}
+	}
+	for _, ct := range []string{"", "text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded", "text/json", "application/json-patch+json", "application/json;;"} {
+		if status, msg := send(ct, 9000); status != http.StatusUnsupportedMediaType || !strings.Contains(msg, "Content-Type must be application/json") {
+			t.Errorf("PUT with Content-Type %q: %d %q, want 415 with a JSON error naming application/json", ct, status, msg)
+		}
+	}
+	status, body := b.do(t, http.MethodGet, path, tok, nil)
+	var got positionBody
+	if err := json.Unmarshal(body, &got); status != http.StatusOK || err != nil || got.PositionMS != 3000 {
+		t.Fatalf("GET after the reports: %d %s, want the last accepted position, 3000 (a refused report must not be buffered)", status, body)
 	}
 }

@@ -30,8 +30,8 @@ open the player (signs this browser tab in with the token above):
   http://localhost:$port/#token=$token
 
 try:
-  curl -s -X POST localhost:$port/v1/admin/media -H "Authorization: Bearer $token" -d '{"title":"demo","duration_ms":600000}'
-  curl -s -X PUT  localhost:$port/v1/playback/1 -H "Authorization: Bearer $token" -d '{"position_ms":61000}' -w '%{http_code}\n'
+  curl -s -X POST localhost:$port/v1/admin/media -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -d '{"title":"demo","duration_ms":600000}'
+  curl -s -X PUT  localhost:$port/v1/playback/1 -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -d '{"position_ms":61000}' -w '%{http_code}\n'
   curl -s        localhost:$port/v1/playback -H "Authorization: Bearer $token"
 
 EOT

@@ -21,6 +21,8 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/playhead/playhead/httpserver"
 )
 
 //go:embed pages static
@@ -120,10 +122,10 @@ var contentTypes = map[string]string{
 // page) and GET /static/* to router (the public app).
 func (h *Handler) Register(router fiber.Router) {
 	router.Get("/", h.securityHeaders, h.page("index.html"))
-	router.Get("/course", h.securityHeaders, h.page("course.html"))
-	router.Get("/imports", h.securityHeaders, h.page("imports.html"))
-	router.Get("/watch/:mediaID", h.securityHeaders, h.watch)
-	router.Get("/static/*", h.securityHeaders, h.asset)
+	httpserver.Get(router, "/course", h.securityHeaders, h.page("course.html"))
+	httpserver.Get(router, "/imports", h.securityHeaders, h.page("imports.html"))
+	httpserver.Get(router, "/watch/:mediaID", h.securityHeaders, h.watch)
+	httpserver.Get(router, "/static/*", h.securityHeaders, h.asset)
 }
 
 // securityHeaders sets the headers every page and asset carries.

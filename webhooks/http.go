@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/netip"
 	"net/url"
@@ -37,17 +38,35 @@ type AdminHandler struct {
 // Register adds the webhook routes to router, the /v1/admin group that requires the admin
 // role.
 func (h *AdminHandler) Register(router fiber.Router) {
-	router.Post("/webhooks", h.create)
-	router.Get("/webhooks", h.list)
-	router.Get("/webhooks/:id", h.get)
+	router.Post("/webhooks", httpserver.RequireJSON, h.create)
+	httpserver.Get(router, "/webhooks", h.list)
+	httpserver.Get(router, "/webhooks/:id", h.get)
 	router.Delete("/webhooks/:id", h.delete)
-	router.Get("/webhooks/:id/deliveries", h.deliveries)
+	httpserver.Get(router, "/webhooks/:id/deliveries", h.deliveries)
 }
 
 type createRequest struct {
 	URL string `json:"url"`
-	// Events is nil when absent or null: every event type.
-	Events []string `json:"events"`
+	// Events is nil when absent: every event type. A null is refused rather than read as
+	// absent (encoding/json cannot tell them apart in a slice): the document and the clients
+	// generated from it have no null here, so a server that took one would accept what no
+	// client can be told it may send.
+	Events nullable[[]string] `json:"events"`
+}
+
+// nullable is a JSON field that records whether it was null.
+type nullable[T any] struct {
+	Value T
+	Null  bool
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (n *nullable[T]) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		n.Null = true
+		return nil
+	}
+	return json.Unmarshal(b, &n.Value)
 }
 
 // create registers an endpoint and answers it with its secret, the only time it is shown.
@@ -56,8 +75,10 @@ func (h *AdminHandler) create(c *fiber.Ctx) error {
 	if err := httpserver.DecodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	events := req.Events
+	events := req.Events.Value
 	switch {
+	case req.Events.Null:
+		return apperr.Errorf(apperr.Invalid, "events must be a list of event types (%v), or left out for all; null is not one", media.EventTypes)
 	case events == nil:
 		events = media.EventTypes
 	case len(events) == 0:

@@ -57,7 +57,7 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 	target, tok := r.target(f, ""), f.tokenFor(r)
 	body := validBody(r)
 	methods := []string{r.method}
-	if r.method == "GET" {
+	if r.head {
 		methods = append(methods, "HEAD")
 	}
 	// auth: the anonymous client and the other member.
@@ -152,8 +152,23 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 			out = append(out, hostileCase{class: classText, method: r.method, target: r.target(f, v), header: bearer(tok), want: []int{400}})
 		}
 	}
+	out = append(out, methodCases(r, target, tok)...)
 	// body: malformed bodies, for every route that reads one.
 	if r.jsonBody != nil {
+		// A body not declared JSON is refused before it is read (415), whatever it holds.
+		for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx", "json"} {
+			header := bearer(tok)
+			if ct != "" {
+				header["Content-Type"] = ct
+			}
+			out = append(out, hostileCase{class: classBody, method: r.method, target: target, header: header, body: body, want: []int{415}})
+		}
+		if r.method == "PUT" {
+			// JSON with parameters is JSON: a player's report with a charset is stored. (Not
+			// sent to the other routes: a webhook registered here would be called.)
+			out = append(out, hostileCase{class: classBody, method: r.method, target: target, body: body,
+				header: map[string]string{"Authorization": "Bearer " + tok, "Content-Type": "Application/JSON; charset=utf-8"}, want: []int{204}})
+		}
 		for _, b := range []string{"", "{", "[]", "null", `""`, "{} {}", `{"position_ms":"x"}`, `{"position_ms":1e309}`,
 			`{"position_ms":-1}`, `{"position_ms":9223372036854775808}`, `{"duration_ms":-5,"title":"t"}`, `{"title":5}`,
 			`{"unknown":1}`, `{"title":"t","status":"DELETED"}`, `{"title":"t","visibility":"FRIENDS"}`, `{"owner_id":-1,"title":"t"}`,
@@ -174,6 +189,33 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 	}
 	if r.method == "POST" && r.pattern == "/v1/admin/webhooks" {
 		out = append(out, webhookURLCases(r, tok)...)
+	}
+	return out
+}
+
+// methodCases are the requests with a method route r's path does not take, by its legitimate
+// caller: HEAD where the document declares none (a GET route) and a method no route of the
+// path has. Each is 405 with an Allow header that names r's method.
+func methodCases(r hostileRoute, target, tok string) []hostileCase {
+	taken := map[string]bool{}
+	for _, other := range routeTable {
+		if other.pattern == r.pattern {
+			taken[other.method] = true
+		}
+	}
+	var methods []string
+	if r.method == "GET" && !r.head {
+		methods = append(methods, "HEAD")
+	}
+	for _, m := range []string{"PATCH", "PUT", "DELETE"} {
+		if !taken[m] {
+			methods = append(methods, m)
+			break
+		}
+	}
+	var out []hostileCase
+	for _, m := range methods {
+		out = append(out, hostileCase{class: classMethod, method: m, target: target, header: bearer(tok), want: []int{405}, allow: r.method})
 	}
 	return out
 }
@@ -201,7 +243,7 @@ func webhookURLCases(r hostileRoute, tok string) []hostileCase {
 	for _, u := range hostileWebhookURLs {
 		add(classLink, map[string]any{"url": u, "events": []string{"media.ready"}}, 400)
 	}
-	for _, events := range []any{[]string{}, []string{"media.deleted"}, []string{"media.ready", ""}, "media.ready", []int{1}, map[string]int{}} {
+	for _, events := range []any{nil, []string{}, []string{"media.deleted"}, []string{"media.ready", ""}, "media.ready", []int{1}, map[string]int{}} {
 		add(classBody, map[string]any{"url": "https://8.8.8.8/hook", "events": events}, 400, 422)
 	}
 	return out
@@ -295,7 +337,13 @@ func multipartBodyCases(t *testing.T, r hostileRoute, tok string) []hostileCase 
 	sheet := []byte("collection,chapter,order,video_url\nc,1,1,https://example.com/a.mp4\n")
 	file := []byte("not a video, never encoded: the case is refused first")
 	good, goodType := form(nil, `filename="a.csv"`, sheet)
-	add(classBody, good, "application/json", 400)
+	if r.pattern == "/v1/media" {
+		add(classBody, good, "application/json", 415)
+	} else {
+		add(classBody, good, "application/json", 400) // the sheet_url form, and not JSON
+	}
+	add(classBody, good, "text/plain", 415)
+	add(classBody, good, "", 415)
 	add(classBody, good, "multipart/form-data", 400)
 	add(classBody, good[:len(good)/2], goodType, 400)
 	add(classBody, []byte("--x\r\n\r\n"), "multipart/form-data; boundary=x", 400, 422)

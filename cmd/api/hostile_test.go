@@ -33,17 +33,20 @@ import (
 
 // The input classes, in the order the summary prints them.
 const (
-	classAuth  = "auth" // no, forged, expired or another member's token; a member on admin routes
-	classPath  = "path" // traversal and encoded-path variants of every path parameter
-	classText  = "text" // NUL, invalid UTF-8, control characters in every text field, query and path parameter
-	classBody  = "body" // malformed, mistyped, oversized and truncated bodies
-	classFile  = "file" // hostile files as uploads and imports: playlists, huge frames, bombs
-	classSlow  = "slow" // slow and silent clients, too many uploads at once
-	classLink  = "link" // private-address forms in an imported sheet's links and in webhook URLs
-	classCount = 7
+	classAuth = "auth" // no, forged, expired or another member's token; a member on admin routes
+	classPath = "path" // traversal and encoded-path variants of every path parameter
+	classText = "text" // NUL, invalid UTF-8, control characters in every text field, query and path parameter
+	classBody = "body" // malformed, mistyped, oversized and truncated bodies
+	classFile = "file" // hostile files as uploads and imports: playlists, huge frames, bombs
+	classSlow = "slow" // slow and silent clients, too many uploads at once
+	classLink = "link" // private-address forms in an imported sheet's links and in webhook URLs
+	// classMethod: a method the route does not take: HEAD where the document declares none,
+	// and another that no route of its path has.
+	classMethod = "method"
+	classCount  = 8
 )
 
-var classes = []string{classAuth, classPath, classText, classBody, classFile, classSlow, classLink}
+var classes = []string{classAuth, classPath, classText, classBody, classFile, classSlow, classLink, classMethod}
 
 // access is who a route lets in.
 type access int
@@ -93,6 +96,9 @@ type hostileRoute struct {
 	textFields []string
 	// query are the query parameters that carry text.
 	query []string
+	// head says the document declares HEAD beside this GET (monitors probe it); every other
+	// route answers HEAD 405.
+	head bool
 }
 
 func idTarget(format string, valid func(f *hostileFixture) int64) func(*hostileFixture, string) string {
@@ -113,12 +119,12 @@ func importID(f *hostileFixture) int64  { return f.importID }
 func jobID(f *hostileFixture) int64     { return f.jobID }
 func webhookID(f *hostileFixture) int64 { return f.webhookID }
 
-// routeTable is every route of the public app. HEAD routes are their GET's.
+// routeTable is every route of the public app. A HEAD route is its GET's, marked head.
 var routeTable = []hostileRoute{
-	{method: "GET", pattern: "/healthz", access: public, target: fixed("/healthz")},
-	{method: "GET", pattern: "/readyz", access: public, target: fixed("/readyz")},
+	{method: "GET", pattern: "/healthz", access: public, target: fixed("/healthz"), head: true},
+	{method: "GET", pattern: "/readyz", access: public, target: fixed("/readyz"), head: true},
 	{method: "GET", pattern: "/openapi.yaml", access: public, target: fixed("/openapi.yaml")},
-	{method: "GET", pattern: "/", access: public, target: fixed("/")},
+	{method: "GET", pattern: "/", access: public, target: fixed("/"), head: true},
 	{method: "GET", pattern: "/course", access: public, target: fixed("/course")},
 	{method: "GET", pattern: "/imports", access: public, target: fixed("/imports")},
 	{method: "GET", pattern: "/watch/:mediaID", access: public, target: idTarget("/watch/%s", mineID), hasParam: true, idParam: true},
@@ -181,6 +187,8 @@ type hostileCase struct {
 	chunked bool
 	// want is the set of acceptable statuses; empty: any status below 500.
 	want []int
+	// allow, when set, is a method the answer's Allow header must name (a 405).
+	allow string
 }
 
 func (c hostileCase) String() string {
@@ -286,6 +294,9 @@ func TestHostileInput(t *testing.T) {
 		key := r.Method + " " + r.Path
 		if r.Method == "HEAD" {
 			key = "GET " + r.Path
+			if !table[key].head {
+				t.Errorf("route HEAD %s: the hostile-input table (cmd/api/hostile_test.go routeTable) has no GET %s with head set", r.Path, r.Path)
+			}
 		}
 		if _, ok := table[key]; !ok {
 			t.Errorf("route %s %s is not in the hostile-input table (cmd/api/hostile_test.go routeTable): add it with its cases", r.Method, r.Path)
@@ -335,6 +346,9 @@ func (f *hostileFixture) check(t *testing.T, c hostileCase) int {
 	case len(c.want) > 0 && !slices.Contains(c.want, status):
 		t.Errorf("%s: status %d (%.300s), want one of %v", c, status, body, c.want)
 	}
+	if c.allow != "" && !strings.Contains(header.Get("Allow"), c.allow) {
+		t.Errorf("%s: status %d with Allow %q, want it to name %s", c, status, header.Get("Allow"), c.allow)
+	}
 	api := strings.HasPrefix(c.target, "/v1/") || strings.HasPrefix(c.target, "/objects/")
 	if api && status >= 400 && c.method != "HEAD" {
 		var e struct {
@@ -352,7 +366,8 @@ func (f *hostileFixture) check(t *testing.T, c hostileCase) int {
 			t.Errorf("%s: the answer carries another member's private file", c)
 		}
 	}
-	if status != 0 && !tooLong {
+	// A 431 too: the document lists it on every operation, since it can answer any request.
+	if status != 0 {
 		f.checkContract(t, c, status, header, body)
 	}
 	return status

@@ -5,10 +5,15 @@
 // accepted (status below 400) must be one the document describes. Requests the server refused
 // are not held to the document: the bad-input suites send them on purpose.
 //
+// The document itself must pass two independent validators: libopenapi's and kin-openapi's
+// (New). libopenapi-validator alone let through a schema with stray keys (JSON Schema allows
+// unknown keywords) that every other tool refused (issue 30).
+//
 // Routes are matched the way Fiber matches them (case-insensitive, trailing slash ignored, a
 // parameter is one non-empty segment, a parameter named "path" is the rest of the path), so
-// an answer is judged by the operation the server really ran. A GET operation also describes
-// HEAD, without a body.
+// an answer is judged by the operation the server really ran. HEAD is an operation of its own,
+// not implied by GET: a HEAD answered below 400 where the document declares none fails, and a
+// declared one is checked for its status (it has no body).
 //
 // Shared is the checker every test of a test binary uses; Transport checks every exchange of
 // an http.Client, and Report prints the routes × statuses the checks saw.
@@ -16,6 +21,7 @@ package contract
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -26,6 +32,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/pb33f/libopenapi-validator/errors"
@@ -57,9 +64,12 @@ type route struct {
 
 func (r route) key() string { return r.method + " " + r.template }
 
-// New parses spec, validates it against the OpenAPI specification (3.1 here) and returns a
-// checker for it.
+// New parses spec, validates it against the OpenAPI specification (3.1 here) with libopenapi
+// and with kin-openapi, and returns a checker for it.
 func New(spec []byte) (*Checker, error) {
+	if err := validateKin(spec); err != nil {
+		return nil, err
+	}
 	doc, err := libopenapi.NewDocument(spec)
 	if err != nil {
 		return nil, fmt.Errorf("parse the OpenAPI document: %w", err)
@@ -99,6 +109,24 @@ func New(spec []byte) (*Checker, error) {
 		}
 	}
 	return c, nil
+}
+
+// validateKin validates spec with kin-openapi, which reads the OpenAPI object model strictly:
+// a key that is neither a field of its object nor an x- extension is an error ("extra sibling
+// fields"). Validate turns on its 3.1 rules by itself when the document says openapi: 3.1.x;
+// there is no loader option for it.
+func validateKin(spec []byte) error {
+	doc, err := openapi3.NewLoader().LoadFromData(spec)
+	if err != nil {
+		return fmt.Errorf("kin-openapi: load the OpenAPI document: %w", err)
+	}
+	if !doc.IsOpenAPI31OrLater() {
+		return fmt.Errorf("kin-openapi: the document is OpenAPI %s, want 3.1", doc.OpenAPI)
+	}
+	if err := doc.Validate(context.Background(), openapi3.EnableMultiError()); err != nil {
+		return fmt.Errorf("kin-openapi: the OpenAPI document is not valid: %w", err)
+	}
+	return nil
 }
 
 var (
@@ -177,7 +205,7 @@ func (c *Checker) Check(e Exchange) error {
 		return fmt.Errorf("%s: status %d is not documented for %s (documented: %v)", e, e.Status, r.key(), r.statuses)
 	}
 	if e.Method == http.MethodHead {
-		return nil // the GET's status, no body to check
+		return nil // a HEAD answer has no body to check
 	}
 	req, err := e.request(r)
 	if err != nil {
@@ -227,9 +255,6 @@ func (e Exchange) request(r route) (*http.Request, error) {
 // match finds the operation Fiber would run for method and the escaped path: the one with
 // the most literal segments among those that match.
 func (c *Checker) match(method, path string) (route, bool) {
-	if method == http.MethodHead {
-		method = http.MethodGet
-	}
 	segments := split(path)
 	best, bestLiterals := route{}, -1
 	for _, r := range c.routes {

@@ -24,7 +24,8 @@ func jsonHeader() http.Header { return http.Header{"Content-Type": {"application
 
 // TestCheckerRefusesWhatTheDocumentDoesNotDescribe is the checker failing: an undocumented
 // status, a body its schema refuses, an error answer that is not {"error": …}, a success for
-// a route the document lacks, and an accepted request the document does not allow. The
+// a route the document lacks (a HEAD the document does not declare included), and an
+// accepted request the document does not allow. The
 // documented exchanges beside them pass, so the failures are the document's, not the
 // checker's.
 func TestCheckerRefusesWhatTheDocumentDoesNotDescribe(t *testing.T) {
@@ -38,12 +39,25 @@ func TestCheckerRefusesWhatTheDocumentDoesNotDescribe(t *testing.T) {
 			Status: 200, ResponseHeader: jsonHeader(), ResponseBody: []byte(position)}, ""},
 		{"undocumented status", Exchange{Method: "GET", Target: "/v1/playback/7", Header: bearer(),
 			Status: 418, ResponseHeader: jsonHeader(), ResponseBody: []byte(`{"error": "teapot"}`)}, "status 418 is not documented"},
-		{"undocumented status on HEAD", Exchange{Method: "HEAD", Target: "/v1/playback/7", Header: bearer(),
+		{"undocumented status on a declared HEAD", Exchange{Method: "HEAD", Target: "/healthz",
 			Status: 409, ResponseHeader: jsonHeader()}, "status 409 is not documented"},
+		{"declared HEAD", Exchange{Method: "HEAD", Target: "/readyz", Status: 200, ResponseHeader: jsonHeader()}, ""},
+		// HEAD is not implied by GET: where the document declares none, answering it is an
+		// undocumented operation, and refusing it (405) is what the server must do.
+		{"undeclared HEAD answered", Exchange{Method: "HEAD", Target: "/v1/playback/7", Header: bearer(),
+			Status: 200, ResponseHeader: jsonHeader()}, "no documented operation matches"},
+		{"undeclared HEAD refused", Exchange{Method: "HEAD", Target: "/v1/playback/7", Header: bearer(),
+			Status: 405, ResponseHeader: http.Header{"Allow": {"GET, POST, PUT, DELETE"}, "Content-Type": {"application/json"}}}, ""},
 		{"body missing a required field", Exchange{Method: "GET", Target: "/v1/playback/7", Header: bearer(),
 			Status: 200, ResponseHeader: jsonHeader(), ResponseBody: []byte(`{"media_id": 7, "position_ms": 1000}`)}, "event_time"},
 		{"documented error", Exchange{Method: "PUT", Target: "/v1/playback/7", Header: bearer(), Body: []byte(`{}`),
 			Status: 422, ResponseHeader: jsonHeader(), ResponseBody: []byte(`{"error": "position_ms is required"}`)}, ""},
+		// Refusals the server sends and the document must list (issue 30): a body not declared
+		// JSON, and headers too large for the HTTP layer, which can answer any route.
+		{"documented 415", Exchange{Method: "PUT", Target: "/v1/playback/7", Header: bearer(), Body: []byte(`{"position_ms": 5}`),
+			Status: 415, ResponseHeader: jsonHeader(), ResponseBody: []byte(`{"error": "Content-Type must be application/json, got none"}`)}, ""},
+		{"documented 431", Exchange{Method: "GET", Target: "/healthz",
+			Status: 431, ResponseHeader: jsonHeader(), ResponseBody: []byte(`{"error": "Request Header Fields Too Large"}`)}, ""},
 		{"error not in the error shape", Exchange{Method: "PUT", Target: "/v1/playback/7", Header: bearer(), Body: []byte(`{}`),
 			Status: 422, ResponseHeader: jsonHeader(), ResponseBody: []byte(`{"message": "position_ms is required"}`)}, "not as PUT /v1/playback/{mediaID} documents it"},
 		{"error as text", Exchange{Method: "GET", Target: "/v1/media/7", Header: bearer(),
