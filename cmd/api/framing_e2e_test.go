@@ -120,7 +120,7 @@ func TestSecurity_RefusedBodiesEndTheConnection(t *testing.T) {
 		{"body over the limit", tooLarge, http.StatusRequestEntityTooLarge},
 		{"upload without a token", rawRequest("POST", "/v1/media", nil, 32<<10, preRead), http.StatusUnauthorized},
 		{"chunked upload without a token", rawRequest("POST", "/v1/media", nil, -1, 0), http.StatusUnauthorized},
-		{"upload that is not multipart", rawRequest("POST", "/v1/media", map[string]string{"Authorization": auth["Authorization"], "Content-Type": "text/plain"}, 32<<10, preRead), http.StatusBadRequest},
+		{"upload that is not multipart", rawRequest("POST", "/v1/media", map[string]string{"Authorization": auth["Authorization"], "Content-Type": "text/plain"}, 32<<10, preRead), http.StatusUnsupportedMediaType},
 		{"unknown route", rawRequest("PUT", "/v2/playback/7", auth, 32<<10, preRead), http.StatusNotFound},
 	} {
 		t.Run(c.name, func(t *testing.T) { check(t, exchangeRaw(t, s, c.request, healthz), c.status) })
