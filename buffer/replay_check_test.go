@@ -133,3 +133,44 @@ func TestSpillDir_RefusesWhatOthersCanWrite(t *testing.T) {
 		t.Fatalf("a spill file of mode 0666: written %v, files %v; want it left in place, not replayed", rec.last(), spillFiles(t, dir))
 	}
 }
+
+// A spill directory or file owned by another user is refused like one others may write: its
+// owner can write there whatever its mode says (issue 30 review). A process running as root
+// can write into any directory, so a directory another local user made beforehand (0755, theirs)
+// passed the mode check and took that user's planted files. Root's own files are trusted.
+// Run as root only: changing a file's owner needs it.
+func TestSpillDir_RefusesWhatAnotherUserOwns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving a file to another user needs root")
+	}
+	const nobody = 65534
+	dir := filepath.Join(t.TempDir(), "spill")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := buffer.NewSpillDir[int, val](dir, "test", valCodec{}); err == nil || !strings.Contains(err.Error(), "owned by") {
+		t.Errorf("NewSpillDir on a directory of mode 0755 owned by uid %d = %v, want it refused", nobody, err)
+	}
+
+	dir = t.TempDir()
+	path, err := spillDir(t, dir).Write([]buffer.Entry[int, val]{{Key: 1, Value: val{n: 1, at: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	rec := &flaky{}
+	if err := newChecked(t, dir, rec.flush, nil).Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.last()) != 0 || len(spillFiles(t, dir)) != 1 {
+		t.Fatalf("a spill file of mode 0644 owned by uid %d: written %v, files %v; want it left in place, not replayed", nobody, rec.last(), spillFiles(t, dir))
+	}
+}

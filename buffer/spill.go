@@ -81,17 +81,24 @@ func NewSpillDir[K comparable, V any](dir, name string, codec Codec[K, V]) (*Spi
 }
 
 // checkNotShared refuses a spill directory or file that users other than its owner (and its
-// group, for a directory's reading) may write: Start replays whatever valid file the
-// directory holds, so a directory writable by others would let any local user plant
-// positions, the way a world-writable ~/.ssh lets anyone plant keys (and sshd refuses it).
+// group, for a directory's reading) may write, or that is owned by a user other than this
+// process's or root: Start replays whatever valid file the directory holds, so a directory
+// others can write would let any local user plant positions, the way a world-writable ~/.ssh
+// lets anyone plant keys (and sshd refuses it). The owner counts because it may write
+// whatever the mode says, and a process running as root can write into a directory another
+// user made, so the mode alone passed a 0755 directory that user had prepared.
 func checkNotShared(path string, info os.FileInfo) error {
-	mode := info.Mode().Perm()
-	if mode&0o022 == 0 {
-		return nil
-	}
 	what := "file"
 	if info.IsDir() {
 		what = "directory"
+	}
+	if uid, ok := owner(info); ok && uid != 0 && uid != os.Geteuid() {
+		return fmt.Errorf("spill %s %s is owned by user id %d, not by this process's user (%d) or root: its owner can "+
+			"plant positions that are replayed at the next start; give it to this user (chown)", what, path, uid, os.Geteuid())
+	}
+	mode := info.Mode().Perm()
+	if mode&0o022 == 0 {
+		return nil
 	}
 	return fmt.Errorf("spill %s %s is writable by its group or by others (mode %04o): anyone who can write there can "+
 		"plant positions that are replayed at the next start; remove that permission (chmod go-w)", what, path, mode)

@@ -4,7 +4,13 @@ import (
 	"errors"
 	"net"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
+
+// tcpEstablished is the TCP state (include/net/tcp_states.h) of a connection whose client has
+// sent neither a FIN nor a reset.
+const tcpEstablished = 1
 
 // clientGone reports whether the client closed its end of conn: its FIN (or a reset) has
 // arrived. It peeks at the socket without blocking and without taking a byte, so nothing the
@@ -25,9 +31,18 @@ func clientGone(conn net.Conn) bool {
 	var b [1]byte
 	_ = raw.Control(func(fd uintptr) {
 		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		// 0 bytes without an error is the end of the stream; EAGAIN is an open connection
-		// with nothing to read (a client may also have sent bytes: n > 0, still there).
-		gone = (n == 0 && err == nil) || errors.Is(err, syscall.ECONNRESET)
+		switch {
+		case n == 0 && err == nil, errors.Is(err, syscall.ECONNRESET):
+			// 0 bytes without an error is the end of the stream.
+			gone = true
+		case n > 0:
+			// The client sent bytes after its request, which nothing reads while the stream
+			// runs, and a FIN behind them is out of the peek's sight (such a client held its
+			// place until a write failed): ask TCP for the connection's state instead.
+			info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+			gone = err == nil && info.State != tcpEstablished
+		}
+		// Otherwise EAGAIN: an open connection with nothing to read.
 	})
 	return gone
 }

@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -301,6 +302,38 @@ func TestStream_AClosedClientFreesItsPlaceWithoutAWrite(t *testing.T) {
 	for reload := range 4 { // each opens a stream once the one before has gone, and closes it
 		s.waitOpens(t, tok, fmt.Sprintf("reload %d: the closed stream still holds the member's only place", reload))
 	}
+}
+
+// A client that sent bytes after its request and then closed frees its place too: no one reads
+// those bytes while the stream runs, and a peek at the socket sees them, not the FIN behind
+// them, so such a stream held its place until a write failed.
+func TestStream_AClientThatClosesWithBytesUnreadFreesItsPlace(t *testing.T) {
+	s := start(t, options{perMember: 1, total: 10, heartbeat: time.Hour})
+	tok := token(t, 1, time.Hour)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.baseURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "GET /v1/events HTTP/1.1\r\nHost: playhead\r\nAuthorization: Bearer %s\r\n\r\n", tok); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the stream answered %d, want 200", resp.StatusCode)
+	}
+	// The stream's first line: the server has read the request and runs the stream.
+	if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || !strings.HasPrefix(line, "retry:") {
+		t.Fatalf("first line of the stream %q, %v; want its retry field", line, err)
+	}
+	if _, err := io.WriteString(conn, "GET /v1/events HTTP/1.1\r\n"); err != nil { // never read
+		t.Fatal(err)
+	}
+	conn.Close()
+	s.waitOpens(t, tok, "a stream whose client closed with bytes unread still holds the member's only place")
 }
 
 // waitOpens waits until a stream for tok opens (and closes it), failing with why and the last

@@ -30,7 +30,7 @@ func startFirstByteServer(t *testing.T) *firstByteServer {
 	t.Helper()
 	s := &firstByteServer{reached: make(chan string, 16)}
 	app := httpserver.New(httpserver.Config{BodyLimit: framingLimit, ReadTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second,
-		FirstByteRoutes: []httpserver.Route{{Method: fiber.MethodPost, Path: "/v1/media"}}})
+		FirstByteRoutes: []httpserver.Route{{Method: fiber.MethodPost, Path: "/v1/media"}, {Method: fiber.MethodPost, Path: "/v1/read"}}})
 	hash := func(c *fiber.Ctx) error {
 		s.reached <- string(c.Request().Header.RequestURI())
 		h := sha256.New()
@@ -42,6 +42,10 @@ func startFirstByteServer(t *testing.T) *firstByteServer {
 	}
 	app.Post("/v1/media", hash)
 	app.Post("/v1/other", hash)
+	// A first-byte route whose body LimitBody reads to its end.
+	app.Post("/v1/read", httpserver.LimitBody(framingLimit), func(c *fiber.Ctx) error {
+		return c.Status(fiber.StatusAccepted).SendString(fmt.Sprintf("%d", len(c.Body())))
+	})
 	app.Get("/ok", func(c *fiber.Ctx) error { return c.SendString("ok") })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -137,5 +141,20 @@ func TestFirstByteRoutes_BodyArrivesWhole(t *testing.T) {
 				t.Errorf("answers %v, want one 202 %q closing the connection", got, c.want)
 			}
 		})
+	}
+}
+
+// TestFirstByteRoutes_ReadBodyStillClosesAfterAnOverread: fasthttp's pre-read of a first-byte
+// route's body takes whatever has arrived, which can be the next pipelined request too. Those
+// bytes are gone from the connection even when LimitBody then reads the body exactly to its end,
+// so the connection must still be closed after the answer: kept, it would wait for, or parse
+// from its middle, a request whose start was swallowed.
+func TestFirstByteRoutes_ReadBodyStillClosesAfterAnOverread(t *testing.T) {
+	s := startFirstByteServer(t)
+	srv := &framingServer{addr: s.addr}
+	body := strings.Repeat("r", 300)
+	got := srv.exchange(t, fmt.Sprintf("POST /v1/read HTTP/1.1\r\nHost: playhead\r\nContent-Length: %d\r\n\r\n%s", len(body), body)+getOK+getOK)
+	if len(got) != 1 || got[0].status != fiber.StatusAccepted || got[0].body != "300" || !got[0].close {
+		t.Errorf("answers %v, want one 202 \"300\" closing the connection", got)
 	}
 }

@@ -304,3 +304,37 @@ func TestFraming_BodyCutByTheReadTimeout(t *testing.T) {
 	got := append([]answer{{status: resp.StatusCode, close: resp.Close}}, readAnswers(t, br)...)
 	s.checkClosedAfter(t, got, fiber.StatusRequestTimeout)
 }
+
+// TestFraming_AmbiguousChunkedFramingIsRefused: fasthttp reads any Transfer-Encoding but
+// "identity" as chunked and drops a Content-Length beside it, where RFC 9112 (6.1, 6.3) has
+// the server refuse the request, or at least close the connection after it: a proxy in front
+// that framed the same bytes by the Content-Length, or that found no chunked coding at the end,
+// would pass on what this server then reads as another request. Each request here hides one
+// where a reader of the other framing resumes; the answer is one 400 that closes the connection.
+func TestFraming_AmbiguousChunkedFramingIsRefused(t *testing.T) {
+	report := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(okReport), okReport)
+	hidden := "0\r\n\r\n" + smuggledRequest // a chunked reader ends at 0; a Content-Length reader reads on
+	head := "PUT /v1/playback/42 HTTP/1.1\r\nHost: playhead\r\nContent-Type: application/json\r\n"
+	cases := []struct{ name, request string }{
+		{"Transfer-Encoding then Content-Length", head + fmt.Sprintf("Transfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n%s", len(hidden), hidden)},
+		{"Content-Length then Transfer-Encoding", head + fmt.Sprintf("Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n%s", len(hidden), hidden)},
+		{"Content-Length 0 beside chunked", head + "Content-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n" + report + smuggledRequest},
+		{"a coding after chunked", head + "Transfer-Encoding: chunked, identity\r\n\r\n" + report},
+		{"a coding fasthttp does not know", head + "Transfer-Encoding: xchunked\r\n\r\n" + report},
+		{"a coding that is not chunked", head + "Transfer-Encoding: gzip\r\n\r\n" + report},
+		{"chunked twice", head + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + report},
+		{"a folded Transfer-Encoding", head + "Transfer-Encoding:\r\n chunked\r\n\r\n" + report},
+	}
+	s := startFramingServer(t)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s.checkClosedAfter(t, s.exchange(t, c.request, getOK), fiber.StatusBadRequest)
+		})
+	}
+	t.Run("plain chunked is read", func(t *testing.T) {
+		got := s.exchange(t, head+"Transfer-Encoding: Chunked\r\n\r\n"+report, getOK)
+		if len(got) != 2 || got[0].status != fiber.StatusNoContent || got[0].close || got[1].status != fiber.StatusOK {
+			t.Errorf("answers %v, want 204 and 200 on a kept connection", got)
+		}
+	})
+}

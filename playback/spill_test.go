@@ -138,6 +138,11 @@ func TestReplayCheck_RefusesWhatThePUTWouldHave(t *testing.T) {
 		{member: 6, media: private, positionMS: 1_000, eventTime: at(-time.Minute)},                   // another member's private media
 		{member: 99, media: private, positionMS: 1_000, eventTime: at(-time.Minute), stored: true},    // its owner
 		{member: 7, media: private + 1000, positionMS: 1_000, eventTime: at(-time.Minute)},            // no such media
+
+		// The skew's edge, as documented (1 minute, not whatever MaxReplayClockSkew says): exactly
+		// as far ahead as allowed, and a second more.
+		{member: 8, media: lesson, positionMS: 1_000, eventTime: at(time.Minute), stored: true},
+		{member: 9, media: lesson, positionMS: 1_000, eventTime: at(time.Minute + time.Second)},
 	}
 	entries := make([]buffer.Entry[playback.Key, playback.Position], 0, len(records))
 	for _, r := range records {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -349,6 +350,62 @@ func TestServe_CorruptSpillFileMovedAside(t *testing.T) {
 	body := s.MustDo(t, http.StatusOK, http.MethodGet, s.URL("/v1/playback/%d", mediaID), binarytest.Token(t, 12, false), nil)
 	if !strings.Contains(string(body), `"position_ms":12000`) {
 		t.Errorf("GET after the replay answered %s, want the replayed position 12000", body)
+	}
+	s.Stop(t)
+}
+
+// TestServe_PlantedSpillRecordsAreRefused: the replay check of issue 30 is wired into the
+// binary. A spill file with a valid checksum, as whoever can write the directory could plant
+// it, holds one honest record and three that no PUT would have stored (past the media's end, an
+// event time a day ahead, another member's private media): at start only the honest one is
+// stored, the others are dropped and logged, and the file is gone.
+func TestServe_PlantedSpillRecordsAreRefused(t *testing.T) {
+	pool, dbURL := pgtest.Pool(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `INSERT INTO members (id) VALUES (99)`); err != nil {
+		t.Fatal(err)
+	}
+	var lesson, private int64
+	for _, m := range []struct {
+		id         *int64
+		visibility string
+	}{{&lesson, "PUBLIC"}, {&private, "PRIVATE"}} {
+		if err := pool.QueryRow(ctx, `INSERT INTO media (owner_id, title, status, visibility, duration_ms)
+			VALUES (99, 'spilled', 'READY', $1, 60000) RETURNING id`, m.visibility).Scan(m.id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spillDir := t.TempDir()
+	dir, err := buffer.NewSpillDir[playback.Key, playback.Position](spillDir, "playback", playback.SpillCodec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	record := func(member, mediaID int64, positionMS int32, eventTime time.Time) buffer.Entry[playback.Key, playback.Position] {
+		return buffer.Entry[playback.Key, playback.Position]{Key: playback.Key{Member: member, Media: mediaID},
+			Value: playback.Position{PositionMS: positionMS, EventTime: eventTime}}
+	}
+	file, err := dir.Write([]buffer.Entry[playback.Key, playback.Position]{
+		record(10, lesson, 30_000, at),                  // honest
+		record(11, lesson, 60_001, at),                  // past the end: served as watched
+		record(12, lesson, 1_000, at.Add(24*time.Hour)), // a day ahead: freezes the position
+		record(13, private, 1_000, at),                  // another member's private media
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s := binarytest.Start(t, map[string]string{"DATABASE_URL": dbURL, "PLAYHEAD_SPILL_DIR": spillDir})
+	stored := binarytest.StoredPositions(t, dbURL)
+	want := map[binarytest.PlaybackKey]int32{{Member: 10, Media: lesson}: 30_000}
+	if !maps.Equal(stored, want) {
+		t.Errorf("stored after the replay: %v, want only the honest record %v", stored, want)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("the spill file is still there after the start (%v)", err)
+	}
+	if !strings.Contains(s.Stderr.String(), "refused by the replay check") {
+		t.Errorf("no refusal logged; stderr:\n%s", s.Stderr)
 	}
 	s.Stop(t)
 }

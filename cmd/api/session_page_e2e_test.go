@@ -32,7 +32,8 @@ type sessionPageEvent struct {
 // as before. A link of another member opened over it asks first, with the current member's
 // choice focused, and keeps the tab's token (and its API calls) as they were until the person
 // switches; "Stay" keeps member A, "Switch" makes it member B. A link of the member already
-// signed in is taken without a question. The address never keeps the token. No axe-core
+// signed in is taken without a question, unless its role differs (an admin token of member B
+// over member B's asks too). The address never keeps the token. No axe-core
 // violation on the question.
 func TestPages_TokenLinkNeverSwitchesTheMemberSilently(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
@@ -46,8 +47,9 @@ func TestPages_TokenLinkNeverSwitchesTheMemberSilently(t *testing.T) {
 	for b2 == b { // minted in the same second they are equal; the step needs two tokens of B
 		b2 = binarytest.Token(t, 2, false)
 	}
+	bAdmin := binarytest.Token(t, 2, true)
 	script := startBrowserScript(t, root, node, "session.mjs", "PLAYHEAD_URL="+s.HTTPURL, "PLAYHEAD_TOKEN="+a,
-		"PLAYHEAD_OTHER="+b, "PLAYHEAD_OTHER2="+b2)
+		"PLAYHEAD_OTHER="+b, "PLAYHEAD_OTHER2="+b2, "PLAYHEAD_OTHER_ADMIN="+bAdmin)
 	events := map[string]sessionPageEvent{}
 	for {
 		var ev sessionPageEvent
@@ -84,6 +86,10 @@ func TestPages_TokenLinkNeverSwitchesTheMemberSilently(t *testing.T) {
 	check("stayed", "Member 1", "A", "A")
 	check("switched", "Member 2", "B", "B")
 	check("same", "Member 2", "B2", "B2")
+	role := check("role", "", "B2")
+	if !strings.Contains(role.Question, "signed in as member 2.") || !strings.Contains(role.Question, "signs in as member 2 (admin)") {
+		t.Errorf("the question says %q; want it to name member 2 and member 2 (admin)", role.Question)
+	}
 	if p := events["done"].Problems; len(p) > 0 {
 		t.Errorf("problems on the pages: %v", p)
 	}

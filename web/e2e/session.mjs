@@ -7,13 +7,14 @@
 //   PLAYHEAD_TOKEN    member A's token: the tab signs in with it first (#token=…)
 //   PLAYHEAD_OTHER    member B's token: the link opened over the signed-in tab
 //   PLAYHEAD_OTHER2   another token of member B: a link of the member already signed in
+//   PLAYHEAD_OTHER_ADMIN  a token of member B with the admin role: the same member, another role
 //   CHROMIUM          the browser, /usr/bin/chromium unless set
 //
 // Events, each with what the page shows (the header's member, the question if asked), the
 // token the tab holds, the address and which tokens the page's API calls carried since the
 // step before: first (#token=A in a new tab), prompt (#token=B over it), stayed (after
-// "Stay"), switched (#token=B again, then "Switch"), same (#token=B2 over B), done (axe-core's
-// violations on the question, console errors). Any failure: an "error" event, and exit status 1.
+// "Stay"), switched (#token=B again, then "Switch"), same (#token=B2 over B), role (#token=BA,
+// B's admin token, over B2), done (axe-core's violations on the question, console errors). Any failure: an "error" event, and exit status 1.
 //
 // Timeouts only bound how long a step may wait before the script gives up.
 
@@ -29,7 +30,7 @@ const env = (name) => {
   return v;
 };
 const BASE = env('PLAYHEAD_URL');
-const TOKENS = { A: env('PLAYHEAD_TOKEN'), B: env('PLAYHEAD_OTHER'), B2: env('PLAYHEAD_OTHER2') };
+const TOKENS = { A: env('PLAYHEAD_TOKEN'), B: env('PLAYHEAD_OTHER'), B2: env('PLAYHEAD_OTHER2'), BA: env('PLAYHEAD_OTHER_ADMIN') };
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const STEP_WAIT = 30_000;
 
@@ -114,6 +115,9 @@ async function main() {
 
     await open('B2');
     emit('same', await state());
+
+    await open('BA');
+    emit('role', await state());
 
     emit('done', { problems });
   } finally {
