@@ -24,6 +24,7 @@ const (
 	Conflict             Code = "conflict"               // the state does not allow it: 409
 	TooLarge             Code = "too_large"              // body or file over its limit: 413
 	UnsupportedMediaType Code = "unsupported_media_type" // the body's Content-Type is not one the route takes: 415
+	RangeNotSatisfiable  Code = "range_not_satisfiable"  // a byte range past the end of an object: 416
 	Unprocessable        Code = "unprocessable"          // well-formed but out of range: 422
 	TooManyRequests      Code = "too_many_requests"      // rate limited: 429
 	Unavailable          Code = "unavailable"            // shutting down or a dependency is down: 503

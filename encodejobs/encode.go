@@ -79,8 +79,12 @@ func (e *Encode) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, erro
 	}
 	return jobqueue.Result{
 		Commit: func(ctx context.Context, tx pgx.Tx) error {
-			return media.MarkReady(ctx, tx, j.Subject, prefix+out.Master, prefix+out.Thumbnail, out.Probe.DurationMS,
-				map[string]any{"job_id": j.ID})
+			encoded := media.Encoded{HLSKey: prefix + out.Master, ThumbnailKey: prefix + out.Thumbnail,
+				DurationMS: out.Probe.DurationMS, StartUS: out.StartUS}
+			if out.Storyboard != "" {
+				encoded.StoryboardKey = prefix + out.Storyboard
+			}
+			return media.MarkReady(ctx, tx, j.Subject, encoded, map[string]any{"job_id": j.ID})
 		},
 		Discard: discard,
 		// A worker killed mid-encode (kill -9) could not delete its own prefix; the winner

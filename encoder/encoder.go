@@ -80,8 +80,15 @@ type Config struct {
 	ThumbnailTimeout time.Duration
 	// Preset is the x264 preset. Default veryfast.
 	Preset string
-	// SegmentSeconds is the HLS segment length. Default 4.
+	// Format is how segments are packaged: FormatFMP4 (the default) or FormatTS.
+	Format Format
+	// SegmentSeconds is the HLS target segment duration. Default 6, as Apple's HLS authoring
+	// specification recommends.
 	SegmentSeconds int
+	// KeyframeSeconds is the distance between keyframes, the same instants in every
+	// rendition (closed GOPs): the unit of the I-frame playlists and of seeking. Default 2,
+	// or SegmentSeconds when that is shorter. It must divide SegmentSeconds.
+	KeyframeSeconds int
 	// Limits bound the inputs. Zero fields take DefaultLimits.
 	Limits Limits
 	// Prlimit is util-linux's prlimit, which applies Limits.MemoryBytes. Default: found on PATH
@@ -107,7 +114,15 @@ func New(cfg Config) (*Encoder, error) {
 	cfg.EncodeTimeout = cmp.Or(cfg.EncodeTimeout, 30*time.Minute)
 	cfg.ThumbnailTimeout = cmp.Or(cfg.ThumbnailTimeout, time.Minute)
 	cfg.Preset = cmp.Or(cfg.Preset, "veryfast")
-	cfg.SegmentSeconds = cmp.Or(cfg.SegmentSeconds, 4)
+	cfg.Format = cmp.Or(cfg.Format, FormatFMP4)
+	cfg.SegmentSeconds = cmp.Or(cfg.SegmentSeconds, 6)
+	cfg.KeyframeSeconds = cmp.Or(cfg.KeyframeSeconds, min(2, cfg.SegmentSeconds))
+	if cfg.Format != FormatFMP4 && cfg.Format != FormatTS {
+		return nil, fmt.Errorf("encoder: unknown segment format %q (fmp4 or ts)", cfg.Format)
+	}
+	if cfg.SegmentSeconds < 1 || cfg.KeyframeSeconds < 1 || cfg.SegmentSeconds%cfg.KeyframeSeconds != 0 {
+		return nil, fmt.Errorf("encoder: keyframes every %d s do not divide %d s segments", cfg.KeyframeSeconds, cfg.SegmentSeconds)
+	}
 	l, d := &cfg.Limits, DefaultLimits
 	l.MaxWidth, l.MaxHeight = cmp.Or(l.MaxWidth, d.MaxWidth), cmp.Or(l.MaxHeight, d.MaxHeight)
 	l.MaxPixels, l.MaxFrameRate = cmp.Or(l.MaxPixels, d.MaxPixels), cmp.Or(l.MaxFrameRate, d.MaxFrameRate)
@@ -255,125 +270,6 @@ func (e *Encoder) CheckLimits(p Probe) error {
 func (e *Encoder) inputArgs(input string) []string {
 	return []string{"-format_whitelist", InputFormats, "-protocol_whitelist", "file",
 		"-max_pixels", strconv.FormatInt(e.cfg.Limits.MaxPixels, 10), "-i", input}
-}
-
-// Rendition is one rung of the HLS ladder.
-type Rendition struct {
-	Height    int
-	VideoKbps int
-	AudioKbps int
-}
-
-// Ladder is the full rendition ladder, highest first.
-var Ladder = []Rendition{
-	{Height: 1080, VideoKbps: 5000, AudioKbps: 128},
-	{Height: 720, VideoKbps: 2800, AudioKbps: 128},
-	{Height: 480, VideoKbps: 1400, AudioKbps: 96},
-	{Height: 360, VideoKbps: 800, AudioKbps: 96},
-	{Height: 240, VideoKbps: 400, AudioKbps: 64},
-}
-
-// PlanLadder returns the rungs at or below height: never upscale. An input smaller than the
-// lowest rung gets one rendition at its own (even) height.
-func PlanLadder(height int) []Rendition {
-	var out []Rendition
-	for _, r := range Ladder {
-		if r.Height <= height {
-			out = append(out, r)
-		}
-	}
-	if len(out) == 0 {
-		low := Ladder[len(Ladder)-1]
-		low.Height = max(2, height&^1)
-		out = append(out, low)
-	}
-	return out
-}
-
-// Output describes an encode's files, relative to its output directory.
-type Output struct {
-	Probe      Probe
-	Renditions []Rendition
-	// Master is the master playlist, Thumbnail a JPEG.
-	Master, Thumbnail string
-}
-
-// Encode writes HLS (master.m3u8, one v<i>/index.m3u8 and segments per rendition) and
-// thumb.jpg into outDir.
-func (e *Encoder) Encode(ctx context.Context, input, outDir string) (Output, error) {
-	probe, err := e.Probe(ctx, input)
-	if err != nil {
-		return Output{}, err
-	}
-	if err := e.CheckLimits(probe); err != nil {
-		return Output{}, err
-	}
-	ladder := PlanLadder(probe.Height)
-	if _, err := e.run(ctx, e.cfg.EncodeTimeout, e.cfg.FFmpeg, e.hlsArgs(input, outDir, probe, ladder)...); err != nil {
-		return Output{}, fmt.Errorf("encode hls: %w", err)
-	}
-	// A frame from a little way in is more telling than the first (often black) one.
-	at := min(1.0, float64(probe.DurationMS)/2000)
-	thumbHeight := min(360, probe.Height&^1)
-	thumb := append([]string{"-nostdin", "-v", "error", "-y", "-ss", strconv.FormatFloat(at, 'f', 3, 64)}, e.inputArgs(input)...)
-	thumb = append(thumb, "-frames:v", "1", "-vf", fmt.Sprintf("scale=-2:%d", thumbHeight), filepath.Join(outDir, "thumb.jpg"))
-	if _, err := e.run(ctx, e.cfg.ThumbnailTimeout, e.cfg.FFmpeg, thumb...); err != nil {
-		return Output{}, fmt.Errorf("thumbnail: %w", err)
-	}
-	return Output{Probe: probe, Renditions: ladder, Master: "master.m3u8", Thumbnail: "thumb.jpg"}, nil
-}
-
-func (e *Encoder) hlsArgs(input, outDir string, p Probe, ladder []Rendition) []string {
-	n := len(ladder)
-	var filter strings.Builder
-	fmt.Fprintf(&filter, "[0:v]split=%d", n)
-	for i := range n {
-		fmt.Fprintf(&filter, "[s%d]", i)
-	}
-	for i, r := range ladder {
-		fmt.Fprintf(&filter, ";[s%d]scale=-2:%d,format=yuv420p[v%d]", i, r.Height, i)
-	}
-	args := append([]string{"-nostdin", "-v", "error", "-y"}, e.inputArgs(input)...)
-	args = append(args, "-filter_complex", filter.String())
-	streamMap := make([]string, n)
-	for i, r := range ladder {
-		args = append(args, "-map", fmt.Sprintf("[v%d]", i),
-			fmt.Sprintf("-b:v:%d", i), fmt.Sprintf("%dk", r.VideoKbps),
-			fmt.Sprintf("-maxrate:v:%d", i), fmt.Sprintf("%dk", r.VideoKbps*107/100),
-			fmt.Sprintf("-bufsize:v:%d", i), fmt.Sprintf("%dk", r.VideoKbps*3/2))
-		streamMap[i] = fmt.Sprintf("v:%d", i)
-	}
-	if p.HasAudio {
-		for i, r := range ladder {
-			args = append(args, "-map", "0:a:0", fmt.Sprintf("-b:a:%d", i), fmt.Sprintf("%dk", r.AudioKbps))
-			streamMap[i] += fmt.Sprintf(",a:%d", i)
-		}
-		args = append(args, "-c:a", "aac", "-ac", "2")
-	}
-	seg := e.cfg.SegmentSeconds
-	args = append(args,
-		"-t", strconv.FormatFloat(e.outputLimit(p).Seconds(), 'f', 3, 64),
-		"-c:v", "libx264", "-preset", e.cfg.Preset,
-		// Keyframes on segment boundaries, so every rendition's segments line up.
-		"-force_key_frames", fmt.Sprintf("expr:gte(t,n_forced*%d)", seg), "-sc_threshold", "0",
-		"-f", "hls", "-hls_time", strconv.Itoa(seg), "-hls_playlist_type", "vod",
-		"-hls_segment_filename", filepath.Join(outDir, "v%v", "seg_%03d.ts"),
-		"-master_pl_name", "master.m3u8",
-		"-var_stream_map", strings.Join(streamMap, " "),
-		filepath.Join(outDir, "v%v", "index.m3u8"))
-	return args
-}
-
-// outputLimit is the longest output an encode may write: the probed duration with a margin,
-// and never more than MaxDuration. The probe reads the container's declared duration, which a
-// hostile file sets as it likes: a 4 KiB Matroska file declaring 1 s whose frames' timestamps
-// jump 30 hours ahead passed the duration limit, and ffmpeg's constant-frame-rate output
-// filled the gap with duplicates, 27 000 segments and 635 MB in 30 s. The margin (a tenth, at
-// least 10 s) keeps an honest file whose streams run a little past its container's duration
-// whole.
-func (e *Encoder) outputLimit(p Probe) time.Duration {
-	declared := time.Duration(p.DurationMS) * time.Millisecond
-	return min(e.cfg.Limits.MaxDuration, declared+max(declared/10, 10*time.Second))
 }
 
 // run executes one tool call under its own timeout, killed with ctx. The error carries the

@@ -113,6 +113,8 @@ func Status(code apperr.Code) int {
 		return fiber.StatusRequestEntityTooLarge
 	case apperr.UnsupportedMediaType:
 		return fiber.StatusUnsupportedMediaType
+	case apperr.RangeNotSatisfiable:
+		return fiber.StatusRequestedRangeNotSatisfiable
 	case apperr.Unprocessable:
 		return fiber.StatusUnprocessableEntity
 	case apperr.TooManyRequests:

@@ -144,7 +144,7 @@ func TestRunner_HookKindFinishesAloneWhenOthersEndTogether(t *testing.T) {
 	seen := newBatchRun()
 	run, thief := stealInTheMiddle(t, b, newQueue(t, b.pool, time.Minute, mediaKind("render", nil)), ids, seen, func(j jobqueue.Job) func(ctx context.Context, tx pgx.Tx) error {
 		return func(ctx context.Context, tx pgx.Tx) error {
-			return media.MarkReady(ctx, tx, j.Subject, "hls/master.m3u8", "thumb.jpg", 1000, nil)
+			return media.MarkReady(ctx, tx, j.Subject, media.Encoded{HLSKey: "hls/master.m3u8", ThumbnailKey: "thumb.jpg", DurationMS: 1000}, nil)
 		}
 	})
 	q := newQueue(t, b.pool, time.Minute, mediaKind("render", run))

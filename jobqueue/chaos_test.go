@@ -239,7 +239,7 @@ func (c *chaos) kind(name string) jobqueue.Kind {
 		}
 		return jobqueue.Result{
 			Commit: func(ctx context.Context, tx pgx.Tx) error {
-				if err := media.MarkReady(ctx, tx, j.Subject, prefix, prefix, 1000, nil); err != nil {
+				if err := media.MarkReady(ctx, tx, j.Subject, media.Encoded{HLSKey: prefix, ThumbnailKey: prefix, DurationMS: 1000}, nil); err != nil {
 					return err
 				}
 				_, err := tx.Exec(ctx, `INSERT INTO chaos_effects VALUES ($1, $2::uuid)`, j.ID, j.ClaimToken)

@@ -54,7 +54,7 @@ func TestRunner_AmbiguousCommit(t *testing.T) {
 				}
 				return jobqueue.Result{
 					Commit: func(ctx context.Context, tx pgx.Tx) error {
-						return media.MarkReady(ctx, tx, j.Subject, out, out, 1000, nil)
+						return media.MarkReady(ctx, tx, j.Subject, media.Encoded{HLSKey: out, ThumbnailKey: out, DurationMS: 1000}, nil)
 					},
 					Discard: func(context.Context) { _ = os.Remove(out) },
 				}, nil

@@ -29,7 +29,7 @@ func TestQueue_ExpiredLeaseFencesEveryWrite(t *testing.T) {
 	late := jobs[0]
 	b.expireLeases(t)
 	ready := func(ctx context.Context, tx pgx.Tx) error {
-		return media.MarkReady(ctx, tx, late.Subject, "hls/late/master.m3u8", "hls/late/thumb.jpg", 1000, nil)
+		return media.MarkReady(ctx, tx, late.Subject, media.Encoded{HLSKey: "hls/late/master.m3u8", ThumbnailKey: "hls/late/thumb.jpg", DurationMS: 1000}, nil)
 	}
 	for _, w := range []struct {
 		name  string

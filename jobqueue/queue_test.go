@@ -139,7 +139,7 @@ func TestQueue_LostClaimWritesNothing(t *testing.T) {
 	}
 	zombie := old[0]
 	ready := func(ctx context.Context, tx pgx.Tx) error {
-		return media.MarkReady(ctx, tx, zombie.Subject, "hls/zombie/master.m3u8", "hls/zombie/thumb.jpg", 1000, nil)
+		return media.MarkReady(ctx, tx, zombie.Subject, media.Encoded{HLSKey: "hls/zombie/master.m3u8", ThumbnailKey: "hls/zombie/thumb.jpg", DurationMS: 1000}, nil)
 	}
 	for name, err := range map[string]error{
 		"Heartbeat": q.Heartbeat(ctx, zombie),

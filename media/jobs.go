@@ -80,14 +80,28 @@ func lockWithOwner(ctx context.Context, tx pgx.Tx, id int64) error {
 // The writes below run inside the media pipeline's fenced job transactions, which have already
 // locked the owner and media rows. Each notifies every node's cache on commit.
 
+// Encoded is what an encode recorded of its outputs, as storage keys.
+type Encoded struct {
+	// HLSKey is the master playlist, ThumbnailKey a JPEG.
+	HLSKey, ThumbnailKey string
+	// StoryboardKey is the storyboard's WebVTT (seek-bar previews); empty when there is none.
+	StoryboardKey string
+	// DurationMS is the probed duration.
+	DurationMS int64
+	// StartUS is the presentation time, in µs, at which the video starts in its segments'
+	// timestamps: cue time 0 of a caption maps to it (X-TIMESTAMP-MAP). Negative: unknown.
+	StartUS int64
+}
+
 // MarkReady makes media id playable with its encoded outputs and tells its owner (one outbox
 // row with payload).
-func MarkReady(ctx context.Context, tx pgx.Tx, id int64, hlsKey, thumbnailKey string, durationMS int64, payload map[string]any) error {
+func MarkReady(ctx context.Context, tx pgx.Tx, id int64, out Encoded, payload map[string]any) error {
 	var owner int64
 	err := tx.QueryRow(ctx, `
 		UPDATE media SET status = 'READY', hls_key = $2, thumbnail_key = $3, duration_ms = nullif($4::bigint, 0),
+		       storyboard_key = nullif($5, ''), hls_start_us = CASE WHEN $6::bigint < 0 THEN NULL ELSE $6 END,
 		       failure_reason = NULL, updated_at = statement_timestamp()
-		WHERE id = $1 RETURNING owner_id`, id, hlsKey, thumbnailKey, durationMS).Scan(&owner)
+		WHERE id = $1 RETURNING owner_id`, id, out.HLSKey, out.ThumbnailKey, out.DurationMS, out.StoryboardKey, out.StartUS).Scan(&owner)
 	if err != nil {
 		return fmt.Errorf("mark media %d ready: %w", id, err)
 	}

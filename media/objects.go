@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/httpserver"
@@ -77,11 +78,16 @@ func (h *ObjectsHandler) Register(router fiber.Router) {
 	httpserver.Get(router, ObjectsPrefix+"*", h.serve)
 }
 
-// objectTypes are the files an encode writes, by extension; nothing else is served.
+// objectTypes are the files an encode writes, by extension; nothing else is served. MPEG-TS
+// segments are those of media encoded before issue 31 and of PLAYHEAD_HLS_FORMAT=ts; an fMP4
+// rendition (video, or the audio rendition) is one .mp4 read by byte ranges; the storyboard
+// and captions are WebVTT.
 var objectTypes = map[string]string{
 	".m3u8": "application/vnd.apple.mpegurl",
 	".ts":   "video/mp2t",
+	".mp4":  "video/mp4",
 	".jpg":  "image/jpeg",
+	".vtt":  "text/vtt; charset=utf-8",
 }
 
 // objectCacheControl lets the member's own browser keep a file for an hour and forbids shared
@@ -152,12 +158,68 @@ func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 			size = int(fi.Size())
 		}
 	}
-	r = cancelOnClose{ReadCloser: r, cancel: cancel}
 	c.Set(fiber.HeaderContentType, contentType)
 	c.Set(fiber.HeaderCacheControl, objectCacheControl)
+	if r, size, err = serveRange(c, r, size); err != nil {
+		cancel()
+		r.Close()
+		return err
+	}
 	// fasthttp closes the reader once the body is sent (or the client is gone).
-	c.Context().SetBodyStream(r, size)
+	c.Context().SetBodyStream(cancelOnClose{ReadCloser: r, cancel: cancel}, size)
 	return nil
+}
+
+// serveRange answers a Range request for an object the store can seek in (the local store's
+// files): fMP4 renditions are played by byte ranges (EXT-X-BYTERANGE), which players fetch
+// with "Range: bytes=first-last". It returns the reader and size of what to send, and sets
+// 206 and Content-Range; a range that starts past the end is 416. A Range header it cannot
+// read, several ranges, or an object it cannot seek in is answered whole (200), as RFC 9110
+// 14.2 lets a server do. Objects of an S3 store never come here: their links are presigned,
+// and S3 serves the ranges.
+func serveRange(c *fiber.Ctx, r io.ReadCloser, size int) (io.ReadCloser, int, error) {
+	seeker, ok := r.(io.Seeker)
+	if !ok || size < 0 {
+		return r, size, nil
+	}
+	c.Set(fiber.HeaderAcceptRanges, "bytes")
+	spec := c.Request().Header.Peek(fiber.HeaderRange)
+	if len(spec) == 0 {
+		return r, size, nil
+	}
+	first, last, err := fasthttp.ParseByteRange(spec, size)
+	if err != nil || first > last {
+		if startsPastEnd(string(spec), size) {
+			c.Set(fiber.HeaderContentRange, fmt.Sprintf("bytes */%d", size))
+			return r, size, apperr.Errorf(apperr.RangeNotSatisfiable, "the range %q starts past the object's %d bytes", spec, size)
+		}
+		return r, size, nil
+	}
+	if _, err := seeker.Seek(int64(first), io.SeekStart); err != nil {
+		return r, size, fmt.Errorf("seek to %d: %w", first, err)
+	}
+	c.Status(fiber.StatusPartialContent)
+	c.Set(fiber.HeaderContentRange, fmt.Sprintf("bytes %d-%d/%d", first, last, size))
+	n := last - first + 1
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(r, int64(n)), r}, n, nil
+}
+
+// startsPastEnd reports whether spec is one range "bytes=first-…" whose first byte is at or past
+// size, or the empty suffix "bytes=-0": nothing of the object can answer it.
+func startsPastEnd(spec string, size int) bool {
+	rest, ok := strings.CutPrefix(spec, "bytes=")
+	if !ok || strings.Contains(rest, ",") {
+		return false
+	}
+	first, _, _ := strings.Cut(rest, "-")
+	if first == "" {
+		return rest == "-0"
+	}
+	n, err := strconv.ParseInt(first, 10, 64)
+	return err == nil && n >= int64(size)
 }
 
 // ObjectKey turns the raw request path of an encoded file into its media id and storage key:

@@ -67,7 +67,7 @@ func TestMediaGet_ReadyLinkPlaysBeforeTheNotification(t *testing.T) {
 		t.Fatalf("media is %s, want PROCESSING", v.Status)
 	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		return media.MarkReady(ctx, tx, m.ID, prefix+"master.m3u8", prefix+"thumb.jpg", 2000, nil)
+		return media.MarkReady(ctx, tx, m.ID, media.Encoded{HLSKey: prefix + "master.m3u8", ThumbnailKey: prefix + "thumb.jpg", DurationMS: 2000}, nil)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -73,7 +73,7 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 	zombie := func(ranDomain *bool) func(context.Context, pgx.Tx) error {
 		return func(ctx context.Context, tx pgx.Tx) error {
 			*ranDomain = true
-			return media.MarkReady(ctx, tx, id, "hls/zombie/master.m3u8", "hls/zombie/thumb.jpg", 1, map[string]any{"zombie": true})
+			return media.MarkReady(ctx, tx, id, media.Encoded{HLSKey: "hls/zombie/master.m3u8", ThumbnailKey: "hls/zombie/thumb.jpg", DurationMS: 1}, map[string]any{"zombie": true})
 		}
 	}
 	// Each stale completion gets its own deadline, made just before it: one context made here
