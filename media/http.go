@@ -186,6 +186,10 @@ type View struct {
 	Media
 	HLSURL       string `json:"hls_url,omitempty"`
 	ThumbnailURL string `json:"thumbnail_url,omitempty"`
+	// StoryboardURL is the storyboard's WebVTT: for each stretch of the video, a tile of a
+	// sprite JPEG ("…sprite_000.jpg?…#xywh=x,y,w,h"), the previews a player shows above its
+	// seek bar. Absent for media encoded before storyboards.
+	StoryboardURL string `json:"storyboard_url,omitempty"`
 }
 
 // get shows media the member owns (in any status) or public READY media; anything else is
@@ -229,6 +233,11 @@ func (h *Handler) get(c *fiber.Ctx) error {
 			if v.ThumbnailURL, err = h.Links.File(c.UserContext(), member, m.ThumbnailKey, 0); err != nil {
 				return err
 			}
+		}
+		if m.StoryboardKey != "" {
+			// Playhead's own link, like a playlist's: the file is rewritten with signed sprite
+			// links for the member on every request.
+			v.StoryboardURL = h.Links.Playlist(member, m.StoryboardKey, time.Duration(m.DurationMS)*time.Millisecond)
 		}
 	}
 	// The answer holds links made for this member that expire: no cache may keep it.

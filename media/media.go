@@ -49,9 +49,14 @@ type Media struct {
 	DurationMS int64     `json:"duration_ms,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
-	// HLSKey and ThumbnailKey are storage keys of the encoded outputs, set when READY.
-	HLSKey       string `json:"-"`
-	ThumbnailKey string `json:"-"`
+	// HLSKey, ThumbnailKey and StoryboardKey are storage keys of the encoded outputs, set
+	// when READY (StoryboardKey stays empty for media encoded before storyboards).
+	HLSKey        string `json:"-"`
+	ThumbnailKey  string `json:"-"`
+	StoryboardKey string `json:"-"`
+	// HLSStartUS is where the video starts in its segments' timestamps (µs), -1 when unknown
+	// (media encoded before it was recorded).
+	HLSStartUS int64 `json:"-"`
 	// FailureReason says why the media is FAILED.
 	FailureReason string `json:"failure_reason,omitempty"`
 }

@@ -130,7 +130,7 @@ func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 		return errStoreDown(c, err)
 	}
 	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
-	if path.Ext(key) == ".m3u8" {
+	if rewrite := rewriterOf(key); rewrite != nil {
 		defer cancel()
 		defer r.Close()
 		body, err := io.ReadAll(io.LimitReader(r, maxPlaylistBytes+1))
@@ -140,7 +140,7 @@ func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 		if len(body) > maxPlaylistBytes {
 			return fmt.Errorf("playlist %s is over %d bytes", key, maxPlaylistBytes)
 		}
-		signed, err := signPlaylist(c.UserContext(), h.Links, member, id, key, body, time.Duration(access.DurationMS)*time.Millisecond)
+		signed, err := rewrite(c.UserContext(), h.Links, member, id, key, body, time.Duration(access.DurationMS)*time.Millisecond)
 		if err != nil {
 			return err
 		}

@@ -39,6 +39,14 @@ const (
 		"#EXTINF:4.000000,\nseg_000.ts\n#EXTINF:4.000000,\nseg_001.ts\n#EXTINF:2.500000,\nseg_002.ts\n#EXT-X-ENDLIST\n"
 )
 
+// mineRendition stands in for an fMP4 rendition, which players read by byte ranges;
+// mineStoryboard is a storyboard as the encoder writes it.
+const (
+	mineRendition  = "0123456789abcdefghijklmnopqrstuvwxyz"
+	mineStoryboard = "WEBVTT\n\n00:00:00.000 --> 00:00:05.000\nsprite_000.jpg#xywh=0,0,160,90\n\n" +
+		"00:00:05.000 --> 00:00:10.500\nsprite_000.jpg#xywh=160,0,160,90\n"
+)
+
 func setupObjects(t *testing.T) *objectsFixture {
 	t.Helper()
 	pool, _ := pgtest.Pool(t)
@@ -63,6 +71,10 @@ func setupObjects(t *testing.T) *objectsFixture {
 		put(fmt.Sprintf("hls/%d/tok/v0/seg_%03d.ts", f.mine, i), fmt.Sprintf("G mine segment %d", i))
 	}
 	put(fmt.Sprintf("hls/%d/tok/bad.m3u8", f.mine), "#EXTM3U\n#EXTINF:4,\n../../"+fmt.Sprint(f.theirs)+"/tok/v0/seg_000.ts\n")
+	put(fmt.Sprintf("hls/%d/tok/v0/media.mp4", f.mine), mineRendition)
+	put(fmt.Sprintf("hls/%d/tok/storyboard/storyboard.vtt", f.mine), mineStoryboard)
+	put(fmt.Sprintf("hls/%d/tok/storyboard/sprite_000.jpg", f.mine), "JPEG mine sprite")
+	put(fmt.Sprintf("hls/%d/tok/bad/storyboard.vtt", f.mine), "WEBVTT\n\n00:00:00.000 --> 00:00:01.000\n../../../"+fmt.Sprint(f.theirs)+"/tok/thumb.jpg#xywh=0,0,1,1\n")
 	f.secrets = append(f.secrets,
 		put(fmt.Sprintf("hls/%d/tok/master.m3u8", f.theirs), "#EXTM3U theirs"),
 		put(fmt.Sprintf("hls/%d/tok/v0/seg_000.ts", f.theirs), "G theirs segment"),

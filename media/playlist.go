@@ -2,6 +2,7 @@ package media
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,51 @@ const maxPlaylistBytes = 4 << 20
 // errPlaylistURI is a playlist entry that does not name a file of the same media: a playlist
 // the encoder did not write. It is a server error, never served.
 var errPlaylistURI = errors.New("media: playlist refers to something other than a file of its media")
+
+// rewriter rewrites a file that names other files of its media (a playlist, the storyboard)
+// for member before it is served: every reference becomes a signed URL.
+type rewriter func(ctx context.Context, links *Links, member, id int64, key string, body []byte, duration time.Duration) ([]byte, error)
+
+// rewriterOf returns the rewriter of the file at key, or nil for a file served as stored.
+func rewriterOf(key string) rewriter {
+	switch {
+	case path.Ext(key) == ".m3u8":
+		return signPlaylist
+	case path.Base(key) == storyboardName:
+		return signStoryboard
+	}
+	return nil
+}
+
+// storyboardName is the file name of an encode's storyboard WebVTT (encoder's storyboardName).
+const storyboardName = "storyboard.vtt"
+
+// signStoryboard returns the storyboard WebVTT at key with each cue's sprite reference
+// ("sprite_000.jpg#xywh=0,0,160,90") replaced by a signed URL of the sprite, its fragment
+// kept. The page may ask for a preview of any moment while the video plays, so a sprite's link
+// is valid for the links' TTL plus the whole duration.
+func signStoryboard(ctx context.Context, links *Links, member, id int64, key string, body []byte, duration time.Duration) ([]byte, error) {
+	mediaPrefix := "hls/" + strconv.FormatInt(id, 10) + "/"
+	var out bytes.Buffer
+	out.Grow(len(body) * 3)
+	for line := range strings.Lines(string(body)) {
+		line = strings.TrimRight(line, "\r\n")
+		if uri, fragment, ok := strings.Cut(line, "#xywh="); ok && !strings.Contains(line, "-->") {
+			target, err := resolveURI(key, mediaPrefix, uri)
+			if err != nil || path.Ext(target) != ".jpg" {
+				return nil, fmt.Errorf("media: storyboard %s: %w", key, cmp.Or(err, errPlaylistURI))
+			}
+			signed, err := links.File(ctx, member, target, duration)
+			if err != nil {
+				return nil, err
+			}
+			line = signed + "#xywh=" + fragment
+		}
+		out.WriteString(line)
+		out.WriteByte('\n')
+	}
+	return out.Bytes(), nil
+}
 
 // signPlaylist returns the HLS playlist at key, of media id, with every URI replaced by a
 // signed URL for member: variant playlists by Playhead's own (they are signed in turn when

@@ -21,12 +21,13 @@ type Store struct {
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 const mediaColumns = `id, owner_id, title, status, visibility, coalesce(duration_ms, 0), created_at, updated_at,
-	coalesce(hls_key, ''), coalesce(thumbnail_key, ''), coalesce(failure_reason, '')`
+	coalesce(hls_key, ''), coalesce(thumbnail_key, ''), coalesce(storyboard_key, ''), coalesce(hls_start_us, -1),
+	coalesce(failure_reason, '')`
 
 func scanMedia(row pgx.Row) (Media, error) {
 	var m Media
 	err := row.Scan(&m.ID, &m.OwnerID, &m.Title, &m.Status, &m.Visibility, &m.DurationMS, &m.CreatedAt, &m.UpdatedAt,
-		&m.HLSKey, &m.ThumbnailKey, &m.FailureReason)
+		&m.HLSKey, &m.ThumbnailKey, &m.StoryboardKey, &m.HLSStartUS, &m.FailureReason)
 	return m, err
 }
 
