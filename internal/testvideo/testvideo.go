@@ -4,6 +4,7 @@ package testvideo
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -20,7 +21,9 @@ import (
 type Spec struct {
 	Seconds       int
 	Width, Height int
-	Audio         bool
+	// FPS is the frame rate. Default 25.
+	FPS   int
+	Audio bool
 }
 
 // MP4 writes an H.264 MP4 of spec into dir and returns its path. It fails the test when
@@ -30,9 +33,10 @@ func MP4(t testing.TB, dir string, spec Spec) string {
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
 		t.Fatalf("ffmpeg is required (apt-get install ffmpeg): %v", err)
 	}
-	out := filepath.Join(dir, fmt.Sprintf("test-%dx%d-%ds.mp4", spec.Width, spec.Height, spec.Seconds))
+	fps := cmp.Or(spec.FPS, 25)
+	out := filepath.Join(dir, fmt.Sprintf("test-%dx%d-%dfps-%ds.mp4", spec.Width, spec.Height, fps, spec.Seconds))
 	args := []string{"-nostdin", "-v", "error", "-y",
-		"-f", "lavfi", "-i", fmt.Sprintf("testsrc2=size=%dx%d:rate=25", spec.Width, spec.Height)}
+		"-f", "lavfi", "-i", fmt.Sprintf("testsrc2=size=%dx%d:rate=%d", spec.Width, spec.Height, fps)}
 	if spec.Audio {
 		args = append(args, "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100")
 	}
