@@ -38,6 +38,8 @@ mkdir -p "$scratch/tree" "$logs"
 # The working tree as it is (uncommitted edits included), without what the build does not
 # read. web/static/vendor is made by `make web` and embedded, so it comes along.
 tar --exclude=./.git --exclude=./node_modules --exclude=./bin --exclude=./.data -cf - . | tar -xf - -C "$scratch/tree"
+# Tests that check with npm's tools (hls-parser, the browser's) find them through the tree.
+[ -d node_modules ] && ln -s "$root/node_modules" "$scratch/tree/node_modules"
 cd "$scratch/tree"
 
 header() { sed -n "s/^$2: //p" "$1" | head -1; }

@@ -166,6 +166,9 @@ type Config struct {
 	EncodeTimeout time.Duration
 	// EncodePreset is the x264 preset (PLAYHEAD_ENCODE_PRESET). Default veryfast.
 	EncodePreset string
+	// HLSFormat packages new encodes' segments (PLAYHEAD_HLS_FORMAT): fmp4 (CMAF, the
+	// default) or ts (MPEG-TS, for players before iOS 10). Media encoded before keep theirs.
+	HLSFormat encoder.Format
 	// RetentionCompleted and RetentionDead are how long finished jobs are kept
 	// (PLAYHEAD_RETENTION_COMPLETED, PLAYHEAD_RETENTION_DEAD). Defaults 7 and 30 days.
 	RetentionCompleted, RetentionDead time.Duration
@@ -372,6 +375,7 @@ func loadConfig(args []string) (Config, error) {
 		EncodeConcurrency:  e.int("PLAYHEAD_ENCODE_CONCURRENCY", 1),
 		EncodeTimeout:      e.duration("PLAYHEAD_ENCODE_TIMEOUT", 30*time.Minute),
 		EncodePreset:       e.str("PLAYHEAD_ENCODE_PRESET", "veryfast"),
+		HLSFormat:          encoder.Format(e.str("PLAYHEAD_HLS_FORMAT", string(encoder.FormatFMP4))),
 		RetentionCompleted: e.duration("PLAYHEAD_RETENTION_COMPLETED", 7*24*time.Hour),
 		RetentionDead:      e.duration("PLAYHEAD_RETENTION_DEAD", 30*24*time.Hour),
 		RetentionInterval:  e.duration("PLAYHEAD_RETENTION_INTERVAL", 10*time.Minute),
@@ -455,6 +459,7 @@ func (c Config) validate(e *env) error {
 	e.check(c.JobRetryBase > 0 && c.JobRetryCap >= c.JobRetryBase, "PLAYHEAD_JOB_RETRY_BASE/PLAYHEAD_JOB_RETRY_CAP: need 0 < base <= cap")
 	e.check(c.EncodeConcurrency >= 1, "PLAYHEAD_ENCODE_CONCURRENCY: must be at least 1")
 	e.check(c.EncodeTimeout > 0, "PLAYHEAD_ENCODE_TIMEOUT: must be positive")
+	e.check(c.HLSFormat == encoder.FormatFMP4 || c.HLSFormat == encoder.FormatTS, "PLAYHEAD_HLS_FORMAT: must be fmp4 or ts")
 	e.check(c.RetentionCompleted > 0 && c.RetentionDead > 0 && c.RetentionInterval > 0,
 		"PLAYHEAD_RETENTION_COMPLETED/_DEAD/_INTERVAL: must be positive")
 	e.check(c.HTTPReadTimeout > 0 && c.HTTPIdleTimeout > 0, "PLAYHEAD_HTTP_READ_TIMEOUT/_IDLE_TIMEOUT: must be positive")

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/internal/binarytest"
 )
 
@@ -163,4 +165,28 @@ func loadTestConfig(t *testing.T, env map[string]string, wantErr string) (_ Conf
 		t.Fatal(err)
 	}
 	return cfg, true
+}
+
+// TestConfig_HLSFormat: new encodes are fMP4 unless PLAYHEAD_HLS_FORMAT says ts; anything else
+// stops the start with the variable named.
+func TestConfig_HLSFormat(t *testing.T) {
+	const name = "PLAYHEAD_HLS_FORMAT"
+	for _, tc := range []struct {
+		value   string
+		want    encoder.Format
+		wantErr string
+	}{
+		{value: "", want: encoder.FormatFMP4},
+		{value: "fmp4", want: encoder.FormatFMP4},
+		{value: "ts", want: encoder.FormatTS},
+		{value: "TS", wantErr: name + ": must be fmp4 or ts"},
+		{value: "cmaf", wantErr: name + ": must be fmp4 or ts"},
+	} {
+		t.Run(cmp.Or(tc.value, "unset"), func(t *testing.T) {
+			cfg, ok := loadTestConfig(t, map[string]string{name: tc.value}, tc.wantErr)
+			if ok && cfg.HLSFormat != tc.want {
+				t.Errorf("HLSFormat %q, want %q", cfg.HLSFormat, tc.want)
+			}
+		})
+	}
 }

@@ -367,7 +367,7 @@ const readPoolConns = 4
 // its pruner.
 func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error {
 	cfg := n.cfg
-	enc, err := encoder.New(encoder.Config{EncodeTimeout: cfg.EncodeTimeout, Preset: cfg.EncodePreset, Limits: cfg.VideoLimits})
+	enc, err := encoder.New(encoder.Config{EncodeTimeout: cfg.EncodeTimeout, Preset: cfg.EncodePreset, Format: cfg.HLSFormat, Limits: cfg.VideoLimits})
 	if err != nil {
 		return err
 	}
