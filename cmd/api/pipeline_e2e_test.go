@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,7 +100,8 @@ func TestPipeline_UploadBecomesPlayable(t *testing.T) {
 		t.Errorf("storage hls/%d/ holds %v, want only the claim prefix %s", id, dirs, token)
 	}
 	claimDir := filepath.Join(storageDir, "hls", strconv.FormatInt(id, 10), token)
-	for _, f := range []string{"master.m3u8", "thumb.jpg", "v0/index.m3u8", "v0/seg_000.ts"} {
+	for _, f := range []string{"master.m3u8", "thumb.jpg", "v0/index.m3u8", "v0/media.mp4", "v0/iframes.m3u8",
+		"storyboard/storyboard.vtt", "storyboard/sprite_000.jpg"} {
 		if fi, err := os.Stat(filepath.Join(claimDir, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("output %s under %s: %v (want a non-empty file)", f, claimDir, err)
 		}
@@ -154,10 +156,23 @@ func TestPipeline_UploadBecomesPlayable(t *testing.T) {
 	if status != http.StatusOK || !bytes.Contains(variant, []byte("#EXTINF")) {
 		t.Fatalf("GET %s: status %d, body %q; want 200 and a media playlist", variantURL, status, variant)
 	}
+	// The first segment: a byte range of the rendition's fMP4 file, its first box a sidx or moof.
 	segmentURL := firstURI(t, variantURL, variant)
-	status, segment := fetch(t, s, "", segmentURL)
-	if status != http.StatusOK || len(segment) < 188 || segment[0] != 0x47 {
-		t.Errorf("GET %s: status %d, %d bytes (first %x); want 200 and an MPEG-TS segment", segmentURL, status, len(segment), segment[:min(4, len(segment))])
+	first, last := firstByteRange(t, variant)
+	status, header, segment := fetchRange(t, segmentURL, first, last)
+	if box := string(segment[4:min(8, len(segment))]); status != http.StatusPartialContent || int64(len(segment)) != last-first+1 ||
+		(box != "sidx" && box != "moof" && box != "styp") || header.Get("Content-Type") != "video/mp4" {
+		t.Errorf("GET %s bytes %d-%d: status %d, %d bytes (box %q, %s); want 206 and an fMP4 segment", segmentURL, first, last,
+			status, len(segment), box, header.Get("Content-Type"))
+	}
+	// The storyboard: its sprites are signed links that open JPEGs.
+	status, board := fetch(t, s, "", s.HTTPURL+v.StoryboardURL)
+	sprite := regexp.MustCompile(`(?m)^(/objects/\S+sprite_000\.jpg\?\S+)#xywh=\d+,\d+,\d+,\d+$`).FindSubmatch(board)
+	if status != http.StatusOK || !bytes.HasPrefix(board, []byte("WEBVTT")) || sprite == nil {
+		t.Fatalf("GET storyboard_url %q: status %d %q, want WebVTT with signed sprites", v.StoryboardURL, status, board)
+	}
+	if status, jpeg := fetch(t, s, "", s.HTTPURL+string(sprite[1])); status != http.StatusOK || http.DetectContentType(jpeg) != "image/jpeg" {
+		t.Errorf("GET sprite %s: status %d, want a JPEG", sprite[1], status)
 	}
 	status, thumb := fetch(t, s, "", s.HTTPURL+v.ThumbnailURL)
 	if ct := http.DetectContentType(thumb); status != http.StatusOK || ct != "image/jpeg" {

@@ -9,10 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,6 +68,7 @@ type mediaView struct {
 	DurationMS    int64  `json:"duration_ms"`
 	HLSURL        string `json:"hls_url"`
 	ThumbnailURL  string `json:"thumbnail_url"`
+	StoryboardURL string `json:"storyboard_url"`
 	FailureReason string `json:"failure_reason"`
 }
 
@@ -338,6 +341,38 @@ func fetch(t *testing.T, s *binarytest.Server, token, rawURL string) (int, []byt
 		t.Fatalf("GET %s: %v", rawURL, err)
 	}
 	return status, body
+}
+
+// fetchRange GETs bytes first…last of rawURL without a token.
+func fetchRange(t *testing.T, rawURL string, first, last int64) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", first, last))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s (range): %v", rawURL, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, body
+}
+
+// firstByteRange returns the first EXT-X-BYTERANGE of a media playlist as first and last byte.
+func firstByteRange(t *testing.T, playlist []byte) (first, last int64) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^#EXT-X-BYTERANGE:(\d+)@(\d+)$`).FindSubmatch(playlist)
+	if m == nil {
+		t.Fatalf("the media playlist has no EXT-X-BYTERANGE:\n%s", playlist)
+	}
+	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	first, _ = strconv.ParseInt(string(m[2]), 10, 64)
+	return first, first + n - 1
 }
 
 // firstURI returns the first non-comment line of an m3u8 playlist, resolved against base.

@@ -158,7 +158,7 @@ func TestS3_UploadOnOneNodeEncodeOnAWorkerPlayOnAnother(t *testing.T) {
 
 	const ownerID, viewerID = 61, 62
 	owner, viewer, admin := binarytest.Token(t, ownerID, false), binarytest.Token(t, viewerID, false), binarytest.Token(t, 1, true)
-	// 9 s: three segments of 4 s or less.
+	// 9 s: two segments of 6 s or less.
 	src := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 9, Width: 320, Height: 240, Audio: true})
 	id := a.Upload(t, owner, binarytest.Upload{Path: src, Title: "s3 clip", Visibility: "PUBLIC"})
 	v := waitMedia(t, b, owner, id, media.StatusReady)
@@ -167,7 +167,8 @@ func TestS3_UploadOnOneNodeEncodeOnAWorkerPlayOnAnother(t *testing.T) {
 
 	// The bucket holds the source and the outputs; no node's own directories hold a file.
 	keys := srv.Keys(t, bucket)
-	for _, want := range []string{sourceKey, hlsKey, claimPrefix + "v0/index.m3u8", claimPrefix + "v0/seg_000.ts", claimPrefix + "thumb.jpg"} {
+	for _, want := range []string{sourceKey, hlsKey, claimPrefix + "v0/index.m3u8", claimPrefix + "v0/media.mp4", claimPrefix + "audio/media.mp4",
+		claimPrefix + "thumb.jpg", claimPrefix + "storyboard/storyboard.vtt", claimPrefix + "storyboard/sprite_000.jpg"} {
 		if !slices.Contains(keys, want) {
 			t.Errorf("the bucket lacks %s (it holds %q)", want, keys)
 		}
@@ -203,14 +204,16 @@ func TestS3_UploadOnOneNodeEncodeOnAWorkerPlayOnAnother(t *testing.T) {
 	}
 	segments := segmentURIs(t, variantURL, variant)
 	bucketURL := srv.Endpoint + "/" + bucket + "/"
-	if len(segments) < 2 || !strings.HasPrefix(segments[0], bucketURL+claimPrefix+"v0/seg_000.ts?") {
+	if len(segments) < 2 || !strings.HasPrefix(segments[0], bucketURL+claimPrefix+"v0/media.mp4?") {
 		t.Fatalf("variant playlist's segments %q: want at least two presigned URLs of the bucket (%s…)", segments, bucketURL)
 	}
-	status, seg := plainGet(t, segments[0])
-	if status != http.StatusOK || len(seg) < 188 || seg[0] != 0x47 {
-		t.Fatalf("GET the presigned segment %s: %d, %d bytes; want 200 and MPEG-TS", segments[0], status, len(seg))
+	// The first segment is a byte range of the rendition's fMP4 file: S3 serves the range.
+	first, last := firstByteRange(t, variant)
+	status, _, seg := fetchRange(t, segments[0], first, last)
+	if box := string(seg[4:min(8, len(seg))]); status != http.StatusPartialContent || int64(len(seg)) != last-first+1 || (box != "sidx" && box != "moof") {
+		t.Fatalf("GET the presigned segment %s bytes %d-%d: %d, %d bytes (box %q); want 206 and an fMP4 segment", segments[0], first, last, status, len(seg), box)
 	}
-	if status, body := plainGet(t, bucketURL+claimPrefix+"v0/seg_000.ts"); status != http.StatusForbidden {
+	if status, body := plainGet(t, bucketURL+claimPrefix+"v0/media.mp4"); status != http.StatusForbidden {
 		t.Errorf("GET the segment from the bucket without a signature: %d %.200s, want 403", status, body)
 	}
 	if !strings.HasPrefix(v.ThumbnailURL, bucketURL+claimPrefix+"thumb.jpg?") {
@@ -222,7 +225,7 @@ func TestS3_UploadOnOneNodeEncodeOnAWorkerPlayOnAnother(t *testing.T) {
 	// One segment's URL opens nothing else: its query on the next segment, the uploaded
 	// source, another media's path; a Playhead link's query on another file.
 	_, segQuery, _ := strings.Cut(segments[0], "?")
-	for _, other := range []string{claimPrefix + "v0/seg_001.ts", sourceKey, fmt.Sprintf("hls/%d/%s", id+1, strings.TrimPrefix(claimPrefix, fmt.Sprintf("hls/%d/", id)))} {
+	for _, other := range []string{claimPrefix + "audio/media.mp4", sourceKey, fmt.Sprintf("hls/%d/%s", id+1, strings.TrimPrefix(claimPrefix, fmt.Sprintf("hls/%d/", id)))} {
 		if status, body := plainGet(t, bucketURL+other+"?"+segQuery); status != http.StatusForbidden {
 			t.Errorf("segment 0's signature on %s: %d %.200s, want 403", other, status, body)
 		}

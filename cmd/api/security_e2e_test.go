@@ -80,7 +80,7 @@ func TestSecurity_TraversalReachesNoOtherMedia(t *testing.T) {
 	theirs, theirsPrefix := readyUpload(t, s, b, "B's private clip", "PRIVATE")
 
 	var secrets [][]byte
-	for _, f := range []string{"master.m3u8", "v0/index.m3u8", "v0/seg_000.ts", "thumb.jpg"} {
+	for _, f := range []string{"master.m3u8", "v0/index.m3u8", "v0/media.mp4", "thumb.jpg", "storyboard/storyboard.vtt", "storyboard/sprite_000.jpg"} {
 		content, err := os.ReadFile(filepath.Join(storageDir, filepath.FromSlash(theirsPrefix+f)))
 		if err != nil {
 			t.Fatalf("B's output %s: %v", f, err)
@@ -92,7 +92,7 @@ func TestSecurity_TraversalReachesNoOtherMedia(t *testing.T) {
 	m, y := strconv.FormatInt(mine, 10), strconv.FormatInt(theirs, 10)
 	bPath := y + "/" + claimB + "/"
 	var forms []string
-	for _, file := range []string{"master.m3u8", "v0/index.m3u8", "v0/seg_000.ts", "thumb.jpg"} {
+	for _, file := range []string{"master.m3u8", "v0/index.m3u8", "v0/media.mp4", "thumb.jpg", "storyboard/storyboard.vtt", "storyboard/sprite_000.jpg"} {
 		forms = append(forms,
 			"/objects/hls/"+bPath+file,
 			"/objects/hls/"+m+"/../"+bPath+file,

@@ -53,7 +53,7 @@ function watchPage(page, problems) {
   const puts = [];
   page.on('response', (res) => {
     const u = new URL(res.url());
-    const kind = { '.m3u8': 'playlist', '.ts': 'segment', '.jpg': 'thumbnail' }[u.pathname.slice(u.pathname.lastIndexOf('.'))];
+    const kind = { '.m3u8': 'playlist', '.ts': 'segment', '.mp4': 'segment', '.jpg': 'thumbnail' }[u.pathname.slice(u.pathname.lastIndexOf('.'))];
     if (!kind) return;
     mediaFetches[kind].add(u.origin);
     if (res.status() >= 400) mediaFetches.failed.push(`${res.status()} ${u.origin}${u.pathname}`);
