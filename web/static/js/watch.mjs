@@ -10,6 +10,7 @@
 // swallowed; hls.js's non-fatal errors (it recovers from them itself) are only logged.
 
 import { api, APIError, clearNotice, clock, courseHref, describe, fail, initSession, showNotice } from './common.mjs';
+import { mountControls, parseStoryboard } from './controls.mjs';
 
 const REPORT_EVERY_MS = 5000;
 const STATUS_POLL_MS = 2000;
@@ -22,6 +23,7 @@ const overlayText = document.getElementById('overlay-text');
 const title = document.getElementById('title');
 const facts = document.getElementById('facts');
 const saved = document.getElementById('saved');
+const controlsRoot = document.getElementById('controls');
 
 const mediaID = Number(location.pathname.split('/')[2]);
 // fromCollection is the collection the player was opened from, or null.
@@ -35,6 +37,7 @@ let hls = null;
 let recoveries = 0;
 let renewals = 0; // fresh links asked for since a fragment last loaded
 let retrying = false; // a 'Trouble loading' notice is up
+let controls = null; // the player's controls (controls.mjs), once the media is ready
 
 function setOverlay(text) {
   overlayText.textContent = text || '';
@@ -119,6 +122,15 @@ function attach(url, resumeS) {
     video.dataset.engine = 'hls.js';
     hls = new Hls({ startPosition: resumeS, workerPath: HLS_WORKER, capLevelToPlayerSize: true });
     hls.on(Hls.Events.ERROR, hlsError);
+    // Captions are the master playlist's SUBTITLES renditions; hls.js renders the chosen one
+    // as a text track of the video (the browser draws its cues).
+    hls.on(Hls.Events.SUBTITLE_TRACKS_UPDATED, (_event, data) => {
+      controls.setCaptionTracks(data.subtitleTracks.map((tr) => ({ name: tr.name, lang: tr.lang })), (i) => {
+        hls.subtitleDisplay = i >= 0;
+        hls.subtitleTrack = i;
+        video.dataset.captions = i >= 0 ? data.subtitleTracks[i].lang || data.subtitleTracks[i].name : 'off';
+      });
+    });
     hls.on(Hls.Events.FRAG_BUFFERED, () => {
       renewals = 0;
       if (!retrying) return;
@@ -130,6 +142,14 @@ function attach(url, resumeS) {
   } else if (video.canPlayType('application/vnd.apple.mpegurl')) {
     video.dataset.engine = 'native';
     video.addEventListener('loadedmetadata', () => { video.currentTime = resumeS; }, { once: true });
+    // Native HLS turns the SUBTITLES renditions into the video's text tracks itself.
+    video.textTracks.addEventListener('addtrack', () => {
+      const tracks = [...video.textTracks].filter((tr) => tr.kind === 'subtitles' || tr.kind === 'captions');
+      controls.setCaptionTracks(tracks.map((tr) => ({ name: tr.label, lang: tr.language })), (i) => {
+        tracks.forEach((tr, j) => { tr.mode = j === i ? 'showing' : 'disabled'; });
+        video.dataset.captions = i >= 0 ? tracks[i].language || tracks[i].label : 'off';
+      });
+    });
     video.src = url;
   } else {
     const why = Hls ? 'this browser has neither Media Source Extensions nor native HLS'
@@ -172,9 +192,23 @@ async function renewLinks() {
   }
 }
 
+// loadStoryboard fetches the storyboard's WebVTT (a signed link, like the playlists: no token)
+// for the seek bar's previews. Without it the bar still seeks; it only shows the time.
+async function loadStoryboard(url) {
+  try {
+    const res = await fetch(url);
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+    const cues = parseStoryboard(await res.text(), res.url);
+    controls.setStoryboard(cues);
+    video.dataset.storyboardCues = String(cues.length);
+  } catch (err) {
+    console.warn('storyboard unavailable:', err);
+  }
+}
+
 // unavailable turns the player into a plain panel: there is nothing to play.
 function unavailable() {
-  video.controls = false;
+  controlsRoot.hidden = true;
   video.removeAttribute('src');
   setOverlay('This video cannot be played.');
   if (title.textContent === 'Loading…') title.textContent = 'Video unavailable';
@@ -221,6 +255,9 @@ async function open() {
     finished ? 'Watched to the end: starting over' : resume.position_ms > 0 ? `Resuming at ${clock(resume.position_ms)}` : 'Starting from the beginning',
   ].filter(Boolean).join(' · ');
   video.dataset.resumeMs = String(finished ? 0 : resume.position_ms);
+  controls = mountControls(controlsRoot, video, durationMS / 1000);
+  controlsRoot.hidden = false;
+  if (m.storyboard_url) loadStoryboard(m.storyboard_url);
 
   video.addEventListener('playing', startReporting);
   video.addEventListener('pause', () => {
