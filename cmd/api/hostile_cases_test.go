@@ -147,6 +147,20 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 				header: map[string]string{"Authorization": "Bearer " + tok, "Last-Event-ID": v}, want: []int{400}})
 		}
 	}
+	if r.pattern == "/objects/hls/*" {
+		// The Range header of an fMP4 rendition and of the storyboard (issue 31): one readable
+		// range is 206, one past the end 416, anything else the whole file; never a 500.
+		later := time.Now().Add(time.Hour)
+		for _, file := range []string{"v0/media.mp4", "storyboard/storyboard.vtt", "storyboard/sprite_000.jpg"} {
+			link := f.signer.URL(201, f.minePrefix+file, later)
+			for _, v := range []string{"bytes=0-0", "bytes=999999999999999999999-", "bytes=-99999999999999999999", "bytes=18446744073709551615-",
+				"bytes=--1", "bytes=a-b", "bytes=5-1", "bytes=-0", "bytes= 0-1", "bytes=0-1," + strings.Repeat("0-1,", 2000) + "0-1",
+				"bits=0-1", "bytes=0x10-0x20", "bytes=\xff-", "bytes=1-2\x01", "bytes=١-٢"} {
+				out = append(out, hostileCase{class: classText, method: r.method, target: link, header: map[string]string{"Range": v},
+					want: []int{200, 206, 400, 416, 431}})
+			}
+		}
+	}
 	if r.pattern == "/v1/collections/:collection" {
 		for _, v := range hostileQueryTexts[:6] {
 			out = append(out, hostileCase{class: classText, method: r.method, target: r.target(f, v), header: bearer(tok), want: []int{400}})

@@ -412,9 +412,9 @@ func setupHostile(t *testing.T) *hostileFixture {
 		adm: binarytest.Token(t, 1, true), signer: signer}
 	f.mine, f.minePrefix = readyUpload(t, s, f.a, "A's clip", "PRIVATE")
 	f.mineURL = mediaOf(t, s, f.a, f.mine).HLSURL
-	theirs, theirsPrefix := readyUpload(t, s, f.b, "B's clip", "PRIVATE")
+	theirs, theirsPrefix := readyUpload(t, s, f.b, "B's private clip", "PRIVATE")
 	f.theirs, f.theirsPath = theirs, theirsPrefix+"master.m3u8"
-	for _, file := range []string{"master.m3u8", "v0/index.m3u8", "v0/seg_000.ts", "thumb.jpg"} {
+	for _, file := range []string{"master.m3u8", "v0/index.m3u8", "v0/media.mp4", "thumb.jpg", "storyboard/storyboard.vtt", "storyboard/sprite_000.jpg"} {
 		content, err := os.ReadFile(filepath.Join(storageDir, filepath.FromSlash(theirsPrefix+file)))
 		if err != nil {
 			t.Fatal(err)

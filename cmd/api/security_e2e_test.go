@@ -54,10 +54,14 @@ func rawGet(t *testing.T, s *binarytest.Server, target, token string) (int, []by
 }
 
 // readyUpload uploads a small video as token's member and waits until it is READY; it returns
-// the media id and the storage key prefix of its outputs (hls/{id}/{claim}/).
+// the media id and the storage key prefix of its outputs (hls/{id}/{claim}/). Its picture is
+// as wide as the title is long, in pairs of pixels past 160: two members' uploads in one test
+// (titles of different lengths) never share an output byte for byte (the storyboard's sprites
+// and the thumbnail of one picture would be the same files), so a test that looks for one
+// member's bytes in answers to the other sees only real leaks.
 func readyUpload(t *testing.T, s *binarytest.Server, token, title, visibility string) (int64, string) {
 	t.Helper()
-	src := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 2, Width: 160, Height: 120})
+	src := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 2, Width: 160 + 2*len(title), Height: 120})
 	id := s.Upload(t, token, binarytest.Upload{Path: src, Title: title, Visibility: visibility})
 	v := waitMedia(t, s, token, id, media.StatusReady)
 	playlist, _, _ := strings.Cut(v.HLSURL, "?")
