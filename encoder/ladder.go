@@ -101,8 +101,11 @@ func (e *Encoder) Encode(ctx context.Context, input, outDir string) (Output, err
 		return Output{}, err
 	}
 	ladder := PlanLadder(probe.Height)
-	// The storyboard's frames are tiled after the encode; they wait outside outDir, whose every
+	// The storyboard's frames are tiled after the encode; they wait beside outDir, whose every
 	// file is uploaded.
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return Output{}, err
+	}
 	frames, err := os.MkdirTemp(filepath.Dir(outDir), "storyboard-frames-*")
 	if err != nil {
 		return Output{}, err
