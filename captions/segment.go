@@ -64,7 +64,9 @@ func Cut(cues []Cue, grid []time.Duration, mpegts int64) (Track, error) {
 	}
 	// segmentOf is the segment that holds time t; the last one holds everything after it, so
 	// a cue past the grid's end (the grid may be a little shorter than the duration) is kept.
-	segmentOf := func(t time.Duration) int { return sort.Search(len(starts), func(i int) bool { return starts[i] > t }) - 1 }
+	segmentOf := func(t time.Duration) int {
+		return sort.Search(len(starts), func(i int) bool { return starts[i] > t }) - 1
+	}
 	in := make([][]Cue, len(grid))
 	for _, c := range cues {
 		last := segmentOf(c.End - 1) // End is exclusive
