@@ -100,7 +100,7 @@ func (h *Handler) create(c *fiber.Ctx) (err error) {
 	if params["boundary"] == "" {
 		return apperr.Errorf(apperr.Invalid, "expected a multipart/form-data body with file, language and label fields")
 	}
-	form, err := readForm(multipart.NewReader(bytes.NewReader(c.Body()), params["boundary"]))
+	form, err := readForm(c.Body(), params["boundary"])
 	if err != nil {
 		return err
 	}
@@ -177,14 +177,22 @@ type form struct {
 	hasFile         bool
 }
 
-// readForm reads the fields file, language and label, each exactly once, and checks the two
-// text fields (checkLanguage, checkLabel).
-func readForm(mr *multipart.Reader) (form, error) {
+// readForm reads the multipart body's fields file, language and label, each exactly once, and
+// checks the two text fields (checkLanguage, checkLabel).
+func readForm(body []byte, boundary string) (form, error) {
+	// A body cut off inside a part's headers ends the form for mime/multipart as if it were
+	// complete (NextPart returns io.EOF itself), so the closing delimiter is looked for first.
+	if !bytes.HasSuffix(bytes.TrimRight(body, "\r\n\t "), []byte("--"+boundary+"--")) {
+		return form{}, apperr.Errorf(apperr.Invalid, "malformed multipart body: it does not end with its closing boundary")
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), boundary)
 	var f form
 	seen := map[string]bool{}
 	for {
 		part, err := mr.NextPart()
-		if errors.Is(err, io.EOF) {
+		// io.EOF itself only: a body that ends before its closing boundary is an error that
+		// wraps io.EOF ("multipart: NextPart: EOF"), not the end of the form.
+		if err == io.EOF { //nolint:errorlint // see above
 			break
 		}
 		if err != nil {
