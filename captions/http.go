@@ -192,7 +192,7 @@ func readForm(body []byte, boundary string) (form, error) {
 		part, err := mr.NextPart()
 		// io.EOF itself only: a body that ends before its closing boundary is an error that
 		// wraps io.EOF ("multipart: NextPart: EOF"), not the end of the form.
-		if err == io.EOF { //nolint:errorlint // see above
+		if err == io.EOF {
 			break
 		}
 		if err != nil {
