@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/playhead/playhead/captions"
 	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
@@ -111,6 +112,9 @@ func encodeFailure(err error) error {
 	return jobqueue.WithReason(err, "the video could not be encoded; an administrator can see why and retry it")
 }
 
+// removeLosers deletes the outputs of every claim of the media's encode but the winner's. The
+// caption tracks under hls/{media}/ (captions.IsFolder) are not an encode's and stay: they
+// belong to the media, whatever encode it has.
 func (e *Encode) removeLosers(ctx context.Context, mediaID int64, winner string) error {
 	parent := fmt.Sprintf("hls/%d/", mediaID)
 	tokens, err := e.Store.Children(ctx, parent)
@@ -119,7 +123,7 @@ func (e *Encode) removeLosers(ctx context.Context, mediaID int64, winner string)
 	}
 	var errs []error
 	for _, tok := range tokens {
-		if tok != winner {
+		if tok != winner && !captions.IsFolder(tok) {
 			errs = append(errs, e.Store.DeletePrefix(ctx, parent+tok+"/"))
 		}
 	}

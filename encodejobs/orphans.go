@@ -23,6 +23,10 @@ const orphanSweepLockKey = 0x706c6179_6f727068 // "playorph"
 //     destroy a video) or while the claim that writes them is running (its job is PROCESSING
 //     with that claim token). A claim token is never reused, so a group nothing holds now can
 //     never be needed again.
+//   - hls/{media}/captions-{token}/ — a caption track's files (captions.Folder), beside the
+//     encodes' folders and swept by the same rule. In use while a captions row names the
+//     folder; the handler writes the files before the row, so a folder nothing names is what
+//     a failed or killed upload left, or a deletion that could not remove its files.
 //   - uploads/{upload}/ — an uploaded or imported source. In use while a media row's
 //     source_key is {upload}/source, the one name both writers (the upload handler and the
 //     import) give it.
@@ -42,7 +46,8 @@ func OrphanRules(pool *pgxpool.Pool) []storage.SweepRule {
 				WHERE EXISTS (SELECT 1 FROM media m WHERE m.id = g.media_id
 				              AND (starts_with(m.hls_key, g.prefix) OR starts_with(m.thumbnail_key, g.prefix)))
 				   OR EXISTS (SELECT 1 FROM jobs j WHERE j.kind = $4 AND j.subject_id = g.media_id
-				              AND j.status = 'PROCESSING' AND j.claim_token::text = g.claim)`, groups, ids, claims, KindEncode)
+				              AND j.status = 'PROCESSING' AND j.claim_token::text = g.claim)
+				   OR EXISTS (SELECT 1 FROM captions c WHERE c.folder = g.prefix)`, groups, ids, claims, KindEncode)
 		}},
 		{Prefix: "uploads/", Depth: 1, InUse: func(ctx context.Context, groups []string) (map[string]bool, error) {
 			return inUse(ctx, pool, `

@@ -68,7 +68,16 @@ func TestOrphanRules_InUse(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A caption track that was recorded, and one whose row is gone (or was never written).
+	kept, dropped := fmt.Sprintf("hls/%d/captions-aa/", ready), fmt.Sprintf("hls/%d/captions-bb/", ready)
+	if _, err := b.pool.Exec(ctx, `INSERT INTO captions (media_id, language, label, folder, cues, created_by)
+		VALUES ($1, 'en', 'English', $2, 1, 3)`, ready, kept); err != nil {
+		t.Fatal(err)
+	}
+
 	want := map[string]bool{
+		kept:    true,  // a caption track's files
+		dropped: false, // files no caption row names
 		encodejobs.OutputPrefix(ready, claims[ready]):                          true,  // the READY media's outputs
 		encodejobs.OutputPrefix(failed, claims[failed]):                        true,  // still pointed at
 		encodejobs.OutputPrefix(running, claims[running]):                      true,  // the running claim's

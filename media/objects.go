@@ -43,6 +43,9 @@ type ObjectsHandler struct {
 	// StoreTimeout bounds the store's answer to one request: opening the object, and reading
 	// a playlist whole. Default 10 s.
 	StoreTimeout time.Duration
+	// Subtitles lists a media item's caption tracks, which every master playlist served gets
+	// as a SUBTITLES group (withSubtitles). Nil: none.
+	Subtitles Subtitles
 }
 
 // defaultStoreTimeout is ObjectsHandler.StoreTimeout's default: far above an object store's
@@ -140,9 +143,15 @@ func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 		if len(body) > maxPlaylistBytes {
 			return fmt.Errorf("playlist %s is over %d bytes", key, maxPlaylistBytes)
 		}
-		signed, err := rewrite(c.UserContext(), h.Links, member, id, key, body, time.Duration(access.DurationMS)*time.Millisecond)
+		duration := time.Duration(access.DurationMS) * time.Millisecond
+		signed, err := rewrite(c.UserContext(), h.Links, member, id, key, body, duration)
 		if err != nil {
 			return err
+		}
+		if h.Subtitles != nil && isMaster(body) {
+			if signed, err = h.addSubtitles(c.UserContext(), member, id, signed, duration); err != nil {
+				return err
+			}
 		}
 		c.Set(fiber.HeaderContentType, contentType)
 		c.Set(fiber.HeaderCacheControl, playlistCacheControl)

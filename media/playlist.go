@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/playhead/playhead/hls"
 	"github.com/playhead/playhead/storage"
 )
 
@@ -168,4 +169,75 @@ func resolveURI(key, mediaPrefix, uri string) (string, error) {
 		return "", fmt.Errorf("%w: %q", errPlaylistURI, uri)
 	}
 	return target, nil
+}
+
+// SubtitleTrack is a caption track of a media item as its master playlist lists it.
+type SubtitleTrack struct {
+	// Name is the track's label (NAME), Language its BCP 47 tag (LANGUAGE).
+	Name, Language string
+	// Playlist is the storage key of the track's media playlist, under the media's hls/{id}/.
+	Playlist string
+}
+
+// Subtitles lists the caption tracks of a media item in the order its master playlist lists
+// them (captions.Store).
+type Subtitles interface {
+	SubtitleTracks(ctx context.Context, mediaID int64) ([]SubtitleTrack, error)
+}
+
+// subtitlesGroup is the GROUP-ID of the caption tracks in a master playlist.
+const subtitlesGroup = "subs"
+
+// isMaster reports whether a playlist is a master playlist: one that lists variant streams.
+func isMaster(body []byte) bool { return bytes.Contains(body, []byte("#EXT-X-STREAM-INF:")) }
+
+// addSubtitles adds media id's caption tracks to its master playlist, already signed for
+// member: one EXT-X-MEDIA line per track (TYPE=SUBTITLES, GROUP-ID "subs", DEFAULT=NO;
+// AUTOSELECT=YES on the first track of each language only, since RFC 8216 4.3.4.1.1 asks the
+// AUTOSELECT members of a group to differ in LANGUAGE), with the signed URL of its playlist,
+// before the first EXT-X-STREAM-INF; and SUBTITLES="subs" on every EXT-X-STREAM-INF (never on
+// EXT-X-I-FRAME-STREAM-INF: I-frame playlists have no renditions). It works on the stored
+// master, of an encode from before issue 31 (MPEG-TS) or after (fMP4), so captions added later
+// reach both. A master that already names a SUBTITLES group is left as it is.
+func (h *ObjectsHandler) addSubtitles(ctx context.Context, member, id int64, master []byte, duration time.Duration) ([]byte, error) {
+	tracks, err := h.Subtitles.SubtitleTracks(ctx, id)
+	if err != nil || len(tracks) == 0 || bytes.Contains(master, []byte("SUBTITLES=")) {
+		return master, err
+	}
+	mediaPrefix := "hls/" + strconv.FormatInt(id, 10) + "/"
+	group := hls.Master{Version: 1}
+	languages := map[string]bool{}
+	for _, t := range tracks {
+		if !strings.HasPrefix(t.Playlist, mediaPrefix) || storage.CheckKey(t.Playlist) != nil || path.Ext(t.Playlist) != ".m3u8" {
+			return nil, fmt.Errorf("%w: caption playlist %q", errPlaylistURI, t.Playlist)
+		}
+		group.Media = append(group.Media, hls.Rendition{Type: "SUBTITLES", GroupID: subtitlesGroup, Name: t.Name, Language: t.Language,
+			Autoselect: !languages[t.Language], URI: h.Links.Playlist(member, t.Playlist, duration)})
+		languages[t.Language] = true
+	}
+	// hls.Master writes the lines, and refuses a NAME or LANGUAGE that would end its quoted
+	// string; only its EXT-X-MEDIA lines are taken.
+	written, err := group.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("media: captions of media %d: %w", id, err)
+	}
+	var renditions []string
+	for line := range strings.Lines(string(written)) {
+		if strings.HasPrefix(line, "#EXT-X-MEDIA:") {
+			renditions = append(renditions, line)
+		}
+	}
+	var out bytes.Buffer
+	out.Grow(len(master) + len(written) + 32*bytes.Count(master, []byte("\n")))
+	for line := range strings.Lines(string(master)) {
+		if strings.HasPrefix(line, "#EXT-X-STREAM-INF:") {
+			for _, r := range renditions {
+				out.WriteString(r)
+			}
+			renditions = nil
+			line = strings.TrimRight(line, "\r\n") + `,SUBTITLES="` + subtitlesGroup + "\"\n"
+		}
+		out.WriteString(line)
+	}
+	return out.Bytes(), nil
 }

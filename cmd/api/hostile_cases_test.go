@@ -201,6 +201,9 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 	if r.method == "POST" && (r.pattern == "/v1/media" || r.pattern == "/v1/admin/imports") {
 		out = append(out, multipartBodyCases(t, r, tok)...)
 	}
+	if r.method == "POST" && r.pattern == "/v1/media/:id/captions" {
+		out = append(out, captionFormCases(target, tok)...)
+	}
 	if r.method == "POST" && r.pattern == "/v1/admin/webhooks" {
 		out = append(out, webhookURLCases(r, tok)...)
 	}

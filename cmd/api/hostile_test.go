@@ -77,6 +77,7 @@ type hostileFixture struct {
 	importID   int64
 	jobID      int64
 	webhookID  int64 // a deleted endpoint
+	captionID  int64 // a caption track of A's media
 	contract   *contract.Checker
 }
 
@@ -152,6 +153,14 @@ var routeTable = []hostileRoute{
 		jsonBody: map[string]any{"position_ms": 1000}},
 	{method: "DELETE", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/v1/media/:id", access: member, target: idTarget("/v1/media/%s", mineID), hasParam: true, idParam: true},
+	{method: "POST", pattern: "/v1/media/:id/captions", access: member, target: idTarget("/v1/media/%s/captions", mineID), hasParam: true, idParam: true},
+	{method: "GET", pattern: "/v1/media/:id/captions", access: member, target: idTarget("/v1/media/%s/captions", mineID), hasParam: true, idParam: true},
+	{method: "DELETE", pattern: "/v1/media/:id/captions/:captionID", access: member, hasParam: true, idParam: true, target: func(f *hostileFixture, p string) string {
+		if p == "" {
+			p = strconv.FormatInt(f.captionID, 10)
+		}
+		return fmt.Sprintf("/v1/media/%d/captions/%s", f.mine, p)
+	}},
 	{method: "GET", pattern: "/v1/collections/:collection", access: member, hasParam: true, target: func(_ *hostileFixture, p string) string {
 		if p == "" {
 			p = "%EB%A0%88%EB%B2%A81" // 레벨1
@@ -313,6 +322,7 @@ func TestHostileInput(t *testing.T) {
 	counts[classFile] += f.hostileFiles(t)
 	counts[classSlow] += f.slowClients(t)
 	counts[classLink] += f.privateLinks(t)
+	counts[classFile] += f.hostileCaptions(t)
 
 	total := 0
 	var summary []string
@@ -421,6 +431,7 @@ func setupHostile(t *testing.T) *hostileFixture {
 		}
 		f.secrets = append(f.secrets, content)
 	}
+	f.captionID = addCaption(t, f, "English", []byte("1\n00:00:00,500 --> 00:00:01,500\nA's line\n"))
 	imp := s.Import(t, f.adm, "seed.csv", "collection,chapter,order,video_url\nc,1,1,http://127.0.0.1:1/x.mp4\n")
 	f.importID = imp.ID
 	// A registration that works, deleted at once: no case needs it to exist (they are refused

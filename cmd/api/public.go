@@ -13,6 +13,7 @@ import (
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/cache"
+	"github.com/playhead/playhead/captions"
 	"github.com/playhead/playhead/collection"
 	"github.com/playhead/playhead/dbpool"
 	"github.com/playhead/playhead/encodejobs"
@@ -107,7 +108,8 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	api.Register(app)
 	// Encoded files are fetched by players with signed URLs (GET /v1/media/{id} gives them),
 	// checked for the member they were issued to, who must still be allowed to play the media.
-	(&media.ObjectsHandler{Store: store, Access: mediaCache, Links: links}).Register(app)
+	captionStore := captions.NewStore(n.pool)
+	(&media.ObjectsHandler{Store: store, Access: mediaCache, Links: links, Subtitles: captionStore}).Register(app)
 	// The player pages (/, /watch/:id, /static/…) load without a token; their scripts send it.
 	// With S3 storage they fetch segments and thumbnails from the store's origin.
 	var mediaOrigins []string
@@ -139,9 +141,14 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 		}),
 	}}
 	imports.RegisterUpload(app, verifier.Middleware(), auth.RequireAdmin)
+	// Caption files (up to captions.MaxBodyBytes) come before the group's body limit too.
+	captionsHandler := &captions.Handler{Store: captionStore, Media: mediaStore, Access: mediaCache, Objects: store,
+		Metrics: captions.NewMetrics(n.reg), Logger: n.logger}
+	captionsHandler.RegisterUpload(app, verifier.Middleware())
 	v1 := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
 	playbackHandler.Register(v1)
 	(&media.Handler{Store: mediaStore, Access: mediaCache, Links: links}).Register(v1)
+	captionsHandler.Register(v1)
 	(&collection.Handler{Store: collection.NewStore(readPool), Links: links}).Register(v1)
 	admin := v1.Group("/admin", auth.RequireAdmin)
 	(&media.AdminHandler{Store: mediaStore}).Register(admin)
