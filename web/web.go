@@ -33,7 +33,10 @@ const HLSAsset = "vendor/hls.min.js"
 
 // contentSecurityPolicy is sent with every page and asset: scripts, styles, images and API
 // calls only from this origin; media also from blob: URLs (hls.js feeds the video element
-// through Media Source Extensions); hls.js's worker from this origin. Media files (segments that
+// through Media Source Extensions) and data: URLs (hls.js gives each captions track it adds
+// to the video the src "data:,WEBVTT", an empty WebVTT file, so that browsers keep the cues it
+// writes into the track; blocked, Chromium logs the refusal as an error); hls.js's worker from
+// this origin. Media files (segments that
 // hls.js fetches, thumbnails, native HLS) may also come from mediaOrigins: the object store,
 // whose presigned URLs players fetch directly.
 func contentSecurityPolicy(mediaOrigins []string) string {
@@ -42,7 +45,7 @@ func contentSecurityPolicy(mediaOrigins []string) string {
 		extra += " " + o
 	}
 	return "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'" + extra + "; " +
-		"media-src 'self' blob:" + extra + "; connect-src 'self'" + extra + "; worker-src 'self'; manifest-src 'self'; " +
+		"media-src 'self' blob: data:" + extra + "; connect-src 'self'" + extra + "; worker-src 'self'; manifest-src 'self'; " +
 		"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 }
 

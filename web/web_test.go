@@ -136,7 +136,7 @@ func TestContentSecurityPolicy_AllowsTheObjectStore(t *testing.T) {
 	h.Register(app)
 	resp, _ := get(t, app, http.MethodGet, "/watch/42", nil)
 	csp := resp.Header.Get("Content-Security-Policy")
-	for _, want := range []string{"connect-src 'self' " + store + ";", "media-src 'self' blob: " + store + ";", "img-src 'self' " + store + ";",
+	for _, want := range []string{"connect-src 'self' " + store + ";", "media-src 'self' blob: data: " + store + ";", "img-src 'self' " + store + ";",
 		"script-src 'self';", "worker-src 'self';"} {
 		if !strings.Contains(csp, want) {
 			t.Errorf("Content-Security-Policy %q lacks %q", csp, want)

@@ -7,6 +7,7 @@ package main
 
 import (
 	"math"
+	"net/http"
 	"net/url"
 	"path"
 	"path/filepath"
@@ -39,8 +40,13 @@ type watchPageEvent struct {
 	Fraction     float64 `json:"fraction"`
 	SpriteStatus int     `json:"spriteStatus"`
 	Before       float64 `json:"before"`
-	// captions
-	Hidden bool `json:"hidden"`
+	// captions: the menu's options, the one chosen, the cue the video showed
+	Options []struct{ Value, Label string } `json:"options"`
+	Chosen  string                          `json:"chosen"`
+	Cue     *struct {
+		Text, Shown, Lang string
+		Start, End, At    float64
+	} `json:"cue"`
 	// ended
 	Fatal string `json:"fatal"`
 	// playing and ended: the play button's name and icon
@@ -54,8 +60,9 @@ type watchPageEvent struct {
 // TestWatchPage_StoryboardCaptionsAndPlaybackInChromium: a 12 s upload encoded to fMP4 plays
 // in Chromium through hls.js to its end; hovering the seek bar at 60 % shows the storyboard
 // tile of that moment (a tile of a sprite that loaded, with its time), → on the focused bar
-// moves the video 5 s on and shows the preview there; with no captions the menu stays hidden;
-// no axe-core violation, console error or notice.
+// moves the video 5 s on and shows the preview there; the captions added through the API are
+// in the menu, and chosen, their cue shows at its time as plain text; no axe-core violation,
+// console error or notice.
 func TestWatchPage_StoryboardCaptionsAndPlaybackInChromium(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -70,10 +77,17 @@ func TestWatchPage_StoryboardCaptionsAndPlaybackInChromium(t *testing.T) {
 	if v.StoryboardURL == "" {
 		t.Fatalf("GET /v1/media/%d has no storyboard_url: %+v", id, v)
 	}
+	// One caption in English from 2 s to 5 s, its markup to be shown as text.
+	srt := "1\r\n00:00:02,000 --> 00:00:05,000\r\nHello <b>captions</b> & friends\r\n"
+	status, out, err := s.PostMultipart(s.URL("/v1/media/%d/captions", id), token, map[string]string{"language": "en", "label": "English"},
+		"lesson.srt", strings.NewReader(srt))
+	if err != nil || status != http.StatusCreated {
+		t.Fatalf("POST captions: %d %s %v", status, out, err)
+	}
 
 	shots := screenshotsDir(t)
 	script := startBrowserScript(t, root, node, "watch.mjs", "PLAYHEAD_URL="+s.HTTPURL, "PLAYHEAD_TOKEN="+token,
-		"PLAYHEAD_MEDIA="+strconv.FormatInt(id, 10), "PLAYHEAD_SHOTS="+shots)
+		"PLAYHEAD_MEDIA="+strconv.FormatInt(id, 10), `PLAYHEAD_CAPTION={"lang":"en"}`, "PLAYHEAD_SHOTS="+shots)
 	events := map[string]watchPageEvent{}
 	for {
 		var ev watchPageEvent
@@ -113,8 +127,15 @@ func TestWatchPage_StoryboardCaptionsAndPlaybackInChromium(t *testing.T) {
 	if !key.Visible || math.Abs(key.Time-(key.Before+5)) > 0.5 || math.Abs(key.CurrentTime-key.Time) > 1 || key.Tile != wantTile(key.Time) {
 		t.Errorf("→ on the seek bar at %.1f s: %+v; want the video and the preview at %.1f s", key.Before, key, key.Before+5)
 	}
-	if c := events["captions"]; !c.Hidden {
-		t.Errorf("the captions menu shows for a media without captions: %+v", c)
+	// Captions on: the cue shows while the video is between 2 and 5 s (where hls.js placed it,
+	// by the segments' X-TIMESTAMP-MAP, within a frame of the times written), as plain text.
+	c := events["captions"]
+	if len(c.Options) != 2 || c.Options[0].Label != "Off" || c.Options[1].Label != "English (en)" || c.Chosen != "en" {
+		t.Errorf("the captions menu offers %+v, chose %q; want Off and English (en), en chosen", c.Options, c.Chosen)
+	}
+	if cue := c.Cue; cue == nil || cue.Text != "Hello captions &amp; friends" || cue.Shown != "Hello captions & friends" || cue.Lang != "en" ||
+		math.Abs(cue.Start-2) > 0.1 || math.Abs(cue.End-5) > 0.1 || cue.At < cue.Start || cue.At > cue.End {
+		t.Errorf("the cue shown: %+v; want \"Hello captions &amp; friends\" shown as \"Hello captions & friends\" from 2 s to 5 s, while the video is within them", cue)
 	}
 	ended := events["ended"]
 	if ended.Fatal != "" || math.Abs(ended.CurrentTime-ended.Duration) > 0.5 {

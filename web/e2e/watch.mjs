@@ -6,8 +6,7 @@
 //   PLAYHEAD_URL      the server, http://127.0.0.1:port
 //   PLAYHEAD_TOKEN    the member's token (passed to the page once, as #token=…)
 //   PLAYHEAD_MEDIA    the media id to watch
-//   PLAYHEAD_CAPTION  JSON {lang}: the language of the media's captions to switch on (unset: the
-//                     media has none, and the menu must stay hidden)
+//   PLAYHEAD_CAPTION  JSON {lang}: the language of the media's captions to switch on
 //   PLAYHEAD_SHOTS    where to save the screenshots (a temporary folder; docs/img for `make screenshots`)
 //   CHROMIUM          the browser, /usr/bin/chromium unless set
 //
@@ -32,7 +31,7 @@ const env = (name, fallback) => {
 const BASE = env('PLAYHEAD_URL');
 const TOKEN = env('PLAYHEAD_TOKEN');
 const MEDIA = env('PLAYHEAD_MEDIA');
-const CAPTION = JSON.parse(process.env.PLAYHEAD_CAPTION || 'null');
+const CAPTION = JSON.parse(env('PLAYHEAD_CAPTION'));
 const SHOTS = env('PLAYHEAD_SHOTS');
 const CHROMIUM = env('CHROMIUM', '/usr/bin/chromium');
 
@@ -127,27 +126,27 @@ async function main() {
     emit('keyboard', { before, ...(await preview(page)) });
 
     // 4. Captions: the menu lists the media's captions; chosen, its cue shows at its time.
-    if (!CAPTION) {
-      emit('captions', { hidden: await page.$eval('#captions-box', (b) => b.hidden) });
-    } else {
     await page.waitForSelector('#captions-box:not([hidden])', { timeout: STEP_WAIT });
     const options = await page.$$eval('#captions option', (os) => os.map((o) => ({ value: o.value, label: o.textContent })));
     const choice = options.find((o) => o.label.includes(`(${CAPTION.lang})`));
     if (!choice) throw new Error(`no captions option for ${CAPTION.lang}: ${JSON.stringify(options)}`);
     await page.selectOption('#captions', choice.value);
-    await page.keyboard.press('Home'); // the seek bar still has the focus: back to 0, playing on
+    await page.focus('#seek');
+    await page.keyboard.press('Home'); // back to 0, playing on towards the cue
     const shown = await page.waitForFunction(() => {
       const v = document.getElementById('video');
       for (const tr of v.textTracks) {
         if (tr.mode !== 'showing' || !tr.activeCues) continue;
-        for (const c of tr.activeCues) return { text: c.text, start: c.startTime, end: c.endTime, at: v.currentTime, lang: tr.language };
+        // shown: the cue as the browser renders it (its payload's references decoded)
+        for (const c of tr.activeCues) {
+          return { text: c.text, shown: c.getCueAsHTML().textContent, start: c.startTime, end: c.endTime, at: v.currentTime, lang: tr.language };
+        }
       }
       return null;
     }, null, { timeout: STEP_WAIT, polling: 50 });
     emit('captions', { options, chosen: await page.evaluate(() => document.getElementById('video').dataset.captions), cue: await shown.jsonValue() });
     await page.screenshot({ path: join(SHOTS, 'watch-captions.png') });
     violations.push(...await accessibility(page, 'the watch page with captions'));
-    }
 
     // 5. On to the end, playing.
     await page.waitForFunction(() => document.getElementById('video').ended, null, { timeout: STEP_WAIT });

@@ -89,6 +89,8 @@ function hlsError(_event, data) {
   const status = data.response && data.response.code ? ` (HTTP ${data.response.code})` : '';
   if (!data.fatal) {
     console.debug('hls.js (non-fatal):', data.type, data.details);
+    // hls.js aborting its own load (a seek, a track switch) is no trouble.
+    if (data.details === window.Hls.ErrorDetails.INTERNAL_ABORTED) return;
     // hls.js retries a segment or playlist that failed to load; say so while it does, since the
     // video may stall meanwhile. Media errors (buffer holes it jumps) are not worth a word.
     if (data.type === window.Hls.ErrorTypes.NETWORK_ERROR) {
