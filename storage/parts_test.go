@@ -170,4 +170,3 @@ func unfinished(t *testing.T, st storage.Parts) []string {
 	}
 	return out
 }
-
