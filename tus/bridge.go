@@ -3,8 +3,8 @@ package tus
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/tus/tusd/v2/pkg/handler"
 
 	"github.com/playhead/playhead/media"
 )
@@ -100,8 +101,23 @@ func (w *recorder) SetReadDeadline(t time.Time) error {
 func (w *recorder) SetWriteDeadline(time.Time) error { return nil }
 
 // body is an upload's body as tusd's http.Request carries it: closing it (tusd does when it
-// stops a body) interrupts it.
-type body struct{ *media.UploadBody }
+// stops a body) interrupts it, and the upload limits' cuts are tusd errors with their status
+// (408), not the 500 tusd gives an error it does not know.
+type body struct {
+	*media.UploadBody
+	limits *media.UploadLimits
+}
+
+func (b body) Read(p []byte) (int, error) {
+	n, err := b.UploadBody.Read(p)
+	switch {
+	case errors.Is(err, media.ErrUploadStalled):
+		err = handler.NewError("ERR_UPLOAD_STALLED", fmt.Sprintf("the upload sent nothing for %s", b.limits.IdleTimeout), http.StatusRequestTimeout)
+	case errors.Is(err, media.ErrUploadTooSlow):
+		err = handler.NewError("ERR_UPLOAD_TOO_SLOW", fmt.Sprintf("the request's body took longer than %s", b.limits.Timeout), http.StatusRequestTimeout)
+	}
+	return n, err
+}
 
 func (b body) Close() error {
 	b.Interrupt()
@@ -128,7 +144,7 @@ func (h *Handler) serve(c *fiber.Ctx, st *request, path string, upload *media.Up
 	c.Request().Header.VisitAll(func(k, v []byte) { req.Header.Add(string(k), string(v)) })
 	w := &recorder{header: http.Header{}, upload: upload}
 	if upload != nil {
-		req.Body = body{upload}
+		req.Body = body{upload, h.cfg.Limits}
 		req.ContentLength = int64(c.Request().Header.ContentLength()) // -1: chunked
 	}
 	serve.ServeHTTP(w, req.WithContext(ctx))
@@ -195,5 +211,3 @@ func tusdMessage(body string) string {
 	}
 	return body
 }
-
-var _ io.Closer = body{}
