@@ -260,7 +260,9 @@ func TestUpload_FailedFinishIsRetried(t *testing.T) {
 func TestUpload_SharesTheNodesUploadPlaces(t *testing.T) {
 	t.Parallel()
 	c := backends()["Local"](t)
-	n := c.start(t, func(cfg *tus.Config) { cfg.Limits = &media.UploadLimits{MaxPerMember: 1, MaxTotal: 5, Timeout: time.Minute} })
+	n := c.start(t, func(cfg *tus.Config) {
+		cfg.Limits = &media.UploadLimits{MaxPerMember: 1, MaxTotal: 5, Timeout: time.Minute}
+	})
 	one := n.create(t, 71, 100, "")
 	other := n.create(t, 71, 100, "")
 	// Two bytes: the handler of a first-byte route runs once more than one has arrived.
