@@ -41,6 +41,9 @@ type request struct {
 	// waitForLock: the request waits for the holder of the upload's lock to let go (HEAD,
 	// DELETE) rather than being refused 423 (PATCH).
 	waitForLock bool
+	// drain ends the request's body once what has arrived is read (nil without a body): what
+	// the locker does when another request asks for the lock.
+	drain func()
 
 	// Set by the store for the answer.
 	mediaID   int64
@@ -144,6 +147,7 @@ func (h *Handler) serve(c *fiber.Ctx, st *request, path string, upload *media.Up
 	c.Request().Header.VisitAll(func(k, v []byte) { req.Header.Add(string(k), string(v)) })
 	w := &recorder{header: http.Header{}, upload: upload}
 	if upload != nil {
+		st.drain = func() { upload.Drain(drainGrace) }
 		req.Body = body{upload, h.cfg.Limits}
 		req.ContentLength = int64(c.Request().Header.ContentLength()) // -1: chunked
 	}

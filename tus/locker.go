@@ -29,10 +29,12 @@ const ChannelRelease = "tus_release"
 //
 // A PATCH that finds the lock taken is refused at once with 423 (two clients writing one upload:
 // one of them loses at once, tus-js-client retries 423). A HEAD or DELETE waits: it asks the
-// holder to let go, on this node by calling the holder's requestUnlock and on another by a
-// notification on ChannelRelease, which tusd answers by ending the holder's body; the holder
-// stores what it received and unlocks. That is how a client resuming after a dropped
-// connection takes its upload back from the request the server still reads for it.
+// holder to let go, directly on this node and by a notification on ChannelRelease on another.
+// A holder with a body drains it: it reads on as long as bytes keep coming without a pause of
+// drainGrace, for at most drainFor, and then tusd's requestUnlock stops it; it stores what it
+// received and unlocks. That is how a client resuming after a dropped connection takes its
+// upload back from the request the server still reads for it, without sending again the bytes
+// that were already in the server's socket.
 //
 // If the session fails, PostgreSQL has released its locks: every request holding one here is
 // told to let go, and a new session is taken for the next lock. A request that writes on
@@ -48,14 +50,49 @@ type Locker struct {
 	// take it, from request goroutines and the listener's.
 	mu      sync.Mutex
 	session *pgxpool.Conn
-	held    map[string]func() // upload id → its holder's requestUnlock
+	held    map[string]*holder // upload id → the request holding its lock
 	stopped bool
+}
+
+// holder is the request of this node holding an upload's lock.
+type holder struct {
+	// requestUnlock is tusd's: it stops the request's body at once.
+	requestUnlock func()
+	// drain, for a request with a body, ends the body once what has arrived is read.
+	drain func()
+	// asked is set at the first request to let go; stop ends the request if it has not let go
+	// drainFor after it. Both under the Locker's mu.
+	asked bool
+	stop  *time.Timer
+}
+
+// drainFor is how long a request with a body, asked to let go of its lock, may go on reading
+// what arrives before tusd stops it: the bytes already on their way are kept, and a client that
+// still sends (another tab uploading the same file) cannot keep the lock.
+const drainFor = 2 * time.Second
+
+// drainGrace is how long a draining body may wait for its next bytes: past it the body has
+// nothing more on its way.
+const drainGrace = 200 * time.Millisecond
+
+// letGo asks h to let go. Called with the Locker's mu held.
+func (h *holder) letGo() {
+	if h.asked {
+		return
+	}
+	h.asked = true
+	if h.drain == nil {
+		h.requestUnlock()
+		return
+	}
+	h.drain()
+	h.stop = time.AfterFunc(drainFor, h.requestUnlock)
 }
 
 // NewLocker returns a Locker whose session comes from pool (a pool with sessions of its own:
 // PLAYHEAD_DATABASE_DIRECT_URL), taken at the first lock.
 func NewLocker(pool *pgxpool.Pool, logger *slog.Logger) *Locker {
-	return &Locker{pool: pool, logger: logger, Poll: 50 * time.Millisecond, held: map[string]func(){}}
+	return &Locker{pool: pool, logger: logger, Poll: 50 * time.Millisecond, held: map[string]*holder{}}
 }
 
 // NewLock returns the lock of upload id.
@@ -65,10 +102,9 @@ func (l *Locker) NewLock(id string) (handler.Lock, error) { return &lock{l: l, i
 // lock of upload id, if any, is asked to let go.
 func (l *Locker) Release(id string) {
 	l.mu.Lock()
-	requestUnlock := l.held[id]
-	l.mu.Unlock()
-	if requestUnlock != nil {
-		requestUnlock()
+	defer l.mu.Unlock()
+	if h := l.held[id]; h != nil {
+		h.letGo()
 	}
 }
 
@@ -158,7 +194,11 @@ func (l *Locker) tryLock(ctx context.Context, id string, requestUnlock func()) (
 		return false, fmt.Errorf("take the upload's lock: %w", err)
 	}
 	if ok {
-		l.held[id] = requestUnlock
+		h := &holder{requestUnlock: requestUnlock}
+		if st := requestFrom(ctx); st != nil && st.drain != nil {
+			h.drain = st.drain
+		}
+		l.held[id] = h
 	}
 	return ok, nil
 }
@@ -166,8 +206,12 @@ func (l *Locker) tryLock(ctx context.Context, id string, requestUnlock func()) (
 func (l *Locker) unlock(id string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.held[id]; !ok {
+	h, ok := l.held[id]
+	if !ok {
 		return nil // lost with a failed session
+	}
+	if h.stop != nil {
+		h.stop.Stop()
 	}
 	delete(l.held, id)
 	// A fresh context: the request's may be over, and a lock left held would block the upload
@@ -186,10 +230,12 @@ func (l *Locker) unlock(id string) error {
 // askRelease asks the holder of upload id's lock to let go: here, or on another node.
 func (l *Locker) askRelease(ctx context.Context, id string) {
 	l.mu.Lock()
-	requestUnlock := l.held[id]
+	h := l.held[id]
+	if h != nil {
+		h.letGo()
+	}
 	l.mu.Unlock()
-	if requestUnlock != nil {
-		requestUnlock()
+	if h != nil {
 		return
 	}
 	if err := notify.Send(ctx, l.pool, ChannelRelease, id); err != nil && ctx.Err() == nil {
@@ -201,8 +247,11 @@ func (l *Locker) askRelease(ctx context.Context, id string) {
 // holder here is told to let go. Called with mu held.
 func (l *Locker) sessionFailed(ctx context.Context, err error) {
 	l.logger.Warn("upload lock session failed; its locks are released", "err", err, "held", len(l.held))
-	for id, requestUnlock := range l.held {
-		requestUnlock()
+	for id, h := range l.held {
+		if h.stop != nil {
+			h.stop.Stop()
+		}
+		h.requestUnlock()
 		delete(l.held, id)
 	}
 	l.dropSession(ctx)

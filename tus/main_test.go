@@ -50,6 +50,9 @@ type cluster struct {
 	// dir is the local store's directory; "" on S3.
 	dir    string
 	bucket string
+	// released, when set, gets a value each time a node's listener hands a release request
+	// to its locker (after the locker acted on it).
+	released chan string
 }
 
 // backends returns a cluster constructor per storage backend.
@@ -92,7 +95,12 @@ func (c *cluster) start(t *testing.T, configure ...nodeConfig) *node {
 	reg := prometheus.NewRegistry()
 	locker := tus.NewLocker(c.pool, logger)
 	listener := notify.NewListener(c.dbURL, logger)
-	listener.Handle(tus.ChannelRelease, locker.Release, nil)
+	listener.Handle(tus.ChannelRelease, func(id string) {
+		locker.Release(id)
+		if c.released != nil {
+			c.released <- id
+		}
+	}, nil)
 	cfg := tus.Config{Pool: c.pool, Objects: c.objects, Locker: locker, MaxBytes: 2 << 30, PartSize: partSize,
 		Limits: &media.UploadLimits{Timeout: 10 * time.Minute}, Commit: media.Committer{JobKind: "encode", MaxAttempts: 3},
 		Metrics: tus.NewMetrics(reg)}
