@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -143,9 +144,9 @@ func New(cfg Config) (*Handler, error) {
 func (h *Handler) Register(router fiber.Router, authenticate fiber.Handler) {
 	router.Add(fiber.MethodOptions, Base, authenticate, h.discover)
 	router.Add(fiber.MethodPost, Base, authenticate, h.createUpload)
-	router.Add(fiber.MethodHead, Base+"/:id", authenticate, h.headUpload)
-	router.Add(fiber.MethodPatch, Base+"/:id", authenticate, h.patchUpload)
-	router.Add(fiber.MethodDelete, Base+"/:id", authenticate, h.terminateUpload)
+	router.Add(fiber.MethodHead, Base+"/:uploadID", authenticate, h.headUpload)
+	router.Add(fiber.MethodPatch, Base+"/:uploadID", authenticate, h.patchUpload)
+	router.Add(fiber.MethodDelete, Base+"/:uploadID", authenticate, h.terminateUpload)
 }
 
 // discover answers OPTIONS: the protocol versions, extensions and maximum size.
@@ -163,7 +164,11 @@ func (h *Handler) createUpload(c *fiber.Ctx) error {
 	if len(header.Peek("Upload-Concat")) > 0 {
 		return apperr.Errorf(apperr.Invalid, "Upload-Concat: concatenation is not supported")
 	}
-	if string(header.Peek("Upload-Length")) == "0" {
+	// tusd takes what strconv.ParseInt takes ("+5"); the protocol says digits.
+	switch length := string(header.Peek("Upload-Length")); {
+	case !validLength.MatchString(length):
+		return apperr.Errorf(apperr.Invalid, "Upload-Length must be the file's size in bytes, a number of digits")
+	case strings.TrimLeft(length, "0") == "":
 		return apperr.Errorf(apperr.Unprocessable, "the file is empty")
 	}
 	meta, err := parseMetadata(string(header.Peek("Upload-Metadata")))
@@ -230,13 +235,16 @@ func (h *Handler) bodiless(c *fiber.Ctx, serve http.Handler) (*request, error) {
 	return st, h.serve(c, st, id, nil, serve)
 }
 
-var validID = regexp.MustCompile(`^[0-9a-f]{32}$`)
+var (
+	validID     = regexp.MustCompile(`^[0-9a-f]{32}$`)
+	validLength = regexp.MustCompile(`^[0-9]{1,19}$`)
+)
 
 // owned returns the upload id of c's path when it names an upload of member: another
 // member's upload is as missing as one that never existed (404), and is never locked or read
 // by tusd.
 func (h *Handler) owned(c *fiber.Ctx, member int64) (string, error) {
-	id := utils.CopyString(c.Params("id"))
+	id := utils.CopyString(c.Params("uploadID"))
 	notFound := apperr.Errorf(apperr.NotFound, "no such upload")
 	if !validID.MatchString(id) {
 		return "", notFound
