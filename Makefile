@@ -156,8 +156,8 @@ bench-put: system-deps build
 		$(GO) test -count=1 -timeout 30m -run '^TestPutPathSideBySide$$' -v ./putpath \
 		-args -rounds=$(BENCH_ROUNDS) -duration=$(BENCH_DURATION) $(BENCH_PUT_FLAGS)
 
-# The player page (web/): hls.js from npm, pinned in package-lock.json, copied into the folder the
-# binary embeds; `npm ci` also installs playwright-core for the browser test (which drives
+# The player page (web/): hls.js and tus-js-client (the upload form) from npm, pinned in
+# package-lock.json, copied into the folder the binary embeds; `npm ci` also installs playwright-core for the browser test (which drives
 # Debian's /usr/bin/chromium, installed by `make deps`: never `npx playwright install`).
 NPM ?= npm
 WEB_VENDOR := web/static/vendor
@@ -169,6 +169,8 @@ web: node_modules/.package-lock.json
 	@mkdir -p $(WEB_VENDOR)
 	cp $(HLS_DIST)/hls.min.js $(HLS_DIST)/hls.worker.js $(WEB_VENDOR)/
 	cp node_modules/hls.js/LICENSE $(WEB_VENDOR)/hls.js.LICENSE.txt
+	cp node_modules/tus-js-client/dist/tus.min.js $(WEB_VENDOR)/
+	cp node_modules/tus-js-client/LICENSE $(WEB_VENDOR)/tus-js-client.LICENSE.txt
 
 node_modules/.package-lock.json: package.json package-lock.json
 	@command -v $(NPM) >/dev/null 2>&1 || { echo "npm is missing: run make deps (as root) or apt-get install nodejs npm" >&2; exit 1; }

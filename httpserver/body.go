@@ -45,6 +45,9 @@ const firstByteBodyLimit = 1
 // Route is a route of the public app: a method and a path as registered, without parameters.
 type Route struct {
 	Method, Path string
+	// Under makes the route every path below Path as well: PATCH /v1/uploads with Under
+	// stands for the route PATCH /v1/uploads/:id, whose parameter is any one segment.
+	Under bool
 }
 
 // framing decides, for each request, how much of its body fasthttp reads before the handler
@@ -65,7 +68,7 @@ func newFraming(bodyLimit int, firstByte []Route) *framing {
 		if strings.ContainsAny(r.Path, ":*+?") {
 			panic(fmt.Sprintf("httpserver: first-byte route %s %s has parameters; only plain paths are matched", r.Method, r.Path))
 		}
-		f.firstByte = append(f.firstByte, Route{Method: r.Method, Path: string(routingPath([]byte(r.Path)))})
+		f.firstByte = append(f.firstByte, Route{Method: r.Method, Path: string(routingPath([]byte(r.Path))), Under: r.Under})
 	}
 	return f
 }
@@ -103,9 +106,9 @@ func (f *framing) isFirstByte(h *fasthttp.RequestHeader) bool {
 	if err := uri.Parse(h.Host(), h.RequestURI()); err != nil {
 		return false // Fiber routes such a request by an empty path: nowhere
 	}
-	path := routingPath(append([]byte(nil), uri.PathOriginal()...))
+	path := string(routingPath(append([]byte(nil), uri.PathOriginal()...)))
 	for _, r := range f.firstByte {
-		if string(method) == r.Method && string(path) == r.Path {
+		if string(method) == r.Method && (path == r.Path || r.Under && strings.HasPrefix(path, r.Path+"/")) {
 			return true
 		}
 	}

@@ -30,7 +30,8 @@ func startFirstByteServer(t *testing.T) *firstByteServer {
 	t.Helper()
 	s := &firstByteServer{reached: make(chan string, 16)}
 	app := httpserver.New(httpserver.Config{BodyLimit: framingLimit, ReadTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second,
-		FirstByteRoutes: []httpserver.Route{{Method: fiber.MethodPost, Path: "/v1/media"}, {Method: fiber.MethodPost, Path: "/v1/read"}}})
+		FirstByteRoutes: []httpserver.Route{{Method: fiber.MethodPost, Path: "/v1/media"}, {Method: fiber.MethodPost, Path: "/v1/read"},
+			{Method: fiber.MethodPatch, Path: "/v1/uploads", Under: true}}})
 	hash := func(c *fiber.Ctx) error {
 		s.reached <- string(c.Request().Header.RequestURI())
 		h := sha256.New()
@@ -42,6 +43,8 @@ func startFirstByteServer(t *testing.T) *firstByteServer {
 	}
 	app.Post("/v1/media", hash)
 	app.Post("/v1/other", hash)
+	app.Patch("/v1/uploads/:id", hash)
+	app.Patch("/v1/uploadsx", hash) // beside the folder, not in it: an ordinary route
 	// A first-byte route whose body LimitBody reads to its end.
 	app.Post("/v1/read", httpserver.LimitBody(framingLimit), func(c *fiber.Ctx) error {
 		return c.Status(fiber.StatusAccepted).SendString(fmt.Sprintf("%d", len(c.Body())))
@@ -64,16 +67,21 @@ func TestFirstByteRoutes_HandlerRunsAtTheFirstBytes(t *testing.T) {
 	s := startFirstByteServer(t)
 	// Every spelling Fiber routes to POST /v1/media (any letter case, trailing slashes, a
 	// query, a fragment, the absolute form).
-	targets := []string{"/v1/media", "/V1/Media", "/v1/media/", "/v1/media//", "/v1/media?title=x", "/v1/media#f", "http://playhead/v1/media"}
+	targets := []string{"/v1/media", "/V1/Media", "/v1/media/", "/v1/media//", "/v1/media?title=x", "/v1/media#f", "http://playhead/v1/media",
+		"PATCH /v1/uploads/abc", "PATCH /V1/Uploads/abc/", "PATCH /v1/uploads/abc?x=1"}
 	for _, target := range targets {
-		t.Run(target, func(t *testing.T) {
+		method := "POST"
+		if m, rest, ok := strings.Cut(target, " "); ok {
+			method, target = m, rest
+		}
+		t.Run(method+" "+target, func(t *testing.T) {
 			conn, err := net.Dial("tcp", s.addr)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer conn.Close()
 			_ = conn.SetDeadline(time.Now().Add(time.Minute)) // only if the server hangs
-			if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: playhead\r\nContent-Length: %d\r\n\r\nxx", target, 1<<20); err != nil {
+			if _, err := fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: playhead\r\nContent-Length: %d\r\n\r\nxx", method, target, 1<<20); err != nil {
 				t.Fatal(err)
 			}
 			answered := make(chan int, 1)
@@ -98,13 +106,15 @@ func TestFirstByteRoutes_HandlerRunsAtTheFirstBytes(t *testing.T) {
 			<-answered
 		})
 	}
-	t.Run("an ordinary route waits", func(t *testing.T) {
-		srv := &framingServer{addr: s.addr}
-		got := srv.exchange(t, fmt.Sprintf("POST /v1/other HTTP/1.1\r\nHost: playhead\r\nContent-Length: %d\r\n\r\nxx", 1<<20))
-		if len(got) != 1 || got[0].status != fiber.StatusRequestTimeout || len(s.reached) > 0 {
-			t.Errorf("answers %v, handler runs %d; want a 408 from the read timeout and no handler run", got, len(s.reached))
-		}
-	})
+	for _, ordinary := range []string{"POST /v1/other", "PATCH /v1/uploadsx", "POST /v1/uploads/abc"} {
+		t.Run("an ordinary route waits: "+ordinary, func(t *testing.T) {
+			srv := &framingServer{addr: s.addr}
+			got := srv.exchange(t, fmt.Sprintf("%s HTTP/1.1\r\nHost: playhead\r\nContent-Length: %d\r\n\r\nxx", ordinary, 1<<20))
+			if len(got) != 1 || got[0].status != fiber.StatusRequestTimeout || len(s.reached) > 0 {
+				t.Errorf("answers %v, handler runs %d; want a 408 from the read timeout and no handler run", got, len(s.reached))
+			}
+		})
+	}
 }
 
 // TestFirstByteRoutes_BodyArrivesWhole uploads through a first-byte route, whose handler

@@ -44,7 +44,8 @@ type Config struct {
 	// progress must hold against a client that trickles its body from the first byte. Their
 	// handlers read the body through BodyStream, and the connection is closed after each of
 	// their requests with a body. Paths match as Fiber routes them (any letter case, trailing
-	// slashes ignored); parameters are not supported.
+	// slashes ignored); parameters are not supported, but a route may cover every path under
+	// its own (Route.Under).
 	FirstByteRoutes []Route
 }
 

@@ -34,14 +34,14 @@ func inProgress(t *testing.T, dir string) int {
 }
 
 // TestUpload_ConcurrencyLimitsAndIdleTimeout is finding 4 of issue 11: one member held 300
-// uploads open by trickling a byte every 2 s. Now a member holds at most MaxPerMember uploads
+// uploads open by trickling a byte every 2 s. Now a member holds at most Limits.MaxPerMember uploads
 // and the node MaxTotal (429 with Retry-After beyond), and an upload that sends nothing for
 // IdleTimeout is cut with 408, freeing its slot; a slow but steady one is not cut.
 func TestUpload_ConcurrencyLimitsAndIdleTimeout(t *testing.T) {
 	t.Parallel()
 	const idle = 2 * time.Second
 	s := startUploadServer(t, 1<<30, func(h *media.UploadHandler) {
-		h.MaxPerMember, h.MaxTotal, h.IdleTimeout = 2, 4, idle
+		h.Limits = &media.UploadLimits{MaxPerMember: 2, MaxTotal: 4, IdleTimeout: idle}
 	})
 	tick := idle / 10 // far more often than the idle timeout: never idle
 	a1 := startSlowUpload(t, s.url, 21, tick)

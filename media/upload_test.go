@@ -51,7 +51,8 @@ func startUploadServer(t *testing.T, maxBytes int64, configure ...func(*media.Up
 		t.Fatal(err)
 	}
 	app := httpserver.New(httpserver.Config{BodyLimit: 64 << 10, FirstByteRoutes: []httpserver.Route{media.UploadRoute}})
-	h := &media.UploadHandler{Pool: pool, Store: store, MaxBytes: maxBytes, Timeout: 10 * time.Minute, JobKind: "encode", MaxAttempts: 3}
+	h := &media.UploadHandler{Pool: pool, Store: store, MaxBytes: maxBytes, Limits: &media.UploadLimits{Timeout: 10 * time.Minute},
+		Commit: media.Committer{JobKind: "encode", MaxAttempts: 3}}
 	for _, f := range configure {
 		f(h)
 	}

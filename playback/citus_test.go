@@ -62,6 +62,9 @@ var citusPlan = map[string]placement{
 	"webhook_endpoints":   {kind: coordinator},
 	"webhook_deliveries":  {kind: coordinator},
 	"goose_db_version":    {kind: coordinator},
+	// Resumable uploads (issue 32): a row per upload in flight, written a few times a second
+	// per upload and committed with its media and encode job; locked by advisory locks.
+	"uploads": {kind: coordinator},
 }
 
 // hotStatement is a statement checked against the plan. singleMember statements name one

@@ -142,7 +142,7 @@ func (s *S3) name(key string) (string, error) {
 // one request, or in parallel parts when large; a stream (a client's upload) goes up in
 // s3PartSize parts, one held in memory at a time. A failed upload is aborted, so no object
 // appears; the parts of one that could not even be aborted (the process was killed) are
-// removed by the orphan sweep (AbortUnfinished).
+// removed by the orphan sweep (Unfinished, AbortWrite).
 func (s *S3) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
 	name, err := s.name(key)
 	if err != nil {
@@ -175,8 +175,7 @@ func (s *S3) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	core := minio.Core{Client: s.client}
-	body, _, _, err := core.GetObject(ctx, s.bucket, name, minio.GetObjectOptions{})
+	body, _, _, err := s.core().GetObject(ctx, s.bucket, name, minio.GetObjectOptions{})
 	if err != nil {
 		if resp := minio.ToErrorResponse(err); resp.StatusCode == http.StatusNotFound {
 			return nil, fmt.Errorf("open %s: %w", key, fs.ErrNotExist)
@@ -279,30 +278,6 @@ func (s *S3) PresignGet(ctx context.Context, key string, ttl time.Duration) (str
 		return "", fmt.Errorf("presign %s: %w", key, err)
 	}
 	return u.String(), nil
-}
-
-// AbortUnfinished aborts the multipart uploads under prefix initiated before olderThan.
-func (s *S3) AbortUnfinished(ctx context.Context, prefix string, olderThan time.Time) (int, error) {
-	p, err := checkListPrefix(prefix)
-	if err != nil {
-		return 0, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	aborted := 0
-	for up := range s.client.ListIncompleteUploads(ctx, s.bucket, s.prefix+p, true) {
-		if up.Err != nil {
-			return aborted, fmt.Errorf("list unfinished uploads under %q: %s", prefix, describeS3(up.Err))
-		}
-		if !up.Initiated.Before(olderThan) {
-			continue
-		}
-		if err := s.client.RemoveIncompleteUpload(ctx, s.bucket, up.Key); err != nil {
-			return aborted, fmt.Errorf("abort upload of %s: %s", strings.TrimPrefix(up.Key, s.prefix), describeS3(err))
-		}
-		aborted++
-	}
-	return aborted, nil
 }
 
 // Origin is where the store's presigned URLs point (scheme://host), for the player pages'

@@ -109,9 +109,9 @@ func get(t *testing.T, rawURL string) (int, string) {
 }
 
 // An upload that was started and never finished (the process was killed between parts) is no
-// object, but holds its parts until aborted: AbortUnfinished aborts those older than its cutoff,
-// under its prefix only.
-func TestS3_AbortUnfinished(t *testing.T) {
+// object, but holds its parts until aborted: Unfinished lists those under its prefix started
+// before its cutoff, and AbortWrite aborts one (again: no error).
+func TestS3_Unfinished(t *testing.T) {
 	t.Parallel()
 	st, bucket := s3test.Store(t)
 	srv := s3test.Shared(t)
@@ -127,11 +127,27 @@ func TestS3_AbortUnfinished(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := st.AbortUnfinished(ctx, "uploads/", time.Now().Add(-time.Hour)); err != nil || n != 0 {
-		t.Fatalf("AbortUnfinished with a cutoff before the upload: %d, %v; want 0", n, err)
+	list := func(cutoff time.Time) []storage.UnfinishedWrite {
+		var out []storage.UnfinishedWrite
+		for w, err := range st.Unfinished(ctx, "uploads/", cutoff) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, w)
+		}
+		return out
 	}
-	if n, err := st.AbortUnfinished(ctx, "uploads/", time.Now().Add(time.Minute)); err != nil || n != 1 {
-		t.Fatalf("AbortUnfinished after the upload: %d, %v; want 1", n, err)
+	if got := list(time.Now().Add(-time.Hour)); len(got) != 0 {
+		t.Fatalf("Unfinished with a cutoff before the upload: %+v; want none", got)
+	}
+	got := list(time.Now().Add(time.Minute))
+	if len(got) != 1 || got[0].Key != "uploads/killed/source" || got[0].ID == "" {
+		t.Fatalf("Unfinished after the upload: %+v; want uploads/killed/source with its id", got)
+	}
+	for range 2 {
+		if err := st.AbortWrite(ctx, got[0]); err != nil {
+			t.Fatalf("AbortWrite: %v", err)
+		}
 	}
 	if left := srv.Unfinished(t, bucket); !slices.Equal(left, []string{"hls/9/tok/v0/seg_000.ts"}) {
 		t.Fatalf("unfinished uploads left: %q, want only the one outside uploads/", left)

@@ -54,12 +54,22 @@ type Presigner interface {
 }
 
 // UnfinishedWrites is a Store that can hold the parts of writes that never finished (S3
-// multipart uploads of a process killed mid-upload). They are no objects, List does not show
-// them, and they cost storage until aborted.
+// multipart uploads of a process killed mid-upload, of a resumable upload abandoned). They are
+// no objects, List does not show them, and they cost storage until aborted.
 type UnfinishedWrites interface {
-	// AbortUnfinished aborts the unfinished writes under prefix started before olderThan and
-	// returns how many it aborted.
-	AbortUnfinished(ctx context.Context, prefix string, olderThan time.Time) (int, error)
+	// Unfinished yields the unfinished writes under prefix started before olderThan. An error
+	// ends the listing.
+	Unfinished(ctx context.Context, prefix string, olderThan time.Time) iter.Seq2[UnfinishedWrite, error]
+	// AbortWrite aborts w: its parts are deleted. One that is gone already is not an error.
+	AbortWrite(ctx context.Context, w UnfinishedWrite) error
+}
+
+// UnfinishedWrite is one write that never finished.
+type UnfinishedWrite struct {
+	Key string
+	// ID is the store's name of the write (an S3 upload id).
+	ID      string
+	Started time.Time
 }
 
 // ErrBadKey is returned for keys that are empty, absolute or climb out with "..".

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 
@@ -182,7 +183,7 @@ func (s *Sweeper) sweepRule(ctx context.Context, rule SweepRule, res *SweepResul
 	cutoff := s.cfg.Now().Add(-s.cfg.Grace)
 	var errs []error
 	if u, ok := s.cfg.Store.(UnfinishedWrites); ok {
-		n, err := u.AbortUnfinished(ctx, prefix, cutoff)
+		n, err := s.abortUnfinished(ctx, u, rule, prefix, cutoff)
 		res.Unfinished += n
 		s.cfg.Metrics.unfinished(prefix, n)
 		errs = append(errs, err)
@@ -191,10 +192,8 @@ func (s *Sweeper) sweepRule(ctx context.Context, rule SweepRule, res *SweepResul
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	// InUse in chunks, so that one query's arrays stay small.
-	const chunk = 500
-	for start := 0; start < len(groups); start += chunk {
-		batch := groups[start:min(start+chunk, len(groups))]
+	for start := 0; start < len(groups); start += inUseChunk {
+		batch := groups[start:min(start+inUseChunk, len(groups))]
 		var names []string
 		for _, g := range batch {
 			if g.newest.Before(cutoff) {
@@ -224,6 +223,50 @@ func (s *Sweeper) sweepRule(ctx context.Context, rule SweepRule, res *SweepResul
 	}
 	return errors.Join(errs...)
 }
+
+// abortUnfinished aborts the unfinished writes under the rule's prefix started before cutoff,
+// except those of a group in use: a resumable upload writes one multipart upload for as long as
+// its client keeps resuming it, which can be longer than the grace period (issue 32). A write
+// higher up than a group has no group to keep it and is aborted.
+func (s *Sweeper) abortUnfinished(ctx context.Context, u UnfinishedWrites, rule SweepRule, prefix string, cutoff time.Time) (int, error) {
+	var writes []UnfinishedWrite
+	var names []string
+	seen := map[string]bool{}
+	for w, err := range u.Unfinished(ctx, prefix, cutoff) {
+		if err != nil {
+			return 0, err
+		}
+		writes = append(writes, w)
+		if g := groupOf(prefix, rule.Depth, w.Key); g != "" && !seen[g] {
+			seen[g] = true
+			names = append(names, g)
+		}
+	}
+	inUse := map[string]bool{}
+	for start := 0; start < len(names); start += inUseChunk {
+		used, err := rule.InUse(ctx, names[start:min(start+inUseChunk, len(names))])
+		if err != nil {
+			return 0, fmt.Errorf("orphan sweep of %s: %w", prefix, err)
+		}
+		maps.Copy(inUse, used)
+	}
+	aborted := 0
+	var errs []error
+	for _, w := range writes {
+		if inUse[groupOf(prefix, rule.Depth, w.Key)] {
+			continue
+		}
+		if err := u.AbortWrite(ctx, w); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		aborted++
+	}
+	return aborted, errors.Join(errs...)
+}
+
+// inUseChunk bounds the groups of one InUse call, so that one query's arrays stay small.
+const inUseChunk = 500
 
 // listGroups lists the next slice of the rule's folder, from its cursor on, and returns the
 // groups it saw whole. It stops at the first group boundary past PassObjects objects and

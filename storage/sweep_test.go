@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/playhead/playhead/internal/s3test"
 	"github.com/playhead/playhead/storage"
 )
 
@@ -279,4 +281,33 @@ func (f *sweepFixture) counter(t *testing.T, name, prefix string) float64 {
 		}
 	}
 	return 0
+}
+
+// An unfinished write older than the grace period is aborted unless its group is in use: a
+// resumable upload keeps one multipart upload open for as long as its client resumes it, which
+// may be longer than the grace period (issue 32).
+func TestSweeper_UnfinishedWritesOfGroupsInUseStay(t *testing.T) {
+	t.Parallel()
+	st, bucket := s3test.Store(t)
+	for _, key := range []string{"uploads/kept/source", "uploads/abandoned/source"} {
+		id, err := st.StartParts(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.PutPart(t.Context(), key, id, 1, strings.NewReader("part"), 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &sweepFixture{st: st, reg: prometheus.NewRegistry()}
+	f.metrics = storage.NewSweepMetrics(f.reg)
+	now := time.Now()
+	f.clock.Store(&now)
+	f.advance(2 * time.Hour)
+	res, err := f.sweeper(t, 0).Sweep(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := s3test.Shared(t).Unfinished(t, bucket); !slices.Equal(left, []string{"uploads/kept/source"}) || res.Unfinished != 1 {
+		t.Fatalf("after a pass the unfinished writes are %q (%d aborted); want only the one in use (uploads/kept/)", left, res.Unfinished)
+	}
 }

@@ -144,6 +144,12 @@ type Config struct {
 	// member and of everyone (PLAYHEAD_UPLOADS_PER_MEMBER, PLAYHEAD_UPLOADS_TOTAL). Defaults 2
 	// and 32.
 	UploadsPerMember, UploadsTotal int
+	// UploadExpiry is how long an unfinished resumable upload lives without a byte stored
+	// (PLAYHEAD_UPLOAD_EXPIRY); then its bytes are removed. Default 24 h.
+	UploadExpiry time.Duration
+	// UploadsUnfinished bounds a member's unfinished resumable uploads
+	// (PLAYHEAD_UPLOADS_UNFINISHED). Default 10.
+	UploadsUnfinished int
 	// VideoLimits bound what an upload may decode to (PLAYHEAD_MAX_VIDEO_WIDTH, _HEIGHT,
 	// _PIXELS, _FPS, _DURATION; defaults encoder.DefaultLimits: 4096, 4096, 9 437 184, 120,
 	// 4 h) and each ffmpeg process's address space (PLAYHEAD_ENCODE_MEMORY_LIMIT, bytes;
@@ -359,6 +365,8 @@ func loadConfig(args []string) (Config, error) {
 		UploadIdleTimeout:   e.duration("PLAYHEAD_UPLOAD_IDLE_TIMEOUT", 30*time.Second),
 		UploadsPerMember:    e.int("PLAYHEAD_UPLOADS_PER_MEMBER", 2),
 		UploadsTotal:        e.int("PLAYHEAD_UPLOADS_TOTAL", 32),
+		UploadExpiry:        e.duration("PLAYHEAD_UPLOAD_EXPIRY", 24*time.Hour),
+		UploadsUnfinished:   e.int("PLAYHEAD_UPLOADS_UNFINISHED", 10),
 		VideoLimits: encoder.Limits{
 			MaxWidth:     e.int("PLAYHEAD_MAX_VIDEO_WIDTH", encoder.DefaultLimits.MaxWidth),
 			MaxHeight:    e.int("PLAYHEAD_MAX_VIDEO_HEIGHT", encoder.DefaultLimits.MaxHeight),
@@ -447,6 +455,8 @@ func (c Config) validate(e *env) error {
 	e.check(c.UploadTimeout > 0 && c.UploadIdleTimeout > 0, "PLAYHEAD_UPLOAD_TIMEOUT/_IDLE_TIMEOUT: must be positive")
 	e.check(c.UploadsPerMember >= 1 && c.UploadsTotal >= c.UploadsPerMember,
 		"PLAYHEAD_UPLOADS_PER_MEMBER/PLAYHEAD_UPLOADS_TOTAL: need 1 <= per member <= total")
+	e.check(c.UploadExpiry > 0, "PLAYHEAD_UPLOAD_EXPIRY: must be positive")
+	e.check(c.UploadsUnfinished >= 1, "PLAYHEAD_UPLOADS_UNFINISHED: must be at least 1")
 	v := c.VideoLimits
 	e.check(v.MaxWidth >= 2 && v.MaxHeight >= 2, "PLAYHEAD_MAX_VIDEO_WIDTH/_HEIGHT: must be at least 2")
 	e.check(v.MaxPixels >= 4 && v.MaxPixels <= math.MaxInt32, "PLAYHEAD_MAX_VIDEO_PIXELS: must be from 4 to %d (ffmpeg's -max_pixels)", math.MaxInt32)

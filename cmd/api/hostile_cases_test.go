@@ -94,7 +94,7 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 			switch {
 			case r.pattern == "/objects/hls/*":
 				want = []int{400, 403, 404}
-			case r.idParam || r.pattern == "/static/*":
+			case r.idParam || r.pattern == "/static/*" || strings.HasPrefix(r.pattern, "/v1/uploads/"):
 				want = []int{400, 404}
 			}
 			for _, m := range methods {

@@ -26,6 +26,7 @@ import (
 	"github.com/playhead/playhead/playback"
 	"github.com/playhead/playhead/ratelimit"
 	"github.com/playhead/playhead/storage"
+	"github.com/playhead/playhead/tus"
 	"github.com/playhead/playhead/web"
 	"github.com/playhead/playhead/webhooks"
 )
@@ -101,7 +102,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 		// The public server's stop cancels it when in-flight requests have had half the budget.
 		RequestContext: n.requests,
 		// The upload limits must hold from a body's first byte, not after fasthttp's 8 KiB.
-		FirstByteRoutes: []httpserver.Route{media.UploadRoute},
+		FirstByteRoutes: append([]httpserver.Route{media.UploadRoute}, tus.FirstByteRoutes...),
 	})
 	n.health.Register(app)
 	// The OpenAPI document, without a token like the health routes.
@@ -123,11 +124,15 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	pages.Register(app)
 	// The upload streams its body and enforces its own limit, so it is registered before the
 	// group whose LimitBody would read the body into memory.
-	upload := &media.UploadHandler{Pool: n.pool, Store: store, MaxBytes: cfg.MaxUploadBytes,
-		IdleTimeout: cfg.UploadIdleTimeout, Timeout: cfg.UploadTimeout,
-		MaxPerMember: cfg.UploadsPerMember, MaxTotal: cfg.UploadsTotal,
-		JobKind: encodejobs.KindEncode, MaxAttempts: cfg.JobMaxAttempts}
+	limits := &media.UploadLimits{MaxPerMember: cfg.UploadsPerMember, MaxTotal: cfg.UploadsTotal,
+		IdleTimeout: cfg.UploadIdleTimeout, Timeout: cfg.UploadTimeout}
+	commit := media.Committer{JobKind: encodejobs.KindEncode, MaxAttempts: cfg.JobMaxAttempts}
+	upload := &media.UploadHandler{Pool: n.pool, Store: store, MaxBytes: cfg.MaxUploadBytes, Limits: limits, Commit: commit}
 	upload.Register(app, verifier.Middleware())
+	// Resumable uploads (tus, issue 32): the same limits, the same end.
+	if err := n.buildResumable(app, store, limits, commit, verifier.Middleware(), listener); err != nil {
+		return nil, err
+	}
 	ingestStore := ingest.NewStore(n.pool, cfg.IngestAttempts)
 	imports := &ingest.AdminHandler{Store: ingestStore, Sheets: ingest.SheetLinks{
 		Export: cfg.IngestSheetExportURL,

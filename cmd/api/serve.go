@@ -28,6 +28,7 @@ import (
 	"github.com/playhead/playhead/notify"
 	"github.com/playhead/playhead/playback"
 	"github.com/playhead/playhead/storage"
+	"github.com/playhead/playhead/tus"
 	"github.com/playhead/playhead/webhooks"
 )
 
@@ -89,6 +90,7 @@ type node struct {
 	queue          *jobqueue.Queue
 	eventStreams   *events.Hub                                     // nil on a worker
 	playbackBuffer *buffer.Buffer[playback.Key, playback.Position] // nil on a worker or in sync mode
+	uploadMetrics  *tus.Metrics                                    // tusMetrics
 }
 
 type service struct {
@@ -425,7 +427,7 @@ func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error
 	}))
 	orphans, err := storage.NewSweeper(storage.SweepConfig{
 		Store:       store,
-		Rules:       encodejobs.OrphanRules(n.pool),
+		Rules:       append(encodejobs.OrphanRules(n.pool), tus.OrphanRule(n.pool)),
 		Grace:       cfg.OrphanGrace,
 		Interval:    cfg.OrphanSweepInterval,
 		PassObjects: cfg.OrphanSweepBatch,
@@ -437,6 +439,9 @@ func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error
 		return err
 	}
 	n.add("orphan sweep", orphans)
+	if err := n.buildUploadExpiry(store); err != nil {
+		return err
+	}
 	listener.Handle(jobqueue.Channel, func(kind string) {
 		if r, ok := runners[kind]; ok {
 			r.Wake()

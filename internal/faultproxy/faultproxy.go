@@ -21,6 +21,8 @@ type Proxy struct {
 	wg     sync.WaitGroup
 
 	latency atomic.Int64 // time.Duration added before each chunk the server sends
+	// forwarded counts the bytes clients sent that reached the server.
+	forwarded atomic.Int64
 
 	mu     sync.Mutex
 	links  map[*link]struct{}
@@ -30,6 +32,14 @@ type Proxy struct {
 	open   chan struct{}
 	refuse bool
 	cut    *cut
+	// resetAt is an armed ResetAt: the link whose chunk takes forwarded to at is reset.
+	resetAt *resetAt
+}
+
+type resetAt struct {
+	at        int64
+	partition bool
+	done      chan struct{}
 }
 
 // cut is an armed CutAfter: the next client chunk containing pattern triggers it.
@@ -132,6 +142,29 @@ func (p *Proxy) CutAfter(pattern []byte) <-chan struct{} {
 	return c.done
 }
 
+// Forwarded is how many bytes clients have sent through the proxy to the server: what an
+// uploading client sent in all, its retries included.
+func (p *Proxy) Forwarded() int64 { return p.forwarded.Load() }
+
+// ResetAt arms a reset: the connection whose bytes take Forwarded to n is reset right after
+// they are forwarded (the client sees ECONNRESET, the server the end of its connection), as an
+// upload whose network drops at that byte. The returned channel is closed once that happened.
+// Arming again replaces an unfired reset.
+func (p *Proxy) ResetAt(n int64) <-chan struct{} { return p.armResetAt(n, false) }
+
+// ResetAndPartitionAt is ResetAt, and a Partition from the same moment: the client's next
+// connection is accepted but its bytes are held until Heal, so the test can act on the server
+// side (stop a node) before the client's retry reaches it.
+func (p *Proxy) ResetAndPartitionAt(n int64) <-chan struct{} { return p.armResetAt(n, true) }
+
+func (p *Proxy) armResetAt(n int64, partition bool) <-chan struct{} {
+	r := &resetAt{at: n, partition: partition, done: make(chan struct{})}
+	p.mu.Lock()
+	p.resetAt = r
+	p.mu.Unlock()
+	return r.done
+}
+
 // Close stops accepting, closes every connection and waits for the proxy's goroutines.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
@@ -209,6 +242,13 @@ func (p *Proxy) pump(l *link, src, dst net.Conn, fromClient bool) {
 			if _, werr := dst.Write(chunk); werr != nil {
 				return
 			}
+			if fromClient {
+				if done := p.forwardedTo(p.forwarded.Add(int64(n))); done != nil {
+					l.reset()
+					close(done)
+					return
+				}
+			}
 		}
 		if err != nil {
 			return
@@ -229,6 +269,26 @@ func (p *Proxy) wait(fromClient bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return !p.closed
+}
+
+// forwardedTo returns the done channel of an armed ResetAt that fires now that total bytes
+// were forwarded, and disarms it; nil when none fires.
+func (p *Proxy) forwardedTo(total int64) chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.resetAt
+	if r == nil || total < r.at {
+		return nil
+	}
+	p.resetAt = nil
+	if r.partition {
+		select {
+		case <-p.open:
+			p.open = make(chan struct{})
+		default: // already partitioned
+		}
+	}
+	return r.done
 }
 
 // armSwallow fires an armed cut whose pattern is in chunk: from now on the link swallows what

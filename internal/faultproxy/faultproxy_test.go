@@ -164,3 +164,60 @@ func TestProxy_CutAfter(t *testing.T) {
 		t.Fatalf("the client read %d bytes of the answer (err %v), want a reset and nothing", n, err)
 	}
 }
+
+// ResetAt resets the connection whose bytes reach its count: the bytes before it were
+// forwarded and counted, the client's next read fails, and a new connection is served.
+func TestProxy_ResetAt(t *testing.T) {
+	addr, _ := echoServer(t)
+	p := start(t, addr)
+	c := dial(t, p)
+	if _, err := roundTrip(t, c, "12345"); err != nil {
+		t.Fatal(err)
+	}
+	done := p.ResetAt(8)
+	select {
+	case <-done:
+		t.Fatal("ResetAt fired before its byte was sent")
+	default:
+	}
+	if _, err := c.Write([]byte("abcdef")); err != nil { // bytes 6 to 11: the 8th is among them
+		t.Fatal(err)
+	}
+	<-done
+	if _, err := io.ReadAll(c); err == nil {
+		t.Error("the connection that carried the byte was not reset")
+	}
+	if got := p.Forwarded(); got != 11 {
+		t.Errorf("Forwarded = %d, want 11", got)
+	}
+	if got, err := roundTrip(t, dial(t, p), "z"); err != nil || got != "z" {
+		t.Fatalf("a new connection after the reset: %q, %v", got, err)
+	}
+}
+
+// ResetAndPartitionAt resets like ResetAt and holds what a new connection sends until Heal.
+func TestProxy_ResetAndPartitionAt(t *testing.T) {
+	addr, received := echoServer(t)
+	p := start(t, addr)
+	c := dial(t, p)
+	done := p.ResetAndPartitionAt(3)
+	if _, err := c.Write([]byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	<-received // "abc" reached the server before the reset
+	again := dial(t, p)
+	if _, err := again.Write([]byte("held")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-received:
+		t.Fatalf("the server got %q during the partition", b)
+	case <-time.After(100 * time.Millisecond):
+	}
+	p.Heal()
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(again, buf); err != nil || string(buf) != "held" {
+		t.Fatalf("after Heal: %q, %v", buf, err)
+	}
+}

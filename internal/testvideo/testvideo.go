@@ -7,7 +7,9 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,4 +104,39 @@ func PlaylistSeconds(t testing.TB, path string) float64 {
 		}
 	}
 	return total
+}
+
+// Padded writes an MP4 of spec into dir made size bytes long by a trailing "free" box (ISO
+// BMFF's box for bytes a reader skips) of seeded pseudo-random bytes, and returns its path:
+// a video as large as an upload test needs that ffprobe and ffmpeg read as the short one
+// (they skip the box), so encoding it costs what encoding the short video costs. The bytes
+// are random so that a stored copy can only match the file by carrying every one of them.
+func Padded(t testing.TB, dir string, spec Spec, size int64, seed uint64) string {
+	t.Helper()
+	path := MP4(t, dir, spec)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := size - info.Size()
+	if box < 8 || box > math.MaxUint32 {
+		t.Fatalf("testvideo: a %d-byte video cannot be padded to %d bytes with one box", info.Size(), size)
+	}
+	header := binary.BigEndian.AppendUint32(nil, uint32(box))
+	if _, err := f.Write(append(header, "free"...)); err != nil {
+		t.Fatal(err)
+	}
+	src := rand.NewChaCha8([32]byte(binary.LittleEndian.AppendUint64(make([]byte, 24), seed)))
+	if _, err := io.CopyN(f, src, box-8); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

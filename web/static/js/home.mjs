@@ -1,9 +1,12 @@
 // The home page: the member's continue-watching list (GET /v1/playback, whose items carry
 // their signed thumbnail URLs, hide with DELETE; an up-next item, standing in for a finished lesson,
 // is labelled "Up next" and opens the player from its collection), the courses the member has
-// started (GET /v1/me/collections, each linking to its course page) and the upload form (POST
-// /v1/media with a progress bar, then the media's status until READY: from the event stream,
-// GET /v1/events, opened before the upload starts; polled only when the stream fails).
+// started (GET /v1/me/collections, each linking to its course page) and the upload form: a
+// resumable upload (tus, /v1/uploads, with tus-js-client from static/vendor) whose progress
+// bar survives a dropped connection and a reload, with pause and resume; then the media's
+// status until READY: from the event stream, GET /v1/events, opened before the upload starts;
+// polled only when the stream fails. Without tus-js-client (a binary built without `make web`)
+// the file goes up in one request, POST /v1/media.
 
 import { api, APIError, MediaEvents, authHeader, bytes, clock, ago, el, fail, initSession, showNotice, describe, watchHref, courseHref } from './common.mjs';
 
@@ -162,6 +165,31 @@ function setStatus(text, state) {
   status.dataset.status = state;
 }
 
+// The resumable upload: 8 MiB a PATCH, so the bar moves with what the server has stored and
+// no request is larger than a proxy's body limit; a retry after a drop resumes from the
+// server's offset. The upload's URL is kept in localStorage (tus-js-client's fingerprint of
+// the file) until it succeeds, so a reloaded page goes on where it stopped.
+const CHUNK_BYTES = 8 * 1024 * 1024;
+const RETRY_DELAYS = [0, 1000, 3000, 5000, 10000, 20000, 30000];
+const pauseButton = document.getElementById('upload-pause');
+const unfinishedNote = document.getElementById('upload-unfinished');
+let current = null; // the tus upload in progress, for the pause button
+let paused = false;
+
+const percent = (fraction) => Math.floor(fraction * 100);
+const baseName = (name) => name.replace(/\.[^.]*$/, '');
+
+// tusMessage is what the server said about a refused tus request.
+function tusMessage(err) {
+  const res = err.originalResponse;
+  if (!res) return 'the server could not be reached';
+  try {
+    return JSON.parse(res.getBody()).error || `status ${res.getStatus()}`;
+  } catch {
+    return `status ${res.getStatus()}`;
+  }
+}
+
 async function upload(ev) {
   ev.preventDefault();
   const file = fileInput.files && fileInput.files[0];
@@ -169,6 +197,128 @@ async function upload(ev) {
     showNotice('Choose a video file to upload first.');
     return;
   }
+  if (!window.tus || !window.tus.isSupported) {
+    console.warn('playhead: tus-js-client is missing (static/vendor/tus.min.js); the file goes up in one request');
+    uploadInOneRequest(file);
+    return;
+  }
+  const title = titleInput.value.trim();
+  const metadata = { filename: file.name, filetype: file.type || 'application/octet-stream', visibility: visibility.value };
+  if (title) metadata.title = title;
+
+  form.classList.add('busy');
+  button.disabled = true;
+  progress.hidden = false;
+  watch.hidden = true;
+  unfinishedNote.hidden = true;
+  setBar(0, 'uploading');
+  setStatus(`Uploading ${file.name}…`, 'UPLOADING');
+  delete status.dataset.via;
+  const live = await listen();
+
+  let fraction = 0;
+  const up = new window.tus.Upload(file, {
+    endpoint: '/v1/uploads',
+    chunkSize: CHUNK_BYTES,
+    retryDelays: RETRY_DELAYS,
+    metadata,
+    removeFingerprintOnSuccess: true,
+    // The token is read at each request: it may be replaced while the upload runs.
+    onBeforeRequest(req) {
+      req.setHeader('Authorization', authHeader());
+    },
+    onProgress(sent, total) {
+      fraction = sent / total;
+      setBar(fraction, 'uploading');
+      setStatus(`Uploading… ${percent(fraction)}% · ${bytes(sent)} of ${bytes(total)}`, 'UPLOADING');
+    },
+    onShouldRetry(err, attempt, options) {
+      const code = err.originalResponse ? err.originalResponse.getStatus() : 0;
+      // A dropped connection, the server's trouble, a lock another request still holds, a
+      // silent body cut (408) or a busy node (429): all worth trying again.
+      const retry = code === 0 || code >= 500 || [408, 409, 423, 429].includes(code);
+      if (retry) {
+        const wait = Math.round(options.retryDelays[attempt] / 1000);
+        setBar(fraction, 'uploading');
+        setStatus(`Connection lost at ${percent(fraction)}%; trying again${wait ? ` in ${wait} s` : ''}…`, 'RETRYING');
+      }
+      return retry;
+    },
+    onSuccess({ lastResponse }) {
+      current = null;
+      pauseButton.hidden = true;
+      const id = Number(lastResponse.getHeader('Playhead-Media-Id'));
+      setBar(1, 'processing');
+      setStatus('Uploaded. Encoding to HLS…', 'PROCESSING');
+      follow(id, title || baseName(file.name), live);
+    },
+    onError(err) {
+      current = null;
+      pauseButton.hidden = true;
+      if (live) live.close();
+      const message = tusMessage(err);
+      uploadDone();
+      setBar(fraction, 'failed');
+      setStatus(`Upload failed: ${message}`, 'ERROR');
+      fail(new APIError(err.originalResponse ? err.originalResponse.getStatus() : 0, message), 'Upload failed');
+    },
+  });
+  const previous = await up.findPreviousUploads();
+  if (previous.length) {
+    up.resumeFromPreviousUpload(previous[0]);
+    setStatus(`Going on with ${file.name} where it stopped…`, 'UPLOADING');
+  }
+  current = up;
+  paused = false;
+  pauseButton.textContent = 'Pause';
+  pauseButton.hidden = false;
+  up.start();
+}
+
+// pauseOrResume stops the upload (what the server has stays) or starts it again from there.
+async function pauseOrResume() {
+  if (!current) return;
+  if (!paused) {
+    paused = true;
+    pauseButton.textContent = 'Resume';
+    await current.abort();
+    setStatus(`Paused at ${bar.getAttribute('aria-valuenow')}%.`, 'PAUSED');
+    return;
+  }
+  paused = false;
+  pauseButton.textContent = 'Pause';
+  setStatus('Resuming…', 'UPLOADING');
+  current.start();
+}
+
+// showUnfinished says, when the page opens, which upload of this browser stopped before its
+// end (a closed tab, a reload, a lost connection), and how far it got: choosing the same file
+// goes on from there. Uploads the server no longer has are forgotten.
+async function showUnfinished() {
+  if (!window.tus || !window.tus.isSupported) return;
+  const storage = window.tus.defaultOptions.urlStorage;
+  const all = (await storage.findAllUploads()).sort((a, b) => String(b.creationTime).localeCompare(String(a.creationTime)));
+  for (const u of all) {
+    let res;
+    try {
+      res = await fetch(u.uploadUrl, { method: 'HEAD', headers: { Authorization: authHeader(), 'Tus-Resumable': '1.0.0' } });
+    } catch {
+      return; // offline: say nothing now
+    }
+    const offset = Number(res.headers.get('Upload-Offset'));
+    if (!res.ok || res.headers.get('Playhead-Media-Id') || !(offset < u.size)) {
+      await storage.removeUpload(u.urlStorageKey);
+      continue;
+    }
+    const name = (u.metadata && u.metadata.filename) || 'a video';
+    unfinishedNote.textContent = `Your upload of “${name}” stopped at ${percent(offset / u.size)}% (${bytes(offset)} of ${bytes(u.size)}): choose the same file to go on from there.`;
+    unfinishedNote.hidden = false;
+    return;
+  }
+}
+
+// uploadInOneRequest sends the file with POST /v1/media, the route for simple clients.
+async function uploadInOneRequest(file) {
   const body = new FormData();
   if (titleInput.value.trim()) body.append('title', titleInput.value.trim());
   body.append('visibility', visibility.value);
@@ -317,6 +467,8 @@ if (initSession()) {
     }
   });
   form.addEventListener('submit', upload);
+  pauseButton.addEventListener('click', pauseOrResume);
+  showUnfinished();
   loadPage();
   loadCourses();
 }

@@ -1,0 +1,28 @@
+package tus
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics counts the resumable uploads of a node.
+type Metrics struct {
+	created, resumed, resumedWrites, finished, expired, terminated prometheus.Counter
+	bytes                                                          prometheus.Counter
+}
+
+// NewMetrics registers the uploads' metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "playhead", Subsystem: "tus", Name: name, Help: help})
+	}
+	m := &Metrics{
+		created: counter("uploads_created_total", "Resumable uploads created (POST /v1/uploads)."),
+		resumed: counter("uploads_resumed_total",
+			"Resumptions: HEADs of an unfinished upload, which a client sends to learn where to go on (after a dropped connection, a pause or a reload)."),
+		resumedWrites: counter("resumed_writes_total", "PATCHes that continued an upload from an offset past 0."),
+		finished:      counter("uploads_finished_total", "Resumable uploads whose last byte arrived and that became media (with their encode job)."),
+		expired:       counter("uploads_expired_total", "Unfinished resumable uploads removed after PLAYHEAD_UPLOAD_EXPIRY without a byte, with their stored bytes."),
+		terminated:    counter("uploads_terminated_total", "Unfinished resumable uploads their member removed (DELETE)."),
+		bytes:         counter("bytes_received_total", "Bytes of resumable uploads stored (counted when recorded in the upload's offset)."),
+	}
+	reg.MustRegister(m.created, m.resumed, m.resumedWrites, m.finished, m.expired, m.terminated, m.bytes)
+	return m
+}

@@ -1,0 +1,444 @@
+package tus
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"path"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/tus/tusd/v2/pkg/handler"
+
+	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/storage"
+)
+
+// Objects is the storage a Store writes uploads to: an object store that can build an object
+// from parts (storage.Local and storage.S3 both can).
+type Objects interface {
+	storage.Store
+	storage.Parts
+}
+
+// store is tusd's data store: the state of every upload in PostgreSQL (the uploads table), its
+// bytes in Objects, so that any node can continue any upload.
+//
+// Why not tusd's own filestore and s3store: their state lives beside the bytes (.info files and
+// objects) and their S3 store brings a second S3 client (aws-sdk-go-v2, some thirty modules)
+// with its own credentials next to minio-go. Here the offset moves in the same database as the
+// media, so the last byte's commit (media row, encode job, the upload's media_id) is one
+// transaction, the per-member count of unfinished uploads is a query, and expiry is a
+// statement. The bytes of a request are read into one part-sized buffer at a time (PartSize,
+// 8 MiB), which is the heap an upload costs, as with POST /v1/media's streamed Put
+// (docs/performance.md has the measurement).
+//
+// The bytes of an upload: parts of PartSize bytes of one storage.Parts write, and past the last
+// whole part a tail object (tus/{id}/tails/{random}) with what a request brought that did not
+// fill a part. The next request reads the tail back in front of its own bytes. Every write is
+// committed by a compare-and-set on upload_offset, and parts and tails are never overwritten,
+// so a writer that lost the lock (its session died) cannot corrupt what the winner wrote.
+type store struct {
+	pool      *pgxpool.Pool
+	objects   Objects
+	partSize  int64
+	expiry    time.Duration
+	perMember int
+	commit    media.Committer
+	metrics   *Metrics
+	buffers   sync.Pool
+}
+
+// sourceKey is where an upload's file ends up: the source the encoder reads.
+func sourceKey(id string) string { return "tus/" + id + "/source" }
+
+func tailsPrefix(id string) string { return "tus/" + id + "/tails/" }
+
+// upload is one row of uploads as a request sees it.
+type upload struct {
+	s              *store
+	id             string
+	owner          int64
+	length, offset int64
+	metadata       map[string]string
+	details        media.UploadDetails
+	partsID        string
+	parts          []storage.Part
+	tailKey        string
+	tailSize       int64
+	mediaID        int64
+	expiresAt      time.Time
+	expired        bool
+}
+
+var (
+	errExpired     = handler.NewError("ERR_UPLOAD_EXPIRED", "the upload expired: nothing was sent to it for too long, and its bytes are removed; start it again", http.StatusGone)
+	errOffsetMoved = handler.NewError("ERR_MISMATCHED_OFFSET", "another request moved the upload's offset meanwhile; ask for it again (HEAD)", http.StatusConflict)
+)
+
+func errTooManyUnfinished(n int) error {
+	return handler.NewError("ERR_TOO_MANY_UPLOADS", fmt.Sprintf("you have %d unfinished uploads, the most a member may have; finish or terminate one first", n), http.StatusTooManyRequests)
+}
+
+func errFinished(mediaID int64) error {
+	return handler.NewError("ERR_UPLOAD_FINISHED", fmt.Sprintf("the upload is finished: it became media %d, and cannot be terminated", mediaID), http.StatusConflict)
+}
+
+// NewUpload creates an upload of the member and details the request carries, unless the
+// member has its limit of unfinished uploads.
+func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.Upload, error) {
+	st := requestFrom(ctx)
+	if st == nil || st.create == nil {
+		return nil, errors.New("tus: a creation without its request")
+	}
+	u := &upload{s: s, id: newID(), owner: st.member, length: info.Size, metadata: st.create.metadata, details: st.create.details}
+	metadata, err := json.Marshal(u.metadata)
+	if err != nil {
+		return nil, err
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := media.EnsureMember(ctx, tx, u.owner); err != nil {
+			return err
+		}
+		// The member's row serialises its creations, so that two at once cannot both see room.
+		if _, err := tx.Exec(ctx, `SELECT FROM members WHERE id = $1 FOR UPDATE`, u.owner); err != nil {
+			return err
+		}
+		var unfinished int
+		if err := tx.QueryRow(ctx, `
+			SELECT count(*) FROM uploads WHERE owner_id = $1 AND media_id IS NULL AND expires_at > statement_timestamp()`,
+			u.owner).Scan(&unfinished); err != nil {
+			return err
+		}
+		if unfinished >= s.perMember {
+			return errTooManyUnfinished(unfinished)
+		}
+		if u.partsID, err = s.objects.StartParts(ctx, sourceKey(u.id)); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `
+			INSERT INTO uploads (id, owner_id, upload_length, metadata, title, visibility, source_key, parts_id, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, statement_timestamp() + $9 * interval '1 microsecond')
+			RETURNING expires_at`,
+			u.id, u.owner, u.length, metadata, u.details.Title, u.details.Visibility, sourceKey(u.id), u.partsID, s.expiry.Microseconds()).Scan(&u.expiresAt)
+	})
+	if err != nil {
+		if u.partsID != "" {
+			_ = s.objects.AbortParts(context.WithoutCancel(ctx), sourceKey(u.id), u.partsID)
+		}
+		return nil, err
+	}
+	s.metrics.created.Inc()
+	st.expiresAt = u.expiresAt
+	return u, nil
+}
+
+// GetUpload reads upload id. Another member's upload does not exist; an expired one is gone
+// (410). A complete upload whose media could not be created (the last request's commit failed)
+// is committed now: every request for it retries that.
+func (s *store) GetUpload(ctx context.Context, id string) (handler.Upload, error) {
+	u := &upload{s: s, id: id}
+	var metadata, parts []byte
+	var tailKey *string
+	var mediaID *int64
+	err := s.pool.QueryRow(ctx, `
+		SELECT owner_id, upload_length, upload_offset, metadata, title, visibility, parts_id, parts,
+			tail_key, tail_size, media_id, expires_at, expires_at <= statement_timestamp()
+		FROM uploads WHERE id = $1`, id).Scan(&u.owner, &u.length, &u.offset, &metadata, &u.details.Title, &u.details.Visibility,
+		&u.partsID, &parts, &tailKey, &u.tailSize, &mediaID, &u.expiresAt, &u.expired)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, handler.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read upload: %w", err)
+	}
+	st := requestFrom(ctx)
+	if st == nil || st.member != u.owner {
+		return nil, handler.ErrNotFound
+	}
+	if err := json.Unmarshal(metadata, &u.metadata); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(parts, &u.parts); err != nil {
+		return nil, err
+	}
+	if tailKey != nil {
+		u.tailKey = *tailKey
+	}
+	if mediaID != nil {
+		u.mediaID = *mediaID
+	}
+	if u.mediaID == 0 && u.expired {
+		return nil, errExpired
+	}
+	if u.mediaID == 0 && u.offset == u.length {
+		if err := u.finish(ctx); err != nil {
+			return nil, err
+		}
+	}
+	u.report(st)
+	return u, nil
+}
+
+// report tells the request what the answer should say besides tusd's headers.
+func (u *upload) report(st *request) {
+	st.mediaID, st.expiresAt, st.offset = u.mediaID, u.expiresAt, u.offset
+}
+
+func (u *upload) GetInfo(context.Context) (handler.FileInfo, error) {
+	return handler.FileInfo{ID: u.id, Size: u.length, Offset: u.offset, MetaData: u.metadata}, nil
+}
+
+func (u *upload) GetReader(context.Context) (io.ReadCloser, error) {
+	return nil, handler.ErrNotImplemented // downloads are disabled: the file is read as media
+}
+
+// WriteChunk stores what src brings at offset: whole parts as they fill, the rest as the new
+// tail. tusd's body reader ends src with io.EOF whatever stopped the body (its end, a broken
+// connection, an interruption), so the bytes that arrived are stored in every case.
+func (u *upload) WriteChunk(ctx context.Context, offset int64, src io.Reader) (int64, error) {
+	if offset != u.offset {
+		return 0, handler.ErrMismatchOffset
+	}
+	if offset > 0 {
+		u.s.metrics.resumedWrites.Inc()
+	}
+	bufp := u.s.buffers.Get().(*[]byte)
+	defer u.s.buffers.Put(bufp)
+	buf := (*bufp)[:u.s.partSize]
+	filled := 0
+	if u.tailSize > 0 {
+		if err := u.readTail(ctx, buf[:u.tailSize]); err != nil {
+			return 0, err
+		}
+		filled = int(u.tailSize)
+	}
+	start := u.offset
+	for u.offset < u.length {
+		n, err := io.ReadFull(src, buf[filled:])
+		filled += n
+		// The buffer holds the tail, then bytes past the stored offset.
+		complete := u.offset-u.tailSize+int64(filled) == u.length
+		if filled == len(buf) || complete {
+			if err := u.putPart(ctx, buf[:filled]); err != nil {
+				return u.offset - start, err
+			}
+			filled = 0
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break // the body ended
+		}
+		if err != nil {
+			return u.offset - start, err
+		}
+	}
+	if int64(filled) > u.tailSize {
+		if err := u.putTail(ctx, buf[:filled]); err != nil {
+			return u.offset - start, err
+		}
+	}
+	return u.offset - start, nil
+}
+
+// readTail reads the upload's tail object into b (its size).
+func (u *upload) readTail(ctx context.Context, b []byte) error {
+	r, err := u.s.objects.Open(ctx, u.tailKey)
+	if err != nil {
+		return fmt.Errorf("read the upload's tail: %w", err)
+	}
+	defer r.Close()
+	if _, err := io.ReadFull(r, b); err != nil {
+		return fmt.Errorf("read the upload's tail: %w", err)
+	}
+	return nil
+}
+
+// putPart stores b (the tail and what followed it) as the next part and records it.
+func (u *upload) putPart(ctx context.Context, b []byte) error {
+	var n int
+	// A number of its own for each part written: two writers can never write the same one.
+	err := u.s.pool.QueryRow(ctx, `UPDATE uploads SET next_part = next_part + 1 WHERE id = $1 AND media_id IS NULL RETURNING next_part - 1`, u.id).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return handler.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("number the upload's next part: %w", err)
+	}
+	if n > storage.MaxParts {
+		return fmt.Errorf("the upload has used its %d part numbers", storage.MaxParts)
+	}
+	part, err := u.s.objects.PutPart(ctx, sourceKey(u.id), u.partsID, n, bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return err
+	}
+	partJSON, err := json.Marshal([]storage.Part{part})
+	if err != nil {
+		return err
+	}
+	// A compare-and-set on the offset this request started from: a writer racing with another
+	// loses here, not in the stored bytes.
+	next := u.offset + int64(len(b)) - u.tailSize
+	err = u.s.pool.QueryRow(ctx, `
+		UPDATE uploads SET upload_offset = $3, parts = parts || $4::jsonb, tail_key = NULL, tail_size = 0,
+			updated_at = statement_timestamp(), expires_at = statement_timestamp() + $5 * interval '1 microsecond'
+		WHERE id = $1 AND upload_offset = $2 AND media_id IS NULL
+		RETURNING expires_at`, u.id, u.offset, next, partJSON, u.s.expiry.Microseconds()).Scan(&u.expiresAt)
+	if err := u.advanced(err, next); err != nil {
+		return err
+	}
+	u.deleteTail(ctx)
+	u.parts, u.tailKey, u.tailSize = append(u.parts, part), "", 0
+	return nil
+}
+
+// putTail stores b (the old tail and what followed it, less than a part) as the new tail.
+func (u *upload) putTail(ctx context.Context, b []byte) error {
+	key := tailsPrefix(u.id) + newID()
+	if _, err := u.s.objects.Put(ctx, key, bytes.NewReader(b)); err != nil {
+		return err
+	}
+	next := u.offset + int64(len(b)) - u.tailSize
+	err := u.s.pool.QueryRow(ctx, `
+		UPDATE uploads SET upload_offset = $3, tail_key = $4, tail_size = $5,
+			updated_at = statement_timestamp(), expires_at = statement_timestamp() + $6 * interval '1 microsecond'
+		WHERE id = $1 AND upload_offset = $2 AND media_id IS NULL
+		RETURNING expires_at`, u.id, u.offset, next, key, len(b), u.s.expiry.Microseconds()).Scan(&u.expiresAt)
+	if err := u.advanced(err, next); err != nil {
+		_ = u.s.objects.DeletePrefix(context.WithoutCancel(ctx), key) // a tail nothing will read
+		return err
+	}
+	u.deleteTail(ctx)
+	u.tailKey, u.tailSize = key, int64(len(b))
+	return nil
+}
+
+// advanced takes the result of a compare-and-set of the offset to next: no row means another
+// request moved it first.
+func (u *upload) advanced(err error, next int64) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errOffsetMoved
+	}
+	if err != nil {
+		return fmt.Errorf("record the upload's offset: %w", err)
+	}
+	u.s.metrics.bytes.Add(float64(next - u.offset))
+	u.offset = next
+	return nil
+}
+
+// deleteTail removes the tail object that the last advance replaced.
+func (u *upload) deleteTail(ctx context.Context) {
+	if u.tailKey != "" {
+		_ = u.s.objects.DeletePrefix(context.WithoutCancel(ctx), u.tailKey)
+	}
+}
+
+// FinishUpload ends a complete upload: the source object, then the media.
+func (u *upload) FinishUpload(ctx context.Context) error {
+	if err := u.finish(ctx); err != nil {
+		return err
+	}
+	if st := requestFrom(ctx); st != nil {
+		u.report(st)
+	}
+	return nil
+}
+
+// finish completes the storage write and, in one transaction, creates the media and its encode
+// job (media.Committer, as POST /v1/media does) and records the media in the upload's row. It
+// may run again after a failure at any step: a write completed already is found by the size of
+// its object, a media created already by the row.
+func (u *upload) finish(ctx context.Context) error {
+	if u.mediaID != 0 {
+		return nil
+	}
+	key := sourceKey(u.id)
+	if err := u.s.objects.CompleteParts(ctx, key, u.partsID, u.parts); err != nil {
+		if size, serr := objectSize(ctx, u.s.objects, key); serr != nil || size != u.length {
+			return err
+		}
+	}
+	err := pgx.BeginFunc(ctx, u.s.pool, func(tx pgx.Tx) error {
+		var mediaID *int64
+		if err := tx.QueryRow(ctx, `SELECT media_id FROM uploads WHERE id = $1 FOR UPDATE`, u.id).Scan(&mediaID); err != nil {
+			return err
+		}
+		if mediaID != nil {
+			u.mediaID = *mediaID
+			return nil
+		}
+		id, err := u.s.commit.Commit(ctx, tx, media.Upload{Owner: u.owner, Details: u.details, SourceKey: key})
+		if err != nil {
+			return err
+		}
+		err = tx.QueryRow(ctx, `
+			UPDATE uploads SET media_id = $2, parts = '[]', tail_key = NULL, tail_size = 0, updated_at = statement_timestamp(),
+				expires_at = statement_timestamp() + $3 * interval '1 microsecond'
+			WHERE id = $1 RETURNING expires_at`, u.id, id, u.s.expiry.Microseconds()).Scan(&u.expiresAt)
+		u.mediaID = id
+		return err
+	})
+	if err != nil {
+		u.mediaID = 0
+		return fmt.Errorf("finish upload: %w", err)
+	}
+	u.s.metrics.finished.Inc()
+	_ = u.s.objects.DeletePrefix(context.WithoutCancel(ctx), tailsPrefix(u.id))
+	return nil
+}
+
+// objectSize is the size of the object at key, as the store lists it.
+func objectSize(ctx context.Context, st storage.Store, key string) (int64, error) {
+	for obj, err := range st.List(ctx, path.Dir(key)+"/", "") {
+		if err != nil {
+			return 0, err
+		}
+		if obj.Key == key {
+			return obj.Size, nil
+		}
+	}
+	return 0, fs.ErrNotExist
+}
+
+func (s *store) AsTerminatableUpload(u handler.Upload) handler.TerminatableUpload { return u.(*upload) }
+
+// Terminate removes an unfinished upload: its row, then its bytes. A finished one is media now
+// and stays (409).
+func (u *upload) Terminate(ctx context.Context) error {
+	if u.mediaID != 0 {
+		return errFinished(u.mediaID)
+	}
+	tag, err := u.s.pool.Exec(ctx, `DELETE FROM uploads WHERE id = $1 AND media_id IS NULL`, u.id)
+	if err != nil {
+		return fmt.Errorf("terminate upload: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return handler.ErrNotFound
+	}
+	u.s.metrics.terminated.Inc()
+	u.s.removeBytes(context.WithoutCancel(ctx), u.id, u.partsID)
+	return nil
+}
+
+// removeBytes removes what an upload whose row is gone had stored. What it cannot remove (the
+// store fails now) the orphan sweep removes later: nothing holds the group any more.
+func (s *store) removeBytes(ctx context.Context, id, partsID string) {
+	_ = s.objects.AbortParts(ctx, sourceKey(id), partsID)
+	_ = s.objects.DeletePrefix(ctx, "tus/"+id+"/")
+}
+
+// newID is a new upload id: 128 random bits in hex, so that upload URLs cannot be guessed.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,164 @@
+// The upload form's resumable upload in a real browser: Debian's Chromium driven by
+// playwright-core, headless. Run by cmd/api/upload_page_e2e_test.go.
+//
+//   PLAYHEAD_URL    the server, http://127.0.0.1:port
+//   PLAYHEAD_TOKEN  a member's token
+//   PLAYHEAD_VIDEO  the file to upload (more than two of the page's 8 MiB requests)
+//   CHROMIUM        the browser, /usr/bin/chromium unless set
+//
+// The page's first PATCH goes through; every later one is held, never answered, as on a
+// network that went away mid-upload. The script pauses the upload and resumes it (held again),
+// then reloads the page: the page says how far the upload got; the file chosen again, the
+// upload goes on from the server's offset and ends READY.
+//
+// Events: interrupted (PATCHes held, the page paused and resumed), done (the page's note after
+// the reload, the PATCHes after it with their offsets, the final status, axe-core's
+// violations, console errors). Any failure: an "error" event, and exit status 1.
+//
+// Timeouts only bound how long a step may wait before the script gives up.
+
+import { chromium } from 'playwright-core';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const env = (name, fallback) => {
+  const v = process.env[name] || fallback;
+  if (!v) throw new Error(`${name} is not set`);
+  return v;
+};
+const BASE = env('PLAYHEAD_URL');
+const TOKEN = env('PLAYHEAD_TOKEN');
+const VIDEO = env('PLAYHEAD_VIDEO');
+const CHROMIUM = env('CHROMIUM', '/usr/bin/chromium');
+const TITLE = 'Lecture on a train';
+
+const STEP_WAIT = 60_000;
+const ENCODE_WAIT = 120_000;
+
+const emit = (event, data = {}) => process.stdout.write(`${JSON.stringify({ event, ...data })}\n`);
+const log = (...args) => console.error('[upload.mjs]', ...args);
+
+// axe-core checks the page against WCAG 2.1 A and AA (as in course.mjs).
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+async function accessibility(page, when) {
+  const violations = await page.evaluate(async (source) => {
+    if (!window.axe) (0, eval)(source);
+    const r = await window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
+    return r.violations.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+  }, AXE);
+  return violations.map((v) => `${when}: ${v}`);
+}
+
+const statusOf = (page) => page.$eval('#upload-status', (n) => ({ status: n.dataset.status, text: n.textContent }));
+
+async function waitStatus(page, wanted, timeout = STEP_WAIT) {
+  await page.waitForFunction((w) => w.includes(document.getElementById('upload-status').dataset.status), wanted, { timeout, polling: 50 });
+  return statusOf(page);
+}
+
+// until polls cond (in this process) until it holds.
+async function until(what, cond) {
+  const deadline = Date.now() + STEP_WAIT;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function main() {
+  const problems = [];
+  let watching = true; // console errors count, except while the network is made to fail
+  const userDataDir = mkdtempSync(join(tmpdir(), 'playhead-chromium-'));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+    viewport: { width: 1280, height: 900 },
+    deviceScaleFactor: 1,
+  });
+  try {
+    for (const p of context.pages()) await p.close();
+    const page = await context.newPage();
+    page.on('console', (msg) => {
+      if (watching && msg.type() === 'error') problems.push(`console error: ${msg.text()}`);
+    });
+    page.on('pageerror', (err) => problems.push(`uncaught exception: ${err.message}`));
+    const patches = []; // every PATCH the page sends: its Upload-Offset, and whether after the reload
+    let reloaded = false;
+    page.on('request', (req) => {
+      if (req.method() === 'PATCH' && new URL(req.url()).pathname.startsWith('/v1/uploads/')) {
+        patches.push({ offset: Number(req.headers()['upload-offset']), afterReload: reloaded });
+      }
+    });
+
+    await page.goto(`${BASE}/#token=${encodeURIComponent(TOKEN)}`);
+    await page.waitForSelector('#main:not([hidden])');
+
+    // 1. The network goes away after the first 8 MiB: later PATCHes are held, never answered.
+    const held = [];
+    let passed = 0;
+    await page.route('**/v1/uploads/*', (route) => {
+      if (route.request().method() !== 'PATCH') return route.continue();
+      if (passed === 0) {
+        passed++;
+        return route.continue();
+      }
+      held.push(route);
+      return undefined;
+    });
+    await page.setInputFiles('#file', VIDEO);
+    await page.fill('#title', TITLE);
+    await page.click('#upload-button');
+    await until('a second PATCH', () => held.length >= 1);
+    watching = false;
+
+    // 2. Pause (the held request is given up), then resume: held again.
+    await page.waitForSelector('#upload-pause:not([hidden])');
+    await page.click('#upload-pause');
+    const paused = await waitStatus(page, ['PAUSED']);
+    const pauseLabel = await page.$eval('#upload-pause', (b) => b.textContent.trim());
+    const violations = await accessibility(page, 'home page, upload paused');
+    await page.click('#upload-pause');
+    await until('the resumed upload\'s PATCH', () => held.length >= 2);
+    emit('interrupted', { held: held.length, paused: paused.text, pauseLabel });
+
+    // 3. Reload the page. The held requests fail first (unrouted, they would go out).
+    for (const r of held) await r.abort('connectionreset').catch(() => {});
+    await page.unroute('**/v1/uploads/*');
+    reloaded = true;
+    await page.reload();
+    await page.waitForSelector('#main:not([hidden])');
+    await page.waitForSelector('#upload-unfinished:not([hidden])', { timeout: STEP_WAIT });
+    const note = await page.$eval('#upload-unfinished', (n) => n.textContent.trim());
+    watching = true;
+    violations.push(...await accessibility(page, 'home page after the reload, an upload unfinished'));
+
+    // 4. The same file again: the upload goes on from the server's offset, to READY.
+    await page.setInputFiles('#file', VIDEO);
+    await page.fill('#title', TITLE);
+    await page.click('#upload-button');
+    const final = await waitStatus(page, ['READY', 'FAILED', 'ERROR'], ENCODE_WAIT);
+    const watchHref = await page.$eval('#upload-watch', (a) => a.getAttribute('href'));
+    const noteAfter = await page.$eval('#upload-unfinished', (n) => n.hidden);
+    violations.push(...await accessibility(page, 'home page, upload READY'));
+    emit('done', {
+      note, noteHiddenAfter: noteAfter, status: final.status, statusText: final.text, watchHref,
+      patchesAfterReload: patches.filter((p) => p.afterReload).map((p) => p.offset),
+      patchesBefore: patches.filter((p) => !p.afterReload).map((p) => p.offset),
+      violations, problems,
+    });
+  } finally {
+    await context.close();
+    rmSync(userDataDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  log(err.stack || err.message);
+  emit('error', { message: err.message });
+  process.exitCode = 1;
+});
