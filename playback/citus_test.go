@@ -53,6 +53,9 @@ var citusPlan = map[string]placement{
 	"media":       {kind: reference},
 	"imports":     {kind: reference},
 	"import_rows": {kind: reference},
+	// Captions (issue 31): a few rows per media, written rarely, read with the media row when
+	// a master playlist is served.
+	"captions": {kind: reference},
 	// A view over reference tables only, so it is joinable from any shard like them.
 	"collection_items": {kind: reference},
 	// The pipeline: few rows a second, claimed with FOR UPDATE SKIP LOCKED (single-node only
