@@ -169,23 +169,29 @@ func testTusCluster(t *testing.T, root, node, haproxy, storage, video string, su
 			}
 		}
 	}
-	// The second cut is a reset too, and then the node that received the upload is killed
-	// (SIGKILL) before the client's retry may reach it: the proxy holds the retry's bytes
-	// until HAProxy sees that node down, so the client resumes on the other. The node is
-	// killed once it has stored what it received (it has let go of the upload's lock): a
-	// kill in mid-stream loses what is in its buffers and in the kernel's (up to 35 MB with
-	// S3 on this machine), which is the network's doing, not a resume's.
+	// Every cut is a reset that also holds the client's retry (its bytes wait in the proxy)
+	// until the test has looked at the server and armed the next cut: the client retries at
+	// once and takes the upload's lock again, so without the hold the test could not see
+	// the upload unlocked before the rest of the file had gone through (and the next cut,
+	// armed late, never fired). At the second cut the node that received the upload is
+	// killed (SIGKILL) before the retry may reach it, and the proxy holds the retry until
+	// HAProxy sees that node down, so the client resumes on the other. The node is killed
+	// once it has stored what it received (it has let go of the upload's lock): a kill in
+	// mid-stream loses what is in its buffers and in the kernel's (up to 35 MB with S3 on
+	// this machine), which is the network's doing, not a resume's.
 	var victim string
 	cut := 0
 	storedAtCut := map[string]float64{}
-	if reached(proxy.ResetAt(cuts[0])) {
+	if reached(proxy.ResetAndPartitionAt(cuts[0])) {
 		cut = 1
 		waitUnlocked(t, apis[0].s, uploadURL) // what the node received before the cut is counted
 		for _, n := range apis {
 			storedAtCut[n.name] = n.s.Metric(t, "playhead_tus_bytes_received_total")
 		}
 	}
-	if cut == 1 && reached(proxy.ResetAndPartitionAt(cuts[1])) {
+	second := proxy.ResetAndPartitionAt(cuts[1])
+	proxy.Heal()
+	if cut == 1 && reached(second) {
 		cut = 2
 		waitUnlocked(t, apis[0].s, uploadURL)
 		var receiver *clusterNode
@@ -200,9 +206,10 @@ func testTusCluster(t *testing.T, root, node, haproxy, storage, video string, su
 			receiver.s.Kill(t)
 			c.waitBalancer(t, receiver.name, "DOWN")
 		}
-		proxy.Heal()
 	}
-	if cut == 2 && reached(proxy.ResetAt(cuts[2])) {
+	third := proxy.ResetAt(cuts[2])
+	proxy.Heal()
+	if cut == 2 && reached(third) {
 		cut = 3
 	}
 	for ev := range events {

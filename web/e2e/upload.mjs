@@ -88,7 +88,7 @@ async function main() {
     });
     page.on('pageerror', (err) => problems.push(`uncaught exception: ${err.message}`));
     const patches = []; // every PATCH the page sends: its Upload-Offset, and whether after the reload
-    let reloaded = false;
+    let reloaded = false; // set once the reloaded page is up; until then every PATCH after the first is held
     page.on('request', (req) => {
       if (req.method() === 'PATCH' && new URL(req.url()).pathname.startsWith('/v1/uploads/')) {
         patches.push({ offset: Number(req.headers()['upload-offset']), afterReload: reloaded });
@@ -98,11 +98,12 @@ async function main() {
     await page.goto(`${BASE}/#token=${encodeURIComponent(TOKEN)}`);
     await page.waitForSelector('#main:not([hidden])');
 
-    // 1. The network goes away after the first 8 MiB: later PATCHes are held, never answered.
+    // 1. The network goes away after the first 8 MiB: later PATCHes are held, never answered,
+    // until the page has been reloaded (a retry the old page makes meanwhile is held too).
     const held = [];
     let passed = 0;
     await page.route('**/v1/uploads/*', (route) => {
-      if (route.request().method() !== 'PATCH') return route.continue();
+      if (route.request().method() !== 'PATCH' || reloaded) return route.continue();
       if (passed === 0) {
         passed++;
         return route.continue();
@@ -126,12 +127,13 @@ async function main() {
     await until('the resumed upload\'s PATCH', () => held.length >= 2);
     emit('interrupted', { held: held.length, paused: paused.text, pauseLabel });
 
-    // 3. Reload the page. The held requests fail first (unrouted, they would go out).
-    for (const r of held) await r.abort('connectionreset').catch(() => {});
-    await page.unroute('**/v1/uploads/*');
-    reloaded = true;
+    // 3. Reload the page, its PATCHes still held: the reload cancels them, and not one byte of
+    // them reaches the server. (Aborting them first would let the page retry before the
+    // reload, and that retry's bytes would go out.)
     await page.reload();
     await page.waitForSelector('#main:not([hidden])');
+    reloaded = true;
+    for (const r of held) await r.abort('connectionreset').catch(() => {});
     await page.waitForSelector('#upload-unfinished:not([hidden])', { timeout: STEP_WAIT });
     const note = await page.$eval('#upload-unfinished', (n) => n.textContent.trim());
     watching = true;
