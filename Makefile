@@ -122,11 +122,11 @@ MUTANTS ?=
 mutants: deps web
 	@GO="$(GO)" scripts/mutants.sh $(MUTANTS)
 
-# The screenshots of the player, the course page and the import page in README.md (docs/img),
+# The screenshots of the player, the watch page, the course page and the import page in README.md (docs/img),
 # taken by the browser tests, which otherwise save them to a temporary folder so that make test
 # leaves the tree as it was.
 screenshots: deps web
-	PLAYHEAD_TEST_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^(TestPlayer_UploadWatchLeaveResumeInChromium|TestImportPage_CheckConfirmWatchInChromium|TestCoursePage_UpNextAndProgressInChromium)$$' ./cmd/api
+	PLAYHEAD_TEST_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^(TestPlayer_UploadWatchLeaveResumeInChromium|TestImportPage_CheckConfirmWatchInChromium|TestCoursePage_UpNextAndProgressInChromium|TestWatchPage_StoryboardCaptionsAndPlaybackInChromium)$$' ./cmd/api
 
 # The side-by-side benchmarks of docs/performance.md (issue 15), in their own Go module (bench/), so
 # that River never enters the main go.mod. bench-queue: Playhead's job queue beside River v0.51.2
