@@ -43,6 +43,23 @@ type Player struct {
 	AckedBy []string
 }
 
+// Next counts p's next report as sent and returns its position (PositionStep more than the
+// last one sent). A driver other than Load calls Next before it sends, and Acked on its 204,
+// so that Audit knows what p was told.
+func (p *Player) Next() int32 {
+	p.Sent++
+	p.AckedAt = append(p.AckedAt, time.Time{})
+	p.AckedBy = append(p.AckedBy, "")
+	return int32(p.Sent * PositionStep)
+}
+
+// Acked records that the report Next last returned was answered 204 by the node servedBy.
+func (p *Player) Acked(servedBy string) {
+	p.LastAcked = int32(p.Sent * PositionStep)
+	p.AckedAt[p.Sent-1] = time.Now()
+	p.AckedBy[p.Sent-1] = servedBy
+}
+
 // NewPlayers registers mediaCount media through the admin API and returns n players, members
 // firstMember, firstMember+1, …, spread over the media in turn.
 func NewPlayers(t testing.TB, s *Server, n int, firstMember int64, mediaCount int) []*Player {
@@ -179,23 +196,18 @@ func (l *Load) report(p *Player) bool {
 	if p.Sent >= MediaDurationMS/PositionStep {
 		return false
 	}
-	pos := int32((p.Sent + 1) * PositionStep)
+	pos := p.Next()
 	url := l.s.URL("/v1/playback/%d", p.Media)
 	// NewRequest cannot fail here: the method is valid and the URL is the server's own.
 	req, _ := http.NewRequest(http.MethodPut, url, strings.NewReader(fmt.Sprintf(`{"position_ms": %d}`, pos)))
 	req.Header.Set("Authorization", "Bearer "+p.Token)
 	req.Header.Set("Content-Type", "application/json")
-	p.Sent++
-	p.AckedAt = append(p.AckedAt, time.Time{})
-	p.AckedBy = append(p.AckedBy, "")
 	n := l.Sent.Add(1)
 	start := time.Now()
 	status, servedBy, ok := l.send(req, l.counts.Reports)
 	if ok && status == http.StatusNoContent {
 		took := time.Since(start)
-		p.LastAcked = pos
-		p.AckedAt[p.Sent-1] = time.Now()
-		p.AckedBy[p.Sent-1] = servedBy
+		p.Acked(servedBy)
 		l.Accepted.Add(1)
 		l.mu.Lock()
 		l.latencies = append(l.latencies, took)
