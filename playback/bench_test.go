@@ -76,6 +76,16 @@ var benchMethods = []benchMethod{
 	{"Unnest", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
 		return playback.NewStore(pool, media.DefaultCompletion).Flush, func() {}
 	}},
+	// Production's statement on the index design before issue 33: event_time a key of
+	// playback_continue_idx and full pages, so every update inserts index entries (no HOT).
+	{"UnnestBefore33", func(b *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
+		if _, err := pool.Exec(context.Background(), `DROP INDEX playback_continue_idx;
+			CREATE INDEX playback_continue_idx ON playback (member_id, finished, event_time DESC, media_id DESC) WHERE NOT hidden;
+			ALTER TABLE playback RESET (fillfactor)`); err != nil {
+			b.Fatal(err)
+		}
+		return playback.NewStore(pool, media.DefaultCompletion).Flush, func() {}
+	}},
 	// The one-row upsert queued len(batch) times in a pgx.Batch: one pipelined round trip, one
 	// implicit transaction.
 	{"Batch", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
@@ -205,6 +215,7 @@ func benchUpsert(b *testing.B, rows, flushers int, m benchMethod) {
 	written := float64(len(keys) * b.N)
 	b.ReportMetric(written/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(float64((cpuAfter-cpuBefore).Milliseconds())/(written/1000), "dbcpu-ms/krow")
+	b.ReportMetric(hotShare(b, pool, int64(len(keys)*b.N)), "hot-upd/upd")
 	checkWritten(b, pool, len(keys), base.Add(time.Duration(b.N)*time.Second))
 }
 
@@ -274,5 +285,25 @@ func checkWritten(b *testing.B, pool *pgxpool.Pool, rows int, at time.Time) {
 	}
 	if total != rows || current != rows {
 		b.Fatalf("playback has %d rows, %d of them at %s; want %d", total, current, at, rows)
+	}
+}
+
+// hotShare is n_tup_hot_upd / n_tup_upd of playback, once the statistics count at least
+// updates (backends report them within a second or so of going idle; it waits at most 10 s
+// and fails beyond).
+func hotShare(b *testing.B, pool *pgxpool.Pool, updates int64) float64 {
+	b.Helper()
+	ctx := context.Background()
+	for giveUp := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var upd, hot int64
+		if err := pool.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'playback'`).Scan(&upd, &hot); err != nil {
+			b.Fatal(err)
+		}
+		if upd >= updates {
+			return float64(hot) / float64(upd)
+		}
+		if time.Now().After(giveUp) {
+			b.Fatalf("pg_stat_user_tables counts %d playback updates of the %d made", upd, updates)
+		}
 	}
 }

@@ -65,6 +65,11 @@ type Cursor struct {
 //     the newest finished item of a collection was rewatched or hidden, that collection shows
 //     no up-next (an older finished item's next is usually that very item, listed by itself).
 //
+// The rows in progress are read in playback_continue_idx's order, by listed_at (the hour of
+// event_time, migration 00014), and sorted by event_time within an hour (an incremental sort
+// of that hour's few rows): ordered by listed_at first, they are still ordered by event_time,
+// since listed_at grows with it, and the cursor's hour bounds the index scan of a later page.
+//
 // A place is current when its import row's media is READY and public and no newer row at the
 // same place has such media: what collection_items holds, written out as index probes on
 // import_rows_placement_idx (the view sorts the whole collection for each lookup). Pages are
@@ -131,9 +136,9 @@ in_progress AS (
 	FROM playback p
 	JOIN media m ON m.id = p.media_id
 	WHERE p.member_id = $1 AND NOT p.finished AND NOT p.hidden
-	  AND ($2::timestamptz IS NULL OR (p.event_time, p.media_id) < ($2, $3))
+	  AND ($2::timestamptz IS NULL OR (p.listed_at <= playhead_list_bucket($2) AND (p.event_time, p.media_id) < ($2, $3)))
 	  AND m.status = 'READY' AND (m.visibility = 'PUBLIC' OR m.owner_id = $1)
-	ORDER BY p.event_time DESC, p.media_id DESC
+	ORDER BY p.listed_at DESC, p.event_time DESC, p.media_id DESC
 	LIMIT $4
 )
 SELECT media_id, event_time, title, position_ms, duration_ms, watched_at, next_id, next_title, next_duration_ms, collection,
