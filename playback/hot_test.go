@@ -12,8 +12,12 @@ import (
 // TestFlush_PositionUpdatesAreHOT: players report again and again within the hour, as they do
 // every 5 s, and nearly every update the flush makes is a HOT update (no index touched; issue
 // 33). With event_time a key of the list's index, none was.
+//
+// Not parallel: an update is HOT only if its page has room, and the room comes from pruning the
+// row's older versions, which waits while any transaction of the server (of any database:
+// PostgreSQL's snapshot horizon is approximate) might still see them. Beside the package's
+// parallel tests 418 of 950 were HOT, alone 938; the design is what this test checks.
 func TestFlush_PositionUpdatesAreHOT(t *testing.T) {
-	t.Parallel()
 	b := setup(t, options{})
 	id := b.createMedia(t, map[string]any{"title": "lecture", "duration_ms": 3_600_000})
 	ctx := context.Background()
@@ -44,6 +48,7 @@ func TestFlush_PositionUpdatesAreHOT(t *testing.T) {
 	if upd < want {
 		t.Fatalf("the statistics count %d updates of playback, %d were made", upd, want)
 	}
+	t.Logf("%d of %d position updates were HOT", hot, upd)
 	if float64(hot) < 0.95*float64(upd) {
 		t.Errorf("%d of %d position updates were HOT, want at least 95%%", hot, upd)
 	}
