@@ -17,39 +17,15 @@
 //
 // Timeouts only bound how long a step may wait before the script gives up.
 
-import { chromium } from 'playwright-core';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-const env = (name, fallback) => {
-  const v = process.env[name] || fallback;
-  if (!v) throw new Error(`${name} is not set`);
-  return v;
-};
+import { accessibility, emit, env, run, withBrowser } from './harness.mjs';
+
 const BASE = env('PLAYHEAD_URL');
 const TOKEN = env('PLAYHEAD_TOKEN');
 const SHOTS = env('PLAYHEAD_SHOTS');
-const CHROMIUM = env('CHROMIUM', '/usr/bin/chromium');
 
 const STEP_WAIT = 30_000;
-
-const emit = (event, data = {}) => process.stdout.write(`${JSON.stringify({ event, ...data })}\n`);
-const log = (...args) => console.error('[course.mjs]', ...args);
-
-// axe-core checks the page against WCAG 2.1 A and AA, evaluated through the DevTools protocol
-// (as in imports.mjs), so the page's Content-Security-Policy needs no change.
-const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-
-async function accessibility(page, when) {
-  const violations = await page.evaluate(async (source) => {
-    if (!window.axe) (0, eval)(source);
-    const r = await window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
-    return r.violations.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-  }, AXE);
-  return violations.map((v) => `${when}: ${v}`);
-}
 
 // visibleText is what a reader sees of a node: its rendered text (hidden parts left out).
 const visibleText = (page, selector) => page.$eval(selector, (n) => n.innerText.trim());
@@ -57,18 +33,8 @@ const visibleText = (page, selector) => page.$eval(selector, (n) => n.innerText.
 async function main() {
   const problems = [];
   let watching = true; // console errors count on the home and course pages
-  const userDataDir = mkdtempSync(join(tmpdir(), 'playhead-chromium-'));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1280, height: 900 },
-    deviceScaleFactor: 1,
-  });
-  try {
+  await withBrowser({}, async (context) => {
     const result = { browser: context.browser() ? context.browser().version() : '' };
-    for (const p of context.pages()) await p.close();
     const page = await context.newPage();
     page.on('console', (msg) => {
       if (watching && msg.type() === 'error') problems.push(`console error: ${msg.text()}`);
@@ -135,14 +101,7 @@ async function main() {
       title: await visibleText(page, '#finished') });
 
     emit('done', result);
-  } finally {
-    await context.close();
-    rmSync(userDataDir, { recursive: true, force: true });
-  }
+  });
 }
 
-main().then(() => process.exit(0), (err) => {
-  log(err.stack || String(err));
-  emit('error', { message: String(err.message || err) });
-  process.exit(1);
-});
+run('course.mjs', main);

@@ -18,29 +18,18 @@
 //
 // Timeouts only bound how long a step may wait before the script gives up.
 
-import { chromium } from 'playwright-core';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { join } from 'node:path';
 
-const env = (name, fallback) => {
-  const v = process.env[name] || fallback;
-  if (!v) throw new Error(`${name} is not set`);
-  return v;
-};
+import { accessibility, emit, env, run, withBrowser } from './harness.mjs';
+
 const BASE = env('PLAYHEAD_URL');
 const TOKEN = env('PLAYHEAD_TOKEN');
 const SHEET = env('PLAYHEAD_SHEET');
 const SHOTS = env('PLAYHEAD_SHOTS');
-const CHROMIUM = env('CHROMIUM', '/usr/bin/chromium');
 
 const STEP_WAIT = 30_000; // a page answer
 const READY_WAIT = 300_000; // every row downloaded and encoded
-
-const emit = (event, data = {}) => process.stdout.write(`${JSON.stringify({ event, ...data })}\n`);
-const log = (...args) => console.error('[imports.mjs]', ...args);
 
 // tableRows reads the report table as the page shows it.
 const tableRows = (page) => page.$$eval('#rows-body tr', (trs) => trs.map((tr) => {
@@ -50,37 +39,12 @@ const tableRows = (page) => page.$$eval('#rows-body tr', (trs) => trs.map((tr) =
     video: cells[4], reason: cells[6], mediaLink: link ? link.getAttribute('href') : '' };
 }));
 
-// axe-core (npm, pinned in package-lock.json) checks the page against WCAG 2.1 A and AA. It is
-// evaluated through the DevTools protocol, which the page's Content-Security-Policy does not
-// restrict, so the page itself needs no change to be checked.
-const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-
-// accessibility returns the page's axe violations, one line each.
-async function accessibility(page, when) {
-  const violations = await page.evaluate(async (source) => {
-    if (!window.axe) (0, eval)(source);
-    const r = await window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
-    return r.violations.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-  }, AXE);
-  return violations.map((v) => `${when}: ${v}`);
-}
-
 const stdinLines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 
 async function main() {
   const problems = [];
-  const userDataDir = mkdtempSync(join(tmpdir(), 'playhead-chromium-'));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1280, height: 900 },
-    deviceScaleFactor: 1,
-  });
-  try {
+  await withBrowser({}, async (context) => {
     const result = { browser: context.browser() ? context.browser().version() : '' };
-    for (const p of context.pages()) await p.close();
     const page = await context.newPage();
     page.on('console', (msg) => {
       if (msg.type() === 'error') problems.push(`console error: ${msg.text()}`);
@@ -100,7 +64,6 @@ async function main() {
     result.accessibility = await accessibility(page, 'the check');
     await stdinLines.next(); // the test has looked at the database
 
-
     // 2. Confirm, and watch the rows reach READY on the page.
     await page.click('#confirm');
     await page.waitForSelector('#restart:not([hidden])', { timeout: READY_WAIT });
@@ -115,14 +78,7 @@ async function main() {
       return n.hidden ? '' : n.textContent.trim();
     });
     emit('done', result);
-  } finally {
-    await context.close();
-    rmSync(userDataDir, { recursive: true, force: true });
-  }
+  });
 }
 
-main().then(() => process.exit(0), (err) => {
-  log(err.stack || String(err));
-  emit('error', { message: String(err.message || err) });
-  process.exit(1);
-});
+run('imports.mjs', main);

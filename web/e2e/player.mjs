@@ -16,31 +16,20 @@
 //
 // Timeouts only bound how long a step may wait before the script gives up.
 
-import { chromium } from 'playwright-core';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-const env = (name, fallback) => {
-  const v = process.env[name] || fallback;
-  if (!v) throw new Error(`${name} is not set`);
-  return v;
-};
+import { emit, env, run, sleep, withBrowser } from './harness.mjs';
+
 const BASE = env('PLAYHEAD_URL');
 const TOKEN = env('PLAYHEAD_TOKEN');
 const VIDEO = env('PLAYHEAD_VIDEO');
 const TITLE = env('PLAYHEAD_TITLE', 'Test pattern');
 const SHOTS = env('PLAYHEAD_SHOTS');
-const CHROMIUM = env('CHROMIUM', '/usr/bin/chromium');
 
 const ENCODE_WAIT = 120_000; // upload → READY
 const PLAY_WAIT = 60_000; // a playback milestone
 const ARRIVE_WAIT = 10_000; // a pagehide report reaching the server
 const QUIET_MS = 2_000; // no report for this long before a page is closed
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const emit = (event, data = {}) => process.stdout.write(`${JSON.stringify({ event, ...data })}\n`);
-const log = (...args) => console.error('[player.mjs]', ...args);
 
 // mediaFetches records where the browser fetched the video's files from: the origins of its
 // playlists, segments and thumbnails, and any answer that was not a success.
@@ -149,19 +138,8 @@ async function arrived(mediaID, afterMS) {
 
 async function main() {
   const problems = [];
-  const userDataDir = mkdtempSync(join(tmpdir(), 'playhead-chromium-'));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--autoplay-policy=no-user-gesture-required', '--mute-audio', '--disable-gpu',
-      '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update',
-      '--disable-sync'],
-    viewport: { width: 1280, height: 800 },
-    deviceScaleFactor: 1,
-  });
-  try {
+  await withBrowser({ args: ['--autoplay-policy=no-user-gesture-required', '--mute-audio'], viewport: { width: 1280, height: 800 } }, async (context) => {
     const result = { browser: context.browser() ? context.browser().version() : '' };
-    for (const p of context.pages()) await p.close();
 
     // 1. Upload through the home page, follow it to READY, and watch it.
     let page = await context.newPage();
@@ -303,14 +281,7 @@ async function main() {
     };
     result.cookies = (await context.cookies()).map((c) => c.name);
     emit('done', result);
-  } finally {
-    await context.close();
-    rmSync(userDataDir, { recursive: true, force: true });
-  }
+  });
 }
 
-main().catch((err) => {
-  log(err.stack || String(err));
-  emit('error', { message: String(err.message || err) });
-  process.exit(1);
-});
+run('player.mjs', main);

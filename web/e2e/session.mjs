@@ -18,33 +18,11 @@
 //
 // Timeouts only bound how long a step may wait before the script gives up.
 
-import { chromium } from 'playwright-core';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { accessibility, emit, env, run, withBrowser } from './harness.mjs';
 
-const env = (name) => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set`);
-  return v;
-};
 const BASE = env('PLAYHEAD_URL');
 const TOKENS = { A: env('PLAYHEAD_TOKEN'), B: env('PLAYHEAD_OTHER'), B2: env('PLAYHEAD_OTHER2'), BA: env('PLAYHEAD_OTHER_ADMIN') };
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const STEP_WAIT = 30_000;
-
-const emit = (event, data = {}) => process.stdout.write(`${JSON.stringify({ event, ...data })}\n`);
-
-const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-
-async function accessibility(page) {
-  return page.evaluate(async (source) => {
-    if (!window.axe) (0, eval)(source);
-    const r = await window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
-    return r.violations.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-  }, AXE);
-}
 
 // nameOf says which of the test's tokens a header or stored value is.
 const nameOf = (value) => {
@@ -54,15 +32,7 @@ const nameOf = (value) => {
 
 async function main() {
   const problems = [];
-  const userDataDir = mkdtempSync(join(tmpdir(), 'playhead-chromium-'));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
-  try {
-    for (const p of context.pages()) await p.close();
+  await withBrowser({}, async (context) => {
     const page = await context.newPage();
     page.on('console', (msg) => {
       if (msg.type() === 'error') problems.push(`console error: ${msg.text()}`);
@@ -120,13 +90,7 @@ async function main() {
     emit('role', await state());
 
     emit('done', { problems });
-  } finally {
-    await context.close();
-    rmSync(userDataDir, { recursive: true, force: true });
-  }
+  });
 }
 
-main().catch((err) => {
-  emit('error', { message: String(err && err.stack ? err.stack : err) });
-  process.exit(1);
-});
+run('session.mjs', main);

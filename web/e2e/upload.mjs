@@ -17,40 +17,15 @@
 //
 // Timeouts only bound how long a step may wait before the script gives up.
 
-import { chromium } from 'playwright-core';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { accessibility, emit, env, run, withBrowser } from './harness.mjs';
 
-const env = (name, fallback) => {
-  const v = process.env[name] || fallback;
-  if (!v) throw new Error(`${name} is not set`);
-  return v;
-};
 const BASE = env('PLAYHEAD_URL');
 const TOKEN = env('PLAYHEAD_TOKEN');
 const VIDEO = env('PLAYHEAD_VIDEO');
-const CHROMIUM = env('CHROMIUM', '/usr/bin/chromium');
 const TITLE = 'Lecture on a train';
 
 const STEP_WAIT = 60_000;
 const ENCODE_WAIT = 120_000;
-
-const emit = (event, data = {}) => process.stdout.write(`${JSON.stringify({ event, ...data })}\n`);
-const log = (...args) => console.error('[upload.mjs]', ...args);
-
-// axe-core checks the page against WCAG 2.1 A and AA (as in course.mjs).
-const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-
-async function accessibility(page, when) {
-  const violations = await page.evaluate(async (source) => {
-    if (!window.axe) (0, eval)(source);
-    const r = await window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
-    return r.violations.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-  }, AXE);
-  return violations.map((v) => `${when}: ${v}`);
-}
 
 const statusOf = (page) => page.$eval('#upload-status', (n) => ({ status: n.dataset.status, text: n.textContent }));
 
@@ -71,17 +46,7 @@ async function until(what, cond) {
 async function main() {
   const problems = [];
   let watching = true; // console errors count, except while the network is made to fail
-  const userDataDir = mkdtempSync(join(tmpdir(), 'playhead-chromium-'));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1280, height: 900 },
-    deviceScaleFactor: 1,
-  });
-  try {
-    for (const p of context.pages()) await p.close();
+  await withBrowser({}, async (context) => {
     const page = await context.newPage();
     page.on('console', (msg) => {
       if (watching && msg.type() === 'error') problems.push(`console error: ${msg.text()}`);
@@ -153,14 +118,7 @@ async function main() {
       patchesBefore: patches.filter((p) => !p.afterReload).map((p) => p.offset),
       violations, problems,
     });
-  } finally {
-    await context.close();
-    rmSync(userDataDir, { recursive: true, force: true });
-  }
+  });
 }
 
-main().catch((err) => {
-  log(err.stack || err.message);
-  emit('error', { message: err.message });
-  process.exitCode = 1;
-});
+run('upload.mjs', main);

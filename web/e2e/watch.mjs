@@ -17,40 +17,17 @@
 // (axe-core's violations, console errors, the notice). Any failure: an "error" event, and exit
 // status 1. Timeouts only bound how long a step may wait before the script gives up.
 
-import { chromium } from 'playwright-core';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-const env = (name, fallback) => {
-  const v = process.env[name] || fallback;
-  if (!v) throw new Error(`${name} is not set`);
-  return v;
-};
+import { accessibility, emit, env, run, sleep, withBrowser } from './harness.mjs';
+
 const BASE = env('PLAYHEAD_URL');
 const TOKEN = env('PLAYHEAD_TOKEN');
 const MEDIA = env('PLAYHEAD_MEDIA');
 const CAPTION = JSON.parse(env('PLAYHEAD_CAPTION'));
 const SHOTS = env('PLAYHEAD_SHOTS');
-const CHROMIUM = env('CHROMIUM', '/usr/bin/chromium');
 
 const STEP_WAIT = 60_000;
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const emit = (event, data = {}) => process.stdout.write(`${JSON.stringify({ event, ...data })}\n`);
-const log = (...args) => console.error('[watch.mjs]', ...args);
-
-const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-
-async function accessibility(page, when) {
-  const violations = await page.evaluate(async (source) => {
-    if (!window.axe) (0, eval)(source);
-    const r = await window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
-    return r.violations.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-  }, AXE);
-  return violations.map((v) => `${when}: ${v}`);
-}
 
 // playButton reads the play button's name and the icon it shows.
 const playButton = (page) => page.$eval('#play', (b) => ({
@@ -72,17 +49,7 @@ const preview = (page) => page.evaluate(() => {
 async function main() {
   const problems = [];
   const sprites = new Map(); // sprite path → status
-  const userDataDir = mkdtempSync(join(tmpdir(), 'playhead-chromium-'));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--autoplay-policy=no-user-gesture-required', '--mute-audio'],
-    viewport: { width: 1280, height: 900 },
-    deviceScaleFactor: 1,
-  });
-  try {
-    for (const p of context.pages()) await p.close();
+  await withBrowser({ args: ['--autoplay-policy=no-user-gesture-required', '--mute-audio'] }, async (context) => {
     const page = await context.newPage();
     page.on('console', (msg) => { if (msg.type() === 'error') problems.push(`console error: ${msg.text()}`); });
     page.on('pageerror', (err) => problems.push(`uncaught exception: ${err.message}`));
@@ -162,14 +129,7 @@ async function main() {
         return n.hidden ? '' : n.textContent.trim();
       }),
     });
-  } finally {
-    await context.close();
-    rmSync(userDataDir, { recursive: true, force: true });
-  }
+  });
 }
 
-main().then(() => process.exit(0), (err) => {
-  log(err.stack || String(err));
-  emit('error', { message: String(err.message || err) });
-  process.exit(1);
-});
+run('watch.mjs', main);
