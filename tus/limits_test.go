@@ -1,6 +1,7 @@
 package tus_test
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -293,4 +294,80 @@ func advisoryLocks(t *testing.T, c *cluster) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A body longer than what is left of its upload is refused whole (413), however it is framed:
+// no media is made of its first bytes, no upload is left behind by a refused creation, and the
+// upload goes on from where it stood to the right file. (tusd reads a chunked body through a
+// limit of the bytes left: the store took those, the upload ended as media, and the client got
+// 413; a body ending on a part's boundary was cut without a word and answered 204.)
+func TestUpload_BodyLongerThanTheUploadIsRefusedWhole(t *testing.T) {
+	t.Parallel()
+	c := backends()["Local"](t)
+	n := c.start(t)
+	count := func(query string, args ...any) int {
+		t.Helper()
+		var got int
+		if err := c.pool.QueryRow(t.Context(), query, args...).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	wantError(t, "a creation with more bytes than the upload is long", n.do(t, 81, http.MethodPost, "/v1/uploads",
+		map[string]string{"Upload-Length": "4", "Content-Type": "application/offset+octet-stream"}, []byte("too long")), 413)
+	if rows := count(`SELECT count(*) FROM uploads WHERE owner_id = 81`); rows != 0 {
+		t.Errorf("the refused creation left %d uploads", rows)
+	}
+
+	for _, tc := range []struct {
+		name           string
+		length, stored int
+	}{
+		{"past the end of a short last part", 100, 10},
+		{"past the end of a whole last part", partSize, 0},
+	} {
+		file := randomFile(t, tc.length)
+		path := n.create(t, 82, len(file), "")
+		if tc.stored > 0 {
+			if a := n.patch(t, 82, path, 0, file[:tc.stored]); a.status != http.StatusNoContent {
+				t.Fatalf("%s: PATCH: %d %s", tc.name, a.status, a.body)
+			}
+		}
+		long := append(append([]byte(nil), file[tc.stored:]...), "and more"...)
+		wantError(t, tc.name+", chunked", n.chunked(t, 82, http.MethodPatch, path, map[string]string{"Upload-Offset": strconv.Itoa(tc.stored)}, long), 413)
+		if made := count(`SELECT count(*) FROM media WHERE owner_id = 82`); made != 0 {
+			t.Fatalf("%s: the refused PATCH made %d media", tc.name, made)
+		}
+		offset := n.offset(t, 82, path)
+		if a := n.patch(t, 82, path, offset, file[offset:]); a.status != http.StatusNoContent || a.header.Get(tus.HeaderMediaID) == "" {
+			t.Fatalf("%s: the right last PATCH: %d media %q %s", tc.name, a.status, a.header.Get(tus.HeaderMediaID), a.body)
+		}
+		var source string
+		if err := c.pool.QueryRow(t.Context(), `SELECT source_key FROM media WHERE owner_id = 82`).Scan(&source); err != nil {
+			t.Fatal(err)
+		}
+		if sum, size := c.stored(t, source); sum != sha256.Sum256(file) {
+			t.Errorf("%s: the stored source (%d bytes) is not the file", tc.name, size)
+		}
+		if _, err := c.pool.Exec(t.Context(), `DELETE FROM uploads WHERE owner_id = 82; DELETE FROM jobs; DELETE FROM media WHERE owner_id = 82`); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A chunked creation whose body runs past the length: refused, and the answer names the
+	// upload it made, so that the client can go on with it or terminate it.
+	a := n.chunked(t, 83, http.MethodPost, "/v1/uploads", map[string]string{"Upload-Length": "4"}, []byte("too long"))
+	wantError(t, "a chunked creation with more bytes than the upload is long", a, 413)
+	if made := count(`SELECT count(*) FROM media WHERE owner_id = 83`); made != 0 {
+		t.Errorf("the refused creation made %d media", made)
+	}
+	if rows := count(`SELECT count(*) FROM uploads WHERE owner_id = 83`); rows != 0 {
+		location := a.header.Get("Location")
+		if !strings.HasPrefix(location, "/v1/uploads/") {
+			t.Fatalf("the refused creation left an upload and its answer does not name it (Location %q)", location)
+		}
+		if d := n.do(t, 83, http.MethodDelete, location, nil, nil); d.status != http.StatusNoContent {
+			t.Errorf("DELETE of the upload the refused creation named: %d %s", d.status, d.body)
+		}
+	}
 }
