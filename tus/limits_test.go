@@ -371,3 +371,66 @@ func TestUpload_BodyLongerThanTheUploadIsRefusedWhole(t *testing.T) {
 		}
 	}
 }
+
+// An upload being written is not expired: each stored byte starts its expiry again, and the
+// expirer leaves alone an upload whose lock a request holds, even past its expiry (the request
+// has stored nothing yet), so the request's bytes and the upload survive the pass.
+func TestUpload_ExpiryWaitsForTheWriter(t *testing.T) {
+	t.Parallel()
+	c := backends()["Local"](t)
+	n := c.start(t)
+	expiresIn := func(path string) time.Duration {
+		t.Helper()
+		var d time.Duration
+		if err := c.pool.QueryRow(t.Context(), `SELECT expires_at - statement_timestamp() FROM uploads WHERE id = $1`,
+			strings.TrimPrefix(path, tus.Base+"/")).Scan(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	file := randomFile(t, partSize+100)
+	path := n.create(t, 91, len(file), "")
+	for _, cut := range []int{10, partSize} { // a tail, then a part that takes it
+		if _, err := c.pool.Exec(t.Context(), `UPDATE uploads SET expires_at = statement_timestamp() + interval '1 minute'`); err != nil {
+			t.Fatal(err)
+		}
+		offset := n.offset(t, 91, path)
+		if a := n.patch(t, 91, path, offset, file[offset:cut]); a.status != http.StatusNoContent {
+			t.Fatalf("PATCH to %d: %d %s", cut, a.status, a.body)
+		}
+		if got := expiresIn(path); got < time.Hour { // the default expiry is 24 h
+			t.Errorf("after storing up to byte %d the upload expires in %s: its expiry did not start again", cut, got)
+		}
+	}
+	if tails := c.keys(t, "tus/"+strings.TrimPrefix(path, tus.Base+"/")+"/tails/"); len(tails) != 0 {
+		t.Errorf("the part that took the tail left %q", tails)
+	}
+	// A PATCH holds the upload's lock while its body comes; meanwhile the upload's expiry passes.
+	offset := partSize
+	conn, r := n.rawPatch(t, 91, path, offset, len(file)-offset, file[offset:offset+2])
+	answered := patchAnswer(r)
+	waitFor(t, "the PATCH to hold its upload's lock", func() bool { return advisoryLocks(t, c) == 1 })
+	if _, err := c.pool.Exec(t.Context(), `UPDATE uploads SET expires_at = statement_timestamp()`); err != nil {
+		t.Fatal(err)
+	}
+	expirer, err := tus.NewExpirer(tus.ExpirerConfig{Pool: c.pool, Objects: c.objects, Metrics: tus.NewMetrics(prometheus.NewRegistry())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := expirer.Expire(t.Context()); err != nil || removed != 0 {
+		t.Fatalf("Expire while a PATCH writes: removed %d, %v; want 0", removed, err)
+	}
+	if _, err := conn.Write(file[offset+2:]); err != nil {
+		t.Fatal(err)
+	}
+	if status := <-answered; status != http.StatusNoContent {
+		t.Fatalf("the PATCH that outlived its upload's expiry: %d, want 204", status)
+	}
+	var source string
+	if err := c.pool.QueryRow(t.Context(), `SELECT source_key FROM media WHERE owner_id = 91`).Scan(&source); err != nil {
+		t.Fatal(err)
+	}
+	if sum, _ := c.stored(t, source); sum != sha256.Sum256(file) {
+		t.Error("the stored source is not the file")
+	}
+}
