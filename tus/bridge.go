@@ -44,8 +44,12 @@ type request struct {
 	// drain ends the request's body once what has arrived is read (nil without a body): what
 	// the locker does when another request asks for the lock.
 	drain func()
+	// received counts the bytes read of the request's body, below tusd's limit of the bytes
+	// left of the upload (which reads one byte past the limit to see a longer body).
+	received int64
 
 	// Set by the store for the answer.
+	location  string // the upload a creation made
 	mediaID   int64
 	offset    int64
 	expiresAt time.Time
@@ -109,10 +113,12 @@ func (w *recorder) SetWriteDeadline(time.Time) error { return nil }
 type body struct {
 	*media.UploadBody
 	limits *media.UploadLimits
+	st     *request
 }
 
 func (b body) Read(p []byte) (int, error) {
 	n, err := b.UploadBody.Read(p)
+	b.st.received += int64(n)
 	switch {
 	case errors.Is(err, media.ErrUploadStalled):
 		err = handler.NewError("ERR_UPLOAD_STALLED", fmt.Sprintf("the upload sent nothing for %s", b.limits.IdleTimeout), http.StatusRequestTimeout)
@@ -148,7 +154,7 @@ func (h *Handler) serve(c *fiber.Ctx, st *request, path string, upload *media.Up
 	w := &recorder{header: http.Header{}, upload: upload}
 	if upload != nil {
 		st.drain = func() { upload.Drain(drainGrace) }
-		req.Body = body{upload, h.cfg.Limits}
+		req.Body = body{upload, h.cfg.Limits, st}
 		req.ContentLength = int64(c.Request().Header.ContentLength()) // -1: chunked
 	}
 	serve.ServeHTTP(w, req.WithContext(ctx))
@@ -179,6 +185,11 @@ func (h *Handler) answer(c *fiber.Ctx, w *recorder, st *request) error {
 	status := w.status
 	if status == 0 {
 		status = http.StatusOK
+	}
+	if status >= 400 && st.location != "" {
+		// tusd drops the Location of a creation that failed with its first bytes; the client
+		// needs it to go on with the upload or terminate it.
+		c.Set(fiber.HeaderLocation, st.location)
 	}
 	if status >= 400 {
 		message := tusdMessage(w.body.String())

@@ -1,6 +1,7 @@
 package tus_test
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -293,4 +294,143 @@ func advisoryLocks(t *testing.T, c *cluster) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A body longer than what is left of its upload is refused whole (413), however it is framed:
+// no media is made of its first bytes, no upload is left behind by a refused creation, and the
+// upload goes on from where it stood to the right file. (tusd reads a chunked body through a
+// limit of the bytes left: the store took those, the upload ended as media, and the client got
+// 413; a body ending on a part's boundary was cut without a word and answered 204.)
+func TestUpload_BodyLongerThanTheUploadIsRefusedWhole(t *testing.T) {
+	t.Parallel()
+	c := backends()["Local"](t)
+	n := c.start(t)
+	count := func(query string, args ...any) int {
+		t.Helper()
+		var got int
+		if err := c.pool.QueryRow(t.Context(), query, args...).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	wantError(t, "a creation with more bytes than the upload is long", n.do(t, 81, http.MethodPost, "/v1/uploads",
+		map[string]string{"Upload-Length": "4", "Content-Type": "application/offset+octet-stream"}, []byte("too long")), 413)
+	if rows := count(`SELECT count(*) FROM uploads WHERE owner_id = 81`); rows != 0 {
+		t.Errorf("the refused creation left %d uploads", rows)
+	}
+
+	for _, tc := range []struct {
+		name           string
+		length, stored int
+	}{
+		{"past the end of a short last part", 100, 10},
+		{"past the end of a whole last part", partSize, 0},
+	} {
+		file := randomFile(t, tc.length)
+		path := n.create(t, 82, len(file), "")
+		if tc.stored > 0 {
+			if a := n.patch(t, 82, path, 0, file[:tc.stored]); a.status != http.StatusNoContent {
+				t.Fatalf("%s: PATCH: %d %s", tc.name, a.status, a.body)
+			}
+		}
+		long := append(append([]byte(nil), file[tc.stored:]...), "and more"...)
+		wantError(t, tc.name+", chunked", n.chunked(t, 82, http.MethodPatch, path, map[string]string{"Upload-Offset": strconv.Itoa(tc.stored)}, long), 413)
+		if made := count(`SELECT count(*) FROM media WHERE owner_id = 82`); made != 0 {
+			t.Fatalf("%s: the refused PATCH made %d media", tc.name, made)
+		}
+		offset := n.offset(t, 82, path)
+		if a := n.patch(t, 82, path, offset, file[offset:]); a.status != http.StatusNoContent || a.header.Get(tus.HeaderMediaID) == "" {
+			t.Fatalf("%s: the right last PATCH: %d media %q %s", tc.name, a.status, a.header.Get(tus.HeaderMediaID), a.body)
+		}
+		var source string
+		if err := c.pool.QueryRow(t.Context(), `SELECT source_key FROM media WHERE owner_id = 82`).Scan(&source); err != nil {
+			t.Fatal(err)
+		}
+		if sum, size := c.stored(t, source); sum != sha256.Sum256(file) {
+			t.Errorf("%s: the stored source (%d bytes) is not the file", tc.name, size)
+		}
+		if _, err := c.pool.Exec(t.Context(), `DELETE FROM uploads WHERE owner_id = 82; DELETE FROM jobs; DELETE FROM media WHERE owner_id = 82`); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A chunked creation whose body runs past the length: refused, and the answer names the
+	// upload it made, so that the client can go on with it or terminate it.
+	a := n.chunked(t, 83, http.MethodPost, "/v1/uploads", map[string]string{"Upload-Length": "4"}, []byte("too long"))
+	wantError(t, "a chunked creation with more bytes than the upload is long", a, 413)
+	if made := count(`SELECT count(*) FROM media WHERE owner_id = 83`); made != 0 {
+		t.Errorf("the refused creation made %d media", made)
+	}
+	if rows := count(`SELECT count(*) FROM uploads WHERE owner_id = 83`); rows != 0 {
+		location := a.header.Get("Location")
+		if !strings.HasPrefix(location, "/v1/uploads/") {
+			t.Fatalf("the refused creation left an upload and its answer does not name it (Location %q)", location)
+		}
+		if d := n.do(t, 83, http.MethodDelete, location, nil, nil); d.status != http.StatusNoContent {
+			t.Errorf("DELETE of the upload the refused creation named: %d %s", d.status, d.body)
+		}
+	}
+}
+
+// An upload being written is not expired: each stored byte starts its expiry again, and the
+// expirer leaves alone an upload whose lock a request holds, even past its expiry (the request
+// has stored nothing yet), so the request's bytes and the upload survive the pass.
+func TestUpload_ExpiryWaitsForTheWriter(t *testing.T) {
+	t.Parallel()
+	c := backends()["Local"](t)
+	n := c.start(t)
+	expiresIn := func(path string) time.Duration {
+		t.Helper()
+		var d time.Duration
+		if err := c.pool.QueryRow(t.Context(), `SELECT expires_at - statement_timestamp() FROM uploads WHERE id = $1`,
+			strings.TrimPrefix(path, tus.Base+"/")).Scan(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	file := randomFile(t, partSize+100)
+	path := n.create(t, 91, len(file), "")
+	for _, cut := range []int{10, partSize} { // a tail, then a part that takes it
+		if _, err := c.pool.Exec(t.Context(), `UPDATE uploads SET expires_at = statement_timestamp() + interval '1 minute'`); err != nil {
+			t.Fatal(err)
+		}
+		offset := n.offset(t, 91, path)
+		if a := n.patch(t, 91, path, offset, file[offset:cut]); a.status != http.StatusNoContent {
+			t.Fatalf("PATCH to %d: %d %s", cut, a.status, a.body)
+		}
+		if got := expiresIn(path); got < time.Hour { // the default expiry is 24 h
+			t.Errorf("after storing up to byte %d the upload expires in %s: its expiry did not start again", cut, got)
+		}
+	}
+	if tails := c.keys(t, "tus/"+strings.TrimPrefix(path, tus.Base+"/")+"/tails/"); len(tails) != 0 {
+		t.Errorf("the part that took the tail left %q", tails)
+	}
+	// A PATCH holds the upload's lock while its body comes; meanwhile the upload's expiry passes.
+	offset := partSize
+	conn, r := n.rawPatch(t, 91, path, offset, len(file)-offset, file[offset:offset+2])
+	answered := patchAnswer(r)
+	waitFor(t, "the PATCH to hold its upload's lock", func() bool { return advisoryLocks(t, c) == 1 })
+	if _, err := c.pool.Exec(t.Context(), `UPDATE uploads SET expires_at = statement_timestamp()`); err != nil {
+		t.Fatal(err)
+	}
+	expirer, err := tus.NewExpirer(tus.ExpirerConfig{Pool: c.pool, Objects: c.objects, Metrics: tus.NewMetrics(prometheus.NewRegistry())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := expirer.Expire(t.Context()); err != nil || removed != 0 {
+		t.Fatalf("Expire while a PATCH writes: removed %d, %v; want 0", removed, err)
+	}
+	if _, err := conn.Write(file[offset+2:]); err != nil {
+		t.Fatal(err)
+	}
+	if status := <-answered; status != http.StatusNoContent {
+		t.Fatalf("the PATCH that outlived its upload's expiry: %d, want 204", status)
+	}
+	var source string
+	if err := c.pool.QueryRow(t.Context(), `SELECT source_key FROM media WHERE owner_id = 91`).Scan(&source); err != nil {
+		t.Fatal(err)
+	}
+	if sum, _ := c.stored(t, source); sum != sha256.Sum256(file) {
+		t.Error("the stored source is not the file")
+	}
 }

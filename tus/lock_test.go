@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,21 +128,36 @@ func TestUpload_ResumeTakesTheUploadFromAStalePatch(t *testing.T) {
 	}
 }
 
-// gatedObjects holds the first PutPart until gate is closed, telling entered when it waits:
-// a node whose storage is slow while the rest of a body piles up in its socket.
+// gatedObjects holds the first PutPart (or, with tails, the first Put of a tail) until gate
+// is closed, telling entered when it waits: a node whose storage is slow while the rest of a
+// body piles up in its socket.
 type gatedObjects struct {
 	tus.Objects
+	tails   bool
 	once    sync.Once
 	entered chan struct{}
 	gate    chan struct{}
 }
 
-func (g *gatedObjects) PutPart(ctx context.Context, key, id string, n int, r io.Reader, size int64) (storage.Part, error) {
+func (g *gatedObjects) wait() {
 	g.once.Do(func() {
 		close(g.entered)
 		<-g.gate
 	})
+}
+
+func (g *gatedObjects) PutPart(ctx context.Context, key, id string, n int, r io.Reader, size int64) (storage.Part, error) {
+	if !g.tails {
+		g.wait()
+	}
 	return g.Objects.PutPart(ctx, key, id, n, r, size)
+}
+
+func (g *gatedObjects) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
+	if g.tails && strings.Contains(key, "/tails/") {
+		g.wait()
+	}
+	return g.Objects.Put(ctx, key, r)
 }
 
 // The bytes already in a node's socket when a resuming client asks for the upload are kept:
@@ -168,5 +184,62 @@ func TestUpload_ReleaseKeepsTheBytesInTheSocket(t *testing.T) {
 	close(gated.gate)
 	if got := <-offset; got != strconv.Itoa(sent) {
 		t.Fatalf("HEAD after the holder let go: offset %s, want %d (every byte it had received)", got, sent)
+	}
+}
+
+// A writer whose lock session dies mid-PATCH (PostgreSQL restarted, the connection cut) does
+// not know it lost the lock, and writes on, while a resuming request on another node takes the
+// lock and moves the upload forward past a part. The stale writer's part or tail must not go
+// into the upload: the file that ends as media is the client's, byte for byte.
+func TestUpload_WriterThatLostItsLockCannotCorrupt(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		tails      bool
+		sent, body int // what the stale writer has sent when it stores, and its whole body
+	}{
+		{"stored a part", false, partSize + 100, partSize + 200},
+		{"stored a tail", true, 100, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := backends()["Local"](t)
+			gated := &gatedObjects{Objects: c.objects, tails: tc.tails, entered: make(chan struct{}), gate: make(chan struct{})}
+			stale := c.start(t, func(cfg *tus.Config) { cfg.Objects = gated })
+			resumer := c.start(t)
+			file := randomFile(t, 2*partSize)
+			path := stale.create(t, 14, len(file), "")
+			conn, r := stale.rawPatch(t, 14, path, 0, tc.body, file[:tc.sent])
+			answered := patchAnswer(r)
+			<-gated.entered // the stale writer stores what it read
+			var killed bool
+			if err := c.pool.QueryRow(t.Context(), `
+				SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
+				AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&killed); err != nil || !killed {
+				t.Fatalf("terminate the stale writer's lock session: %v %v", killed, err)
+			}
+			// The lock is free: the resumer takes it and stores a part and a tail of its own.
+			if got := resumer.offset(t, 14, path); got != 0 {
+				t.Fatalf("HEAD on the resumer: offset %d, want 0", got)
+			}
+			if a := resumer.patch(t, 14, path, 0, file[:partSize+50]); a.status != http.StatusNoContent {
+				t.Fatalf("the resumer's PATCH: %d %s", a.status, a.body)
+			}
+			close(gated.gate) // the stale writer goes on: its write, then the end of its body
+			go func() { _, _ = conn.Write(file[tc.sent:tc.body]) }()
+			if status := <-answered; status == http.StatusNoContent {
+				t.Errorf("the stale writer's PATCH was answered 204: it wrote over the resumer's")
+			}
+			offset := resumer.offset(t, 14, path)
+			if a := resumer.patch(t, 14, path, offset, file[offset:]); a.status != http.StatusNoContent {
+				t.Fatalf("the last PATCH from %d: %d %s", offset, a.status, a.body)
+			}
+			var source string
+			if err := c.pool.QueryRow(t.Context(), `SELECT source_key FROM media WHERE owner_id = 14`).Scan(&source); err != nil {
+				t.Fatal(err)
+			}
+			if sum, size := c.stored(t, source); sum != sha256.Sum256(file) || size != int64(len(file)) {
+				t.Errorf("the stored source has %d bytes and another sha256 than the file's %d", size, len(file))
+			}
+		})
 	}
 }

@@ -193,6 +193,30 @@ func (n *node) create(t *testing.T, member int64, length int, meta string) strin
 	return a.header.Get("Location")
 }
 
+// chunked sends a tus request whose body b goes chunked (no Content-Length), as a client
+// streaming a file of a length it does not know sends it.
+func (n *node) chunked(t *testing.T, member int64, method, path string, header map[string]string, b []byte) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, n.url+path, io.NopCloser(bytes.NewReader(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength, req.TransferEncoding = -1, []string{"chunked"}
+	req.Header.Set("Tus-Resumable", "1.0.0")
+	req.Header.Set("Authorization", "Bearer "+token(t, member))
+	req.Header.Set("Content-Type", "application/offset+octet-stream")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, string(out)}
+}
+
 // patch sends b at offset.
 func (n *node) patch(t *testing.T, member int64, path string, offset int, b []byte) answer {
 	t.Helper()

@@ -138,7 +138,7 @@ func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.U
 		return nil, err
 	}
 	s.metrics.created.Inc()
-	st.expiresAt = u.expiresAt
+	st.expiresAt, st.location = u.expiresAt, Base+"/"+u.id
 	return u, nil
 }
 
@@ -228,6 +228,9 @@ func (u *upload) WriteChunk(ctx context.Context, offset int64, src io.Reader) (i
 		filled += n
 		// The buffer holds the tail, then bytes past the stored offset.
 		complete := u.offset-u.tailSize+int64(filled) == u.length
+		if complete && !bodyEnded(ctx, src, u.length-start) {
+			return u.offset - start, handler.ErrSizeExceeded // the last bytes are not stored: no media of a cut file
+		}
 		if filled == len(buf) || complete {
 			if err := u.putPart(ctx, buf[:filled]); err != nil {
 				return u.offset - start, err
@@ -247,6 +250,20 @@ func (u *upload) WriteChunk(ctx context.Context, offset int64, src io.Reader) (i
 		}
 	}
 	return u.offset - start, nil
+}
+
+// bodyEnded reports whether the request's body, of which src has given the bytes left of the
+// upload (left), ends there. tusd reads the body through a limit of those bytes that hides
+// what lies past it, so the answer is in the count of what the body gave below that limit:
+// one read more makes the limit look one byte past the end.
+func bodyEnded(ctx context.Context, src io.Reader, left int64) bool {
+	st := requestFrom(ctx)
+	if st == nil {
+		return true
+	}
+	var one [1]byte
+	_, _ = src.Read(one[:])
+	return st.received <= left
 }
 
 // readTail reads the upload's tail object into b (its size).

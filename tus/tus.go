@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -165,11 +166,18 @@ func (h *Handler) createUpload(c *fiber.Ctx) error {
 		return apperr.Errorf(apperr.Invalid, "Upload-Concat: concatenation is not supported")
 	}
 	// tusd takes what strconv.ParseInt takes ("+5"); the protocol says digits.
-	switch length := string(header.Peek("Upload-Length")); {
+	length := string(header.Peek("Upload-Length"))
+	switch {
 	case !validLength.MatchString(length):
 		return apperr.Errorf(apperr.Invalid, "Upload-Length must be the file's size in bytes, a number of digits")
 	case strings.TrimLeft(length, "0") == "":
 		return apperr.Errorf(apperr.Unprocessable, "the file is empty")
+	}
+	withBody := header.ContentLength() != 0 && string(header.ContentType()) == "application/offset+octet-stream"
+	// tusd creates the upload before it looks at the body's length: refused after, the upload
+	// would stay, unnamed, in the member's unfinished uploads.
+	if size, _ := strconv.ParseInt(length, 10, 64); withBody && int64(header.ContentLength()) > size {
+		return apperr.Errorf(apperr.TooLarge, "the body is longer than Upload-Length")
 	}
 	meta, err := parseMetadata(string(header.Peek("Upload-Metadata")))
 	if err != nil {
@@ -181,7 +189,7 @@ func (h *Handler) createUpload(c *fiber.Ctx) error {
 	}
 	st := &request{member: member, create: &creation{metadata: meta, details: details}}
 	var upload *media.UploadBody
-	if header.ContentLength() != 0 && string(header.ContentType()) == "application/offset+octet-stream" {
+	if withBody {
 		release, err := h.cfg.Limits.Acquire(c, member, "")
 		if err != nil {
 			return err
