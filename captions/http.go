@@ -255,7 +255,14 @@ func checkLanguage(raw string) (string, error) {
 	if err != nil {
 		return "", apperr.Errorf(apperr.Unprocessable, "language %q is not a BCP 47 tag (%v): use one such as en, pt-BR or zh-Hant", raw, err)
 	}
-	return tag.String(), nil
+	// Canonical forms can be longer than what was sent ("sh-…" becomes "sr-Latn-…"), and the
+	// canonical form is what is stored and written in the playlist.
+	canonical := tag.String()
+	if len(canonical) > maxLanguageBytes {
+		return "", apperr.Errorf(apperr.Unprocessable, "language %q is %d characters as a canonical BCP 47 tag (%s), over %d: use a shorter one such as en, pt-BR or zh-Hant",
+			raw, len(canonical), canonical, maxLanguageBytes)
+	}
+	return canonical, nil
 }
 
 // checkLabel returns the label trimmed: 1 to MaxLabelRunes characters of one line of text,

@@ -63,6 +63,17 @@ func TestParse_WebVTT(t *testing.T) {
 		"00:00:07.000-00:00:08.000 unterminated")
 }
 
+// TestParse_CarriageReturnLineEndings: a file whose lines end with CR alone (classic Mac OS
+// editors), which WebVTT allows as a line terminator, reads like one with LF.
+func TestParse_CarriageReturnLineEndings(t *testing.T) {
+	wantCues(t, mustParse(t, "WEBVTT\r\r00:01.000 --> 00:02.000\rfirst\rtwo lines\r\r00:03.000 --> 00:04.000\rsecond\r", hour),
+		"00:00:01.000-00:00:02.000 first\ntwo lines",
+		"00:00:03.000-00:00:04.000 second")
+	wantCues(t, mustParse(t, "1\r00:00:01,000 --> 00:00:02,000\rsrt\r\r2\r00:00:03,000 --> 00:00:04,000\rsecond\r", hour),
+		"00:00:01.000-00:00:02.000 srt",
+		"00:00:03.000-00:00:04.000 second")
+}
+
 func TestParse_OrderOverlapAndEnd(t *testing.T) {
 	file := "WEBVTT\n\n00:10.000 --> 00:12.000\nthird\n\n00:01.000 --> 00:05.000\nfirst\n\n00:02.000 --> 00:03.000\nsecond, overlapping\n\n" +
 		"00:29.000 --> 00:45.000\npast the end\n"

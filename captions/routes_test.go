@@ -202,6 +202,9 @@ func TestCaptions_Refused(t *testing.T) {
 		{"no language", [][2]string{{"label", "X"}}, srtFile, 422, "language is required"},
 		{"not a language", [][2]string{{"language", "english"}, {"label", "X"}}, srtFile, 422, "not a BCP 47 tag"},
 		{"language with NUL", [][2]string{{"language", "en\x00"}, {"label", "X"}}, srtFile, 422, "BCP 47"},
+		// 34 bytes as sent, 39 once canonical ("sr-Latn-u-ca-gregory-co-phonebk-nu-latn"): the
+		// stored form is what the limit is for (the table's CHECK refused it: a 500).
+		{"language that grows when made canonical", [][2]string{{"language", "sh-u-ca-gregory-nu-latn-co-phonebk"}, {"label", "X"}}, srtFile, 422, "BCP 47"},
 		{"no label", [][2]string{{"language", "en"}}, srtFile, 422, "label is required"},
 		{"label with a quote", [][2]string{{"language", "en"}, {"label", `En" ,URI="http://evil`}}, srtFile, 422, "cannot contain"},
 		{"label with a line break", [][2]string{{"language", "en"}, {"label", "En\n#EXT-X-ENDLIST"}}, srtFile, 422, "control characters"},

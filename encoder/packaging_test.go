@@ -61,7 +61,8 @@ type (
 )
 
 // TestEncoder_PlayerGradeHLS is must-show 1 of issue 31: generated sources (1080p30 with
-// audio, 720p60, 4:3, no audio, a 3 s clip, and the MPEG-TS format) are encoded, every
+// audio, 720p60, 4:3, no audio, a 3 s clip, the MPEG-TS format, and a hard scene cut between
+// keyframes encoded with the production preset) are encoded, every
 // playlist is parsed by hls-parser in strict mode (a third-party parser, from npm), and then
 // checked against what was written: BANDWIDTH at least the RFC 8216 peak and
 // AVERAGE-BANDWIDTH the mean of the segments of the variant with its audio (exactly, rounded
@@ -81,19 +82,27 @@ func TestEncoder_PlayerGradeHLS(t *testing.T) {
 		name   string
 		spec   testvideo.Spec
 		format encoder.Format
+		// sceneCut makes the source cut to another picture at 3 s, between two of the 2 s
+		// keyframes, and encodes it with the production preset (ultrafast never places
+		// scene-cut keyframes: its scenecut is 0).
+		sceneCut bool
 	}{
-		{"1080p30Audio", testvideo.Spec{Seconds: 13, Width: 1920, Height: 1080, FPS: 30, Audio: true}, encoder.FormatFMP4},
-		{"720p60", testvideo.Spec{Seconds: 9, Width: 1280, Height: 720, FPS: 60, Audio: true}, encoder.FormatFMP4},
-		{"FourByThree", testvideo.Spec{Seconds: 9, Width: 640, Height: 480, Audio: true}, encoder.FormatFMP4},
-		{"NoAudio", testvideo.Spec{Seconds: 9, Width: 854, Height: 480}, encoder.FormatFMP4},
-		{"Clip3s", testvideo.Spec{Seconds: 3, Width: 1280, Height: 720, FPS: 30, Audio: true}, encoder.FormatFMP4},
-		{"MPEGTS", testvideo.Spec{Seconds: 13, Width: 1280, Height: 720, FPS: 30, Audio: true}, encoder.FormatTS},
+		{"1080p30Audio", testvideo.Spec{Seconds: 13, Width: 1920, Height: 1080, FPS: 30, Audio: true}, encoder.FormatFMP4, false},
+		{"720p60", testvideo.Spec{Seconds: 9, Width: 1280, Height: 720, FPS: 60, Audio: true}, encoder.FormatFMP4, false},
+		{"FourByThree", testvideo.Spec{Seconds: 9, Width: 640, Height: 480, Audio: true}, encoder.FormatFMP4, false},
+		{"NoAudio", testvideo.Spec{Seconds: 9, Width: 854, Height: 480}, encoder.FormatFMP4, false},
+		{"Clip3s", testvideo.Spec{Seconds: 3, Width: 1280, Height: 720, FPS: 30, Audio: true}, encoder.FormatFMP4, false},
+		{"MPEGTS", testvideo.Spec{Seconds: 13, Width: 1280, Height: 720, FPS: 30, Audio: true}, encoder.FormatTS, false},
+		{"SceneCut", testvideo.Spec{Seconds: 7, Width: 640, Height: 360}, encoder.FormatFMP4, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			input := testvideo.MP4(t, dir, tc.spec)
-			e, err := encoder.New(encoder.Config{Preset: "ultrafast", Format: tc.format})
+			input, preset := testvideo.MP4(t, dir, tc.spec), "ultrafast"
+			if tc.sceneCut {
+				input, preset = sceneCutSource(t, dir, tc.spec), "veryfast"
+			}
+			e, err := encoder.New(encoder.Config{Preset: preset, Format: tc.format})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,6 +127,23 @@ func TestEncoder_PlayerGradeHLS(t *testing.T) {
 			c.storyboard(res)
 		})
 	}
+}
+
+// sceneCutSource writes a source of spec (no audio) whose picture cuts from testsrc2 to another
+// pattern at 3 s: x264 would place a keyframe at the cut unless scene-cut detection is off.
+func sceneCutSource(t *testing.T, dir string, spec testvideo.Spec) string {
+	t.Helper()
+	out := filepath.Join(dir, "scene-cut.mp4")
+	size, fps := fmt.Sprintf("%dx%d", spec.Width, spec.Height), cmpOr(spec.FPS, 25)
+	cmd := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-y",
+		"-f", "lavfi", "-i", fmt.Sprintf("testsrc2=size=%s:rate=%d:duration=3", size, fps),
+		"-f", "lavfi", "-i", fmt.Sprintf("mandelbrot=size=%s:rate=%d", size, fps),
+		"-filter_complex", fmt.Sprintf("[1:v]trim=duration=%d,setpts=PTS-STARTPTS[b];[0:v][b]concat=n=2:v=1[v]", spec.Seconds-3),
+		"-map", "[v]", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg (scene-cut source): %v\n%s", err, b)
+	}
+	return out
 }
 
 type packagingCheck struct {

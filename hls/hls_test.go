@@ -32,6 +32,25 @@ func TestPeakRate_RFC8216Windows(t *testing.T) {
 	}
 }
 
+// The bounds of a window are inclusive ("between 0.5 and 1.5 times the target duration"): a set
+// of exactly 3 s or exactly 9 s of a 6 s target counts.
+func TestPeakRate_WindowBoundsCount(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		segs []hls.Segment
+		want int64
+	}{
+		// 3 s alone at 1 600 000 bit/s; without it, the 9 s pair would give 1 066 667.
+		{"exactly half the target", []hls.Segment{seg(600_000, 6*time.Second), seg(600_000, 3*time.Second)}, 1_600_000},
+		// 2 s is too short alone; with the 7 s after it, exactly 9 s: (800 000 + 700 000) × 8 / 9.
+		{"exactly one and a half targets", []hls.Segment{seg(800_000, 2*time.Second), seg(700_000, 7*time.Second)}, 1_333_334},
+	} {
+		if got := hls.BitsPerSecond(hls.PeakRate(tc.segs, 6*time.Second)); got != tc.want {
+			t.Errorf("%s: PeakRate = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestPeakRate_NoWindowTakesTheLargestSegment(t *testing.T) {
 	segs := []hls.Segment{seg(1000, 20*time.Second), seg(4000, 20*time.Second)}
 	if got := hls.BitsPerSecond(hls.PeakRate(segs, 6*time.Second)); got != 1600 {
@@ -44,6 +63,11 @@ func TestAverageRate_AndSumsRoundOnce(t *testing.T) {
 	audio := hls.AverageRate([]hls.Segment{seg(1, 3*time.Second)})
 	if got := hls.BitsPerSecond(video, audio); got != 6 { // 16/3 = 5.33… → 6, not 3 + 3
 		t.Fatalf("BitsPerSecond(8/3 + 8/3) = %d, want 6", got)
+	}
+	// Durations count to the microsecond, as EXTINF is written: 751 746 bytes over 6.013968 s
+	// is 1 000 000.0… bit/s, not the 1 000 136.9… of 6.013 s.
+	if got := hls.BitsPerSecond(hls.AverageRate([]hls.Segment{seg(751_746, 6_013_968*time.Microsecond)})); got != 1_000_000 {
+		t.Fatalf("AverageRate over 6.013968 s = %d, want 1000000", got)
 	}
 }
 
@@ -75,6 +99,17 @@ func TestGroup_JoinsPartsIntoTargetSegments(t *testing.T) {
 	segs, err = hls.Group(audio, 6*time.Second)
 	if err != nil || len(segs) != 2 || segs[0].Duration != 6015999*time.Microsecond {
 		t.Fatalf("Group(audio) = %+v, %v", segs, err)
+	}
+	// A part that would take a segment to 6.55 s (a 7 s target) starts the next one instead.
+	uneven := []hls.Segment{}
+	off = 0
+	for _, d := range []time.Duration{2 * time.Second, 2 * time.Second, 2550 * time.Millisecond, 2 * time.Second} {
+		uneven = append(uneven, hls.Segment{URI: "u.mp4", Duration: d, Range: hls.ByteRange{Length: 10, Offset: off}, Size: 10})
+		off += 10
+	}
+	segs, err = hls.Group(uneven, 6*time.Second)
+	if err != nil || len(segs) != 2 || segs[0].Duration != 4*time.Second || segs[1].Duration != 4550*time.Millisecond {
+		t.Fatalf("Group(uneven) = %+v, %v; want 4 s and 4.55 s", segs, err)
 	}
 	parts[3].Range.Offset++
 	if _, err := hls.Group(parts, 6*time.Second); err == nil {

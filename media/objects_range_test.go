@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestObjects_ByteRanges: an fMP4 rendition is read by byte ranges (EXT-X-BYTERANGE). One
@@ -61,6 +64,9 @@ func TestObjects_ByteRanges(t *testing.T) {
 func TestObjects_StoryboardSpritesAreSigned(t *testing.T) {
 	f := setupObjects(t)
 	key := fmt.Sprintf("hls/%d/tok/storyboard/storyboard.vtt", f.mine)
+	// A preview may be asked for at any moment of the video: a sprite's link lasts the links'
+	// TTL plus the media's whole duration (10.5 s) from when the storyboard was served.
+	wantExpiry := time.Now().Add(f.links.TTL + 10500*time.Millisecond).Unix()
 	status, h, body := rawGet(t, f.addr, "/objects/"+key+"?"+f.query(1, key), nil)
 	if status != http.StatusOK || h.Get("Content-Type") != "text/vtt; charset=utf-8" || h.Get("Cache-Control") != "private, no-store" {
 		t.Fatalf("GET storyboard: %d %q %q %q", status, h.Get("Content-Type"), h.Get("Cache-Control"), body)
@@ -80,6 +86,13 @@ func TestObjects_StoryboardSpritesAreSigned(t *testing.T) {
 	for _, uri := range sprites {
 		if !strings.HasPrefix(uri, fmt.Sprintf("/objects/hls/%d/tok/storyboard/sprite_000.jpg?member=1&expires=", f.mine)) {
 			t.Fatalf("sprite link %q, want a signed Playhead URL", uri)
+		}
+		u, err := url.Parse(uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if expires, err := strconv.ParseInt(u.Query().Get("expires"), 10, 64); err != nil || expires < wantExpiry {
+			t.Errorf("sprite link %q expires at %d, want at least %d (TTL plus the duration)", uri, expires, wantExpiry)
 		}
 		if status, _, sprite := rawGet(t, f.addr, uri, nil); status != http.StatusOK || string(sprite) != "JPEG mine sprite" {
 			t.Errorf("GET sprite %s: %d %q", uri, status, sprite)

@@ -74,6 +74,7 @@ func setupObjects(t *testing.T) *objectsFixture {
 	put(fmt.Sprintf("hls/%d/tok/v0/media.mp4", f.mine), mineRendition)
 	put(fmt.Sprintf("hls/%d/tok/storyboard/storyboard.vtt", f.mine), mineStoryboard)
 	put(fmt.Sprintf("hls/%d/tok/storyboard/sprite_000.jpg", f.mine), "JPEG mine sprite")
+	put(fmt.Sprintf("hls/%d/captions-0123/seg_00000.vtt", f.mine), "WEBVTT mine caption segment")
 	put(fmt.Sprintf("hls/%d/tok/bad/storyboard.vtt", f.mine), "WEBVTT\n\n00:00:00.000 --> 00:00:01.000\n../../../"+fmt.Sprint(f.theirs)+"/tok/thumb.jpg#xywh=0,0,1,1\n")
 	f.secrets = append(f.secrets,
 		put(fmt.Sprintf("hls/%d/tok/master.m3u8", f.theirs), "#EXTM3U theirs"),
@@ -307,6 +308,40 @@ func TestObjects_SignatureIsTheCredential(t *testing.T) {
 	forged, _ := stranger.File(t.Context(), 1, key, 0)
 	if status, _, _ := rawGet(t, f.addr, forged, nil); status != http.StatusForbidden {
 		t.Errorf("a link signed with another secret: status %d, want 403", status)
+	}
+}
+
+// TestObjects_EveryFileTypeNeedsItsOwnSignature: each kind of file an encode or a caption track
+// writes (playlists, MPEG-TS and fMP4 segments, the storyboard, its sprites, caption segments)
+// opens only with a signature of its own key, for a member who may play the media. The checks
+// are one code path today; this holds each file type to them, so that an exception made for one
+// kind (previews are "only thumbnails") shows.
+func TestObjects_EveryFileTypeNeedsItsOwnSignature(t *testing.T) {
+	f := setupObjects(t)
+	files := []string{"tok/master.m3u8", "tok/v0/index.m3u8", "tok/v0/seg_000.ts", "tok/v0/media.mp4",
+		"tok/storyboard/storyboard.vtt", "tok/storyboard/sprite_000.jpg", "captions-0123/seg_00000.vtt"}
+	for i, file := range files {
+		key := fmt.Sprintf("hls/%d/%s", f.mine, file)
+		other := fmt.Sprintf("hls/%d/%s", f.mine, files[(i+1)%len(files)])
+		for _, tc := range []struct {
+			name, query string
+			want        int
+		}{
+			{"its own signature", f.query(1, key), http.StatusOK},
+			{"no query", "", http.StatusForbidden},
+			{"the member and expiry without a signature", strings.Join(strings.Split(f.query(1, key), "&")[:2], "&"), http.StatusForbidden},
+			{"the signature of another file of the media", f.query(1, other), http.StatusForbidden},
+			{"an altered signature", strings.Replace(f.query(1, key), "sig=", "sig=A", 1)[:len(f.query(1, key))], http.StatusForbidden},
+			{"signed for a member who may not play it", f.query(2, key), http.StatusNotFound},
+		} {
+			target := "/objects/" + key
+			if tc.query != "" {
+				target += "?" + tc.query
+			}
+			if status, _, body := rawGet(t, f.addr, target, nil); status != tc.want {
+				t.Errorf("%s with %s: status %d (%.100s), want %d", file, tc.name, status, body, tc.want)
+			}
+		}
 	}
 }
 
