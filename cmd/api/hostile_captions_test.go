@@ -68,9 +68,11 @@ func captionFormCases(target, tok string) []hostileCase {
 	for _, fields := range [][][2]string{
 		{{"label", "Refused"}}, // no language
 		{{"language", "en"}},   // no label
-		{{"language", "en"}, {"label", "Refused"}, {"colour", "red"}},         // unknown field
-		{{"language", "en"}, {"language", "fr"}, {"label", "Refused"}},        // twice
-		{{"language", strings.Repeat("en-", 500)}, {"label", "Refused"}},      // long
+		{{"language", "en"}, {"label", "Refused"}, {"colour", "red"}},    // unknown field
+		{{"language", "en"}, {"language", "fr"}, {"label", "Refused"}},   // twice
+		{{"language", strings.Repeat("en-", 500)}, {"label", "Refused"}}, // long
+		// 34 bytes that canonicalise to 39, past the column's 35 (was a SQLSTATE 23514).
+		{{"language", "sh-u-ca-gregory-nu-latn-co-phonebk"}, {"label", "Refused"}},
 		{{"language", "en"}, {"label", "Refused"}, {"file", "a second file"}}, // two files
 	} {
 		b, ct := captionForm(fields, file)
