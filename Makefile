@@ -29,6 +29,14 @@ cluster: system-deps build
 cluster-down:
 	@scripts/cluster.sh down
 
+# The ceiling of one PostgreSQL (scripts/ceiling.sh, docs/scaling.md, issue 33): the cluster
+# above under load through HAProxy; prints positions written a second and the database's CPU
+# per row, per core and the players one core serves. About 2 minutes; CEILING_PLAYERS,
+# CEILING_RAMP, CEILING_HOLD change the load.
+.PHONY: ceiling
+ceiling: system-deps build
+	@scripts/ceiling.sh
+
 # The end-to-end suite with every playhead serve behind PgBouncer in transaction mode
 # (internal/pgtest starts it: PLAYHEAD_TEST_PGBOUNCER=1; README, "Behind PgBouncer"): playback
 # under load and its graceful stop, upload to READY, import, the lists, cache invalidation

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/valyala/fasthttp"
+
+	"github.com/playhead/playhead/internal/proccpu"
 )
 
 // report is what one run measured. Exported fields go into the JSON report.
@@ -73,11 +75,23 @@ type serverFigures struct {
 }
 
 type dbFigures struct {
-	Transactions  float64 `json:"transactions"`
-	PerSec        float64 `json:"transactions_per_sec"`
-	RowsWritten   float64 `json:"rows_written"`
-	before, after [2]float64
+	Transactions float64 `json:"transactions"`
+	PerSec       float64 `json:"transactions_per_sec"`
+	RowsWritten  float64 `json:"rows_written"`
+	RowsPerSec   float64 `json:"rows_written_per_sec"`
+	// The server's CPU (its postmaster and every child), when it runs on this machine: in
+	// all, per row written, the cores it kept busy on average, and the players one of its
+	// cores would serve at this run's rows per player.
+	CPUSeconds     float64 `json:"cpu_seconds,omitempty"`
+	CPUPerRowUS    float64 `json:"cpu_us_per_row,omitempty"`
+	Cores          float64 `json:"cores_busy,omitempty"`
+	PlayersPerCore float64 `json:"players_per_core,omitempty"`
+	before, after  dbSample
 }
+
+// dbSample is the database's counters at one moment; cpu is negative when the server is not
+// a process of this machine.
+type dbSample struct{ transactions, rows, cpu float64 }
 
 func newReport(o options) *report {
 	r := &report{Label: o.label, Players: o.players, Targets: o.targets}
@@ -162,9 +176,19 @@ func (r *report) finish() {
 	r.Ops = r.ops[:]
 	r.Total = total
 	if d := r.Database; d != nil {
-		d.Transactions = d.after[0] - d.before[0]
-		d.RowsWritten = d.after[1] - d.before[1]
-		d.PerSec = d.Transactions / r.Elapsed.Seconds() // the database works through the ramp too
+		d.Transactions = d.after.transactions - d.before.transactions
+		d.RowsWritten = d.after.rows - d.before.rows
+		// The database works through the ramp too.
+		d.PerSec = d.Transactions / r.Elapsed.Seconds()
+		d.RowsPerSec = d.RowsWritten / r.Elapsed.Seconds()
+		if d.before.cpu >= 0 && d.after.cpu >= 0 && d.RowsWritten > 0 {
+			d.CPUSeconds = d.after.cpu - d.before.cpu
+			d.CPUPerRowUS = d.CPUSeconds / d.RowsWritten * 1e6
+			d.Cores = d.CPUSeconds / r.Elapsed.Seconds()
+			if d.Cores > 0 {
+				d.PlayersPerCore = float64(r.Players) / d.Cores
+			}
+		}
 	}
 }
 
@@ -192,7 +216,11 @@ func (r *report) print(w io.Writer) {
 			s.PeakAcquired, s.EmptyAcquires, s.AcquireWaitSec, s.CacheLoads, s.PeakRSSBytes/(1<<20))
 	}
 	if d := r.Database; d != nil {
-		fmt.Fprintf(w, "database: %.0f transactions (%.1f/s), %.0f rows inserted or updated\n", d.Transactions, d.PerSec, d.RowsWritten)
+		fmt.Fprintf(w, "database: %.0f transactions (%.1f/s), %.0f rows inserted or updated (%.0f/s)\n", d.Transactions, d.PerSec, d.RowsWritten, d.RowsPerSec)
+		if d.CPUSeconds > 0 {
+			fmt.Fprintf(w, "database CPU: %.1f s, %.1f µs per row written, %.2f cores busy on average: one core serves %.0f players at this run's rows per player\n",
+				d.CPUSeconds, d.CPUPerRowUS, d.Cores, d.PlayersPerCore)
+		}
 	}
 }
 
@@ -219,7 +247,7 @@ type scraper struct {
 
 	countersBefore map[string]float64
 	flushBefore    *dto.Histogram
-	dbBefore       [2]float64
+	dbBefore       dbSample
 
 	mu    sync.Mutex // guards peaks: written by sample and after
 	peaks map[string]float64
@@ -425,17 +453,22 @@ func flushDelta(before, after *dto.Histogram) (count, p99 float64) {
 	return float64(n), 0
 }
 
-// dbCounters reads the database's committed+rolled-back transactions and written rows.
-func dbCounters(ctx context.Context, url string) ([2]float64, error) {
+// dbCounters reads the database's committed+rolled-back transactions and written rows, and
+// its server's CPU time when the server runs on this machine (proccpu).
+func dbCounters(ctx context.Context, url string) (dbSample, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return [2]float64{}, fmt.Errorf("database: %w", err)
+		return dbSample{}, fmt.Errorf("database: %w", err)
 	}
 	defer conn.Close(ctx)
-	var v [2]float64
+	v := dbSample{cpu: -1}
+	var backend int
 	err = conn.QueryRow(ctx, `
-		SELECT (xact_commit + xact_rollback)::float8, (tup_inserted + tup_updated)::float8
-		FROM pg_stat_database WHERE datname = current_database()`).Scan(&v[0], &v[1])
+		SELECT (xact_commit + xact_rollback)::float8, (tup_inserted + tup_updated)::float8, pg_backend_pid()
+		FROM pg_stat_database WHERE datname = current_database()`).Scan(&v.transactions, &v.rows, &backend)
+	if cpu, cpuErr := proccpu.PostgreSQL(backend); err == nil && cpuErr == nil {
+		v.cpu = cpu.Seconds()
+	}
 	return v, err
 }
 
