@@ -22,6 +22,7 @@ import (
 
 	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/internal/proccpu"
 )
 
 var (
@@ -63,9 +64,9 @@ func TestPutPathSideBySide(t *testing.T) {
 	// run drives url for d and returns wrk's counts and the CPU seconds that server and
 	// PostgreSQL used meanwhile.
 	run := func(url string, server int, d time.Duration) (wrkResult, float64, float64) {
-		serverBefore, pgBefore := cpuOf(server), treeCPU(postmaster)
+		serverBefore, pgBefore := cpuSeconds(proccpu.Process(server)), cpuSeconds(proccpu.Tree(postmaster))
 		r := runWrk(t, url, script, d)
-		serverCPU, pgCPU := cpuOf(server)-serverBefore, treeCPU(postmaster)-pgBefore
+		serverCPU, pgCPU := cpuSeconds(proccpu.Process(server))-serverBefore, cpuSeconds(proccpu.Tree(postmaster))-pgBefore
 		if r.Status+r.Connect+r.Read+r.Write+r.Timeout != 0 {
 			t.Fatalf("wrk against %s: %d non-2xx answers, socket errors connect %d read %d write %d timeout %d",
 				url, r.Status, r.Connect, r.Read, r.Write, r.Timeout)
@@ -146,6 +147,14 @@ func startBare(t *testing.T, bin string) (string, *binarytest.Process) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// cpuSeconds is a CPU time of proccpu in seconds, 0 when the process was gone.
+func cpuSeconds(d time.Duration, ok bool) float64 {
+	if !ok {
+		return 0
+	}
+	return d.Seconds()
 }
 
 // postmasterPID returns the pid of the test PostgreSQL's postmaster (the first line of its

@@ -16,6 +16,13 @@ import (
 // clockTicks is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on Linux).
 const clockTicks = 100
 
+// Process returns the CPU time (user + system) process pid has used so far, its children
+// left out. ok is false when pid is gone.
+func Process(pid int) (total time.Duration, ok bool) {
+	ticks, _, ok := stat(pid, false)
+	return time.Duration(ticks) * time.Second / clockTicks, ok
+}
+
 // Tree returns the CPU time (user + system) process pid has used so far, with the children it
 // has reaped and its living children (one level: PostgreSQL's backends, WAL writer,
 // checkpointer and autovacuum are children of the postmaster). ok is false when pid is gone.
