@@ -87,8 +87,9 @@ start_postgres() {
   if [ "$(id -u)" -eq 0 ]; then chown postgres: "$dir/pg"; fi
   as_pg "$bindir/initdb" -D "$dir/pg/data" -U postgres --auth=trust -E UTF8 >/dev/null
   # PostgreSQL's default durability (fsync on): the cluster is for measuring.
+  # PLAYHEAD_CLUSTER_PG_OPTIONS adds server settings ("-c fsync=off", to compare).
   as_pg "$bindir/pg_ctl" -D "$dir/pg/data" -l "$dir/logs/postgres.log" -w -t 60 \
-    -o "-p $pg_port -k $dir/pg -c listen_addresses=127.0.0.1 -c max_connections=200" start >/dev/null
+    -o "-p $pg_port -k $dir/pg -c listen_addresses=127.0.0.1 -c max_connections=200 ${PLAYHEAD_CLUSTER_PG_OPTIONS:-}" start >/dev/null
   as_pg "$bindir/createdb" -h 127.0.0.1 -p "$pg_port" -U postgres playhead
 }
 
