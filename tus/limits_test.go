@@ -131,6 +131,11 @@ func TestUpload_RefusedRequests(t *testing.T) {
 	wantError(t, "PATCH at a past offset", n.patch(t, 31, path, 0, []byte("again")), 409)
 	wantError(t, "PATCH at a future offset", n.patch(t, 31, path, 50, []byte("gap")), 409)
 	wantError(t, "PATCH with a negative offset", n.patch(t, 31, path, -1, []byte("x")), 400)
+	for _, offset := range []string{"+10", "1 0", "0x0a", "10.0", "", "00000000000000000010"} {
+		// The protocol's offset is digits; tusd took what strconv.ParseInt takes ("+10").
+		wantError(t, "PATCH with Upload-Offset "+strconv.Quote(offset), n.do(t, 31, http.MethodPatch, path,
+			map[string]string{"Upload-Offset": offset, "Content-Type": "application/offset+octet-stream"}, []byte("x")), 400)
+	}
 	wantError(t, "PATCH of another type", n.do(t, 31, http.MethodPatch, path,
 		map[string]string{"Upload-Offset": "10", "Content-Type": "application/json"}, []byte(`{}`)), 415)
 	wantError(t, "PATCH past the upload's length", n.patch(t, 31, path, 10, make([]byte, 91)), 413)

@@ -207,6 +207,10 @@ func (h *Handler) patchUpload(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	// tusd takes what strconv.ParseInt takes ("+10"); the protocol says digits.
+	if !validLength.MatchString(string(c.Request().Header.Peek("Upload-Offset"))) {
+		return apperr.Errorf(apperr.Invalid, "Upload-Offset must be the number of bytes the upload holds, a number of digits")
+	}
 	release, err := h.cfg.Limits.Acquire(c, member, id)
 	if err != nil {
 		return err
