@@ -343,6 +343,20 @@ func (h *Handler) read(ctx context.Context, key string) ([]byte, error) {
 	return body, nil
 }
 
+// allowed answers 404 for media id, as if it did not exist, unless the caller owns it, is an
+// admin, or (with playable) may play it.
+func (h *Handler) allowed(c *fiber.Ctx, id int64, playable bool) error {
+	who := auth.From(c)
+	access, found, err := h.Access.Access(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	if !found || access.OwnerID != who.MemberID && !who.Admin && !(playable && access.PlayableBy(who.MemberID)) {
+		return apperr.Errorf(apperr.NotFound, "media %d not found", id)
+	}
+	return nil
+}
+
 type listResponse struct {
 	Items []Caption `json:"items"`
 }
@@ -354,13 +368,8 @@ func (h *Handler) list(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	who := auth.From(c)
-	access, found, err := h.Access.Access(c.UserContext(), id)
-	if err != nil {
+	if err := h.allowed(c, id, true); err != nil {
 		return err
-	}
-	if !found || access.OwnerID != who.MemberID && !who.Admin && !access.PlayableBy(who.MemberID) {
-		return apperr.Errorf(apperr.NotFound, "media %d not found", id)
 	}
 	items, err := h.Store.List(c.UserContext(), id)
 	if err != nil {
@@ -384,13 +393,8 @@ func (h *Handler) delete(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	who := auth.From(c)
-	access, found, err := h.Access.Access(c.UserContext(), id)
-	if err != nil {
+	if err := h.allowed(c, id, false); err != nil {
 		return err
-	}
-	if !found || access.OwnerID != who.MemberID && !who.Admin {
-		return apperr.Errorf(apperr.NotFound, "media %d not found", id)
 	}
 	folder, err := h.Store.remove(c.UserContext(), id, captionID)
 	if err != nil {
