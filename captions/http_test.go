@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net"
 	"net/http"
 	"os"
@@ -26,6 +25,7 @@ import (
 	"github.com/playhead/playhead/cache"
 	"github.com/playhead/playhead/captions"
 	"github.com/playhead/playhead/httpserver"
+	"github.com/playhead/playhead/internal/formtest"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/storage"
@@ -154,17 +154,7 @@ func setup(t *testing.T) *fixture {
 
 // form is a multipart body of the fields, in order, the file part last when file is not nil.
 func form(fields [][2]string, file []byte) ([]byte, string) {
-	var b bytes.Buffer
-	w := multipart.NewWriter(&b)
-	for _, kv := range fields {
-		_ = w.WriteField(kv[0], kv[1])
-	}
-	if file != nil {
-		fw, _ := w.CreateFormFile("file", "captions.srt")
-		_, _ = fw.Write(file)
-	}
-	_ = w.Close()
-	return b.Bytes(), w.FormDataContentType()
+	return formtest.Multipart(fields, "captions.srt", file)
 }
 
 func (f *fixture) do(t *testing.T, method, path, token, contentType string, body []byte) (int, []byte) {

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime/multipart"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/httpserver"
+	"github.com/playhead/playhead/internal/formtest"
 	"github.com/playhead/playhead/internal/heaptest"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/internal/s3test"
@@ -146,20 +149,15 @@ func (s *uploadServer) postRaw(t *testing.T, contentType string, body []byte, ch
 	return resp.StatusCode, out
 }
 
-// multipartBody builds a small form in memory.
+// multipartBody builds a small form in memory, its fields in the order of their names.
 func multipartBody(t *testing.T, fields map[string]string, file []byte) (string, *bytes.Buffer) {
 	t.Helper()
-	var buf bytes.Buffer
-	w := multipart.NewWriter(&buf)
-	for k, v := range fields {
-		_ = w.WriteField(k, v)
+	var pairs [][2]string
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		pairs = append(pairs, [2]string{k, fields[k]})
 	}
-	if file != nil {
-		fw, _ := w.CreateFormFile("file", "clip.mp4")
-		_, _ = fw.Write(file)
-	}
-	_ = w.Close()
-	return w.FormDataContentType(), &buf
+	body, contentType := formtest.Multipart(pairs, "clip.mp4", file)
+	return contentType, bytes.NewBuffer(body)
 }
 
 // storedObjects counts files under the storage dir.

@@ -9,25 +9,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"mime/multipart"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/playhead/playhead/internal/formtest"
 )
 
 // captionForm is a multipart body of fields (in order) and, when file is not nil, a file part.
 func captionForm(fields [][2]string, file []byte) ([]byte, string) {
-	var b bytes.Buffer
-	w := multipart.NewWriter(&b)
-	for _, kv := range fields {
-		_ = w.WriteField(kv[0], kv[1])
-	}
-	if file != nil {
-		fw, _ := w.CreateFormFile("file", "captions.vtt")
-		_, _ = fw.Write(file)
-	}
-	_ = w.Close()
-	return b.Bytes(), w.FormDataContentType()
+	return formtest.Multipart(fields, "captions.vtt", file)
 }
 
 // captionCase is a POST of a caption form to A's media as A.
