@@ -51,8 +51,10 @@ type Server struct {
 
 // Start runs `playhead serve` with the environment env on top of the harness's (a fresh
 // migrated database, loopback listeners on free ports, Secret, a 30 s shutdown budget) and
-// waits until /readyz on the metrics address answers 200. A DATABASE_URL in env makes the
-// server share that database instead of getting a fresh one.
+// waits until /readyz on the metrics address answers 200 and, unless its log level hides it,
+// the node's "serving" line is in Stderr: everything it logged while starting (a spill file's
+// replay, say) is there when Start returns, not still in the pipe. A DATABASE_URL in env makes
+// the server share that database instead of getting a fresh one.
 func Start(t testing.TB, env map[string]string) *Server {
 	t.Helper()
 	httpAddr, metricsAddr := FreeAddr(t), FreeAddr(t)
@@ -85,6 +87,8 @@ func Start(t testing.TB, env map[string]string) *Server {
 		Client:      &http.Client{Transport: checked, Timeout: 10 * time.Second},
 	}
 	s.Process = Run(t, all, "serve")
+	level := strings.ToLower(all["PLAYHEAD_LOG_LEVEL"])
+	logsServing := level == "" || level == "info" || level == "debug"
 
 	deadline := time.Now().Add(ReadyTimeout)
 	var last string
@@ -93,13 +97,14 @@ func Start(t testing.TB, env map[string]string) *Server {
 			t.Fatalf("playhead serve exited before it was ready (%v); stderr:\n%s", err, s.Stderr)
 		}
 		status, body, err := s.Do(http.MethodGet, s.MetricsURL+"/readyz", "", nil)
-		if err == nil && status == http.StatusOK {
+		logged := !logsServing || strings.Contains(s.Stderr.String(), `"msg":"serving"`)
+		if err == nil && status == http.StatusOK && logged {
 			if all["PLAYHEAD_DB_POOLER"] == "transaction" && all["DATABASE_URL"] != dbURL {
 				checkPooled(t, dbURL)
 			}
 			return s
 		}
-		last = fmt.Sprintf("status %d %s, err %v", status, body, err)
+		last = fmt.Sprintf("status %d %s, err %v, serving logged %v", status, body, err, logged)
 		if time.Now().After(deadline) {
 			t.Fatalf("playhead serve not ready on %s/readyz after %s (last answer: %s)", s.MetricsURL, ReadyTimeout, last)
 		}
