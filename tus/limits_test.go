@@ -221,7 +221,7 @@ func TestUpload_Expiry(t *testing.T) {
 			if got, left := c.keys(t, "tus/"), c.unfinished(t); !slices.Equal(got, []string{source}) || len(left) != 0 {
 				t.Errorf("after the pass the store holds %q and unfinished writes %q; want only the finished upload's source", got, left)
 			}
-			if got := counter(t, reg, "playhead_tus_uploads_expired_total"); got != 1 {
+			if got := metricValue(t, reg, "playhead_tus_uploads_expired_total"); got != 1 {
 				t.Errorf("expired uploads counted: %v, want 1 (the finished one's row is not an expired upload)", got)
 			}
 		})
@@ -411,10 +411,15 @@ func TestUpload_ExpiryWaitsForTheWriter(t *testing.T) {
 		t.Errorf("the part that took the tail left %q", tails)
 	}
 	// A PATCH holds the upload's lock while its body comes; meanwhile the upload's expiry passes.
+	// The PATCH must be past its checks when the expiry passes: one that reads the upload after
+	// it is refused 410, rightly (holding the lock is not enough to wait for).
 	offset := partSize
 	conn, r := n.rawPatch(t, 91, path, offset, len(file)-offset, file[offset:offset+2])
 	answered := patchAnswer(r)
-	waitFor(t, "the PATCH to hold its upload's lock", func() bool { return advisoryLocks(t, c) == 1 })
+	waitFor(t, "the PATCH to store its body", func() bool { return metricValue(t, n.metrics, "playhead_tus_writes_in_progress") == 1 })
+	if locks := advisoryLocks(t, c); locks != 1 {
+		t.Fatalf("%d advisory locks while the PATCH writes, want its upload's 1", locks)
+	}
 	if _, err := c.pool.Exec(t.Context(), `UPDATE uploads SET expires_at = statement_timestamp()`); err != nil {
 		t.Fatal(err)
 	}
@@ -430,6 +435,9 @@ func TestUpload_ExpiryWaitsForTheWriter(t *testing.T) {
 	}
 	if status := <-answered; status != http.StatusNoContent {
 		t.Fatalf("the PATCH that outlived its upload's expiry: %d, want 204", status)
+	}
+	if writing := metricValue(t, n.metrics, "playhead_tus_writes_in_progress"); writing != 0 {
+		t.Errorf("%v PATCH bodies being stored after the last was answered, want 0", writing)
 	}
 	var source string
 	if err := c.pool.QueryRow(t.Context(), `SELECT source_key FROM media WHERE owner_id = 91`).Scan(&source); err != nil {

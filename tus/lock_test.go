@@ -104,7 +104,7 @@ func TestUpload_ResumeTakesTheUploadFromAStalePatch(t *testing.T) {
 			_, r := stale.rawPatch(t, 12, path, 0, len(file), file[:sent])
 			answered := patchAnswer(r)
 			waitFor(t, "the first part to be stored", func() bool {
-				return counter(t, stale.metrics, "playhead_tus_bytes_received_total") >= float64(partSize)
+				return metricValue(t, stale.metrics, "playhead_tus_bytes_received_total") >= float64(partSize)
 			})
 			head := resumer.do(t, 12, http.MethodHead, path, nil, nil)
 			if head.status != http.StatusOK || head.header.Get("Upload-Offset") != strconv.Itoa(sent) {

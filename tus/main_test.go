@@ -302,8 +302,8 @@ func (c *cluster) unfinished(t *testing.T) []string {
 	return s3test.Shared(t).Unfinished(t, c.bucket)
 }
 
-// counter reads a counter of reg.
-func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// metricValue reads the value of a counter or a gauge of reg (without labels).
+func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
@@ -311,6 +311,9 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	for _, f := range families {
 		if f.GetName() == name {
+			if g := f.GetMetric()[0].GetGauge(); g != nil {
+				return g.GetValue()
+			}
 			return f.GetMetric()[0].GetCounter().GetValue()
 		}
 	}

@@ -6,6 +6,8 @@ import "github.com/prometheus/client_golang/prometheus"
 type Metrics struct {
 	created, resumed, resumedWrites, finished, expired, terminated prometheus.Counter
 	bytes                                                          prometheus.Counter
+	// writing is a gauge: PATCH bodies being stored now.
+	writing prometheus.Gauge
 }
 
 // NewMetrics registers the uploads' metrics with reg.
@@ -22,7 +24,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		expired:       counter("uploads_expired_total", "Unfinished resumable uploads removed after PLAYHEAD_UPLOAD_EXPIRY without a byte, with their stored bytes."),
 		terminated:    counter("uploads_terminated_total", "Unfinished resumable uploads their member removed (DELETE)."),
 		bytes:         counter("bytes_received_total", "Bytes of resumable uploads stored (counted when recorded in the upload's offset)."),
+		writing: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "playhead", Subsystem: "tus", Name: "writes_in_progress",
+			Help: "PATCH bodies being stored now: requests past their upload's checks (owner, expiry, offset), reading their body."}),
 	}
-	reg.MustRegister(m.created, m.resumed, m.resumedWrites, m.finished, m.expired, m.terminated, m.bytes)
+	reg.MustRegister(m.created, m.resumed, m.resumedWrites, m.finished, m.expired, m.terminated, m.bytes, m.writing)
 	return m
 }

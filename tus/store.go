@@ -212,6 +212,8 @@ func (u *upload) WriteChunk(ctx context.Context, offset int64, src io.Reader) (i
 	if offset > 0 {
 		u.s.metrics.resumedWrites.Inc()
 	}
+	u.s.metrics.writing.Inc()
+	defer u.s.metrics.writing.Dec()
 	bufp := u.s.buffers.Get().(*[]byte)
 	defer u.s.buffers.Put(bufp)
 	buf := (*bufp)[:u.s.partSize]

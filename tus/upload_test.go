@@ -63,10 +63,10 @@ func TestUpload_ResumedOnOtherNodesEndsAsMedia(t *testing.T) {
 			if left := c.unfinished(t); len(left) != 0 {
 				t.Errorf("unfinished writes left: %q", left)
 			}
-			if got := counter(t, a.metrics, "playhead_tus_bytes_received_total") + counter(t, b.metrics, "playhead_tus_bytes_received_total"); got != float64(len(file)) {
+			if got := metricValue(t, a.metrics, "playhead_tus_bytes_received_total") + metricValue(t, b.metrics, "playhead_tus_bytes_received_total"); got != float64(len(file)) {
 				t.Errorf("bytes received: %v, want %d", got, len(file))
 			}
-			if got := counter(t, a.metrics, "playhead_tus_uploads_finished_total") + counter(t, b.metrics, "playhead_tus_uploads_finished_total"); got != 1 {
+			if got := metricValue(t, a.metrics, "playhead_tus_uploads_finished_total") + metricValue(t, b.metrics, "playhead_tus_uploads_finished_total"); got != 1 {
 				t.Errorf("finished uploads counted: %v, want 1", got)
 			}
 		})
@@ -87,11 +87,11 @@ func TestUpload_BrokenPatchKeepsWhatArrived(t *testing.T) {
 			sent := partSize + 4321
 			conn, _ := n.rawPatch(t, 8, path, 0, len(file), file[:sent])
 			waitFor(t, "the node to store the bytes sent", func() bool {
-				return counter(t, n.metrics, "playhead_tus_bytes_received_total") >= float64(partSize)
+				return metricValue(t, n.metrics, "playhead_tus_bytes_received_total") >= float64(partSize)
 			})
 			conn.Close() // the client's network goes away mid-body
 			waitFor(t, "the broken PATCH's bytes to be stored", func() bool {
-				return counter(t, n.metrics, "playhead_tus_bytes_received_total") == float64(sent)
+				return metricValue(t, n.metrics, "playhead_tus_bytes_received_total") == float64(sent)
 			})
 			if got := n.offset(t, 8, path); got != sent {
 				t.Fatalf("after a PATCH broken off at byte %d the offset is %d", sent, got)
