@@ -47,6 +47,64 @@ SET position_ms = excluded.position_ms,
     hidden      = false
 WHERE p.event_time < excluded.event_time`
 
+// benchUpdateFirstSQL is the flush statement rewritten so that rows that exist are changed by a
+// plain UPDATE … FROM and only the others go through INSERT … ON CONFLICT (a conflicting insert
+// probes the key, locks the row it found, then updates it). The same rules as flushSQL; what
+// it saves in CPU and why it was not kept (it takes row locks in two passes, so concurrent
+// flushes deadlock) is in docs/performance.md.
+const benchUpdateFirstSQL = `
+WITH reported AS (
+	SELECT r.*, CASE WHEN r.finished THEN r.event_time END AS watched_at, $5::timestamptz AS updated_at
+	FROM (
+		SELECT u.*, coalesce(u.position_ms >= playhead_completion_point(m.duration_ms, $6, $7), false) AS finished
+		FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::timestamptz[]) AS u(member_id, media_id, position_ms, event_time)
+		LEFT JOIN media m ON m.id = u.media_id
+	) r
+),
+updated AS (
+	UPDATE playback AS p
+	SET position_ms = CASE WHEN p.event_time < t.event_time THEN t.position_ms ELSE p.position_ms END,
+	    event_time  = greatest(p.event_time, t.event_time),
+	    updated_at  = t.updated_at,
+	    watched_at  = least(p.watched_at, t.watched_at),
+	    finished    = CASE WHEN p.event_time < t.event_time THEN t.finished ELSE p.finished END,
+	    hidden      = p.hidden AND p.event_time >= t.event_time
+	FROM reported t
+	WHERE p.member_id = t.member_id AND p.media_id = t.media_id
+	  AND (p.event_time < t.event_time OR t.watched_at < coalesce(p.watched_at, 'infinity'))
+	RETURNING p.member_id, p.media_id
+),
+inserted AS (
+	INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished)
+	SELECT t.member_id, t.media_id, t.position_ms, t.event_time, t.updated_at, t.watched_at, t.finished
+	FROM reported t
+	WHERE NOT EXISTS (SELECT 1 FROM updated w WHERE w.member_id = t.member_id AND w.media_id = t.media_id)
+	ORDER BY t.member_id, t.media_id
+	ON CONFLICT (member_id, media_id) DO UPDATE
+	SET position_ms = CASE WHEN p.event_time < excluded.event_time THEN excluded.position_ms ELSE p.position_ms END,
+	    event_time  = greatest(p.event_time, excluded.event_time),
+	    updated_at  = excluded.updated_at,
+	    watched_at  = least(p.watched_at, excluded.watched_at),
+	    finished    = CASE WHEN p.event_time < excluded.event_time THEN excluded.finished ELSE p.finished END,
+	    hidden      = p.hidden AND p.event_time >= excluded.event_time
+	WHERE p.event_time < excluded.event_time OR excluded.watched_at < coalesce(p.watched_at, 'infinity')
+	RETURNING p.member_id, p.media_id
+),
+written AS (
+	SELECT member_id, media_id FROM updated UNION ALL SELECT member_id, media_id FROM inserted
+)
+INSERT INTO playback_last_finished AS l (member_id, collection, media_id, event_time)
+SELECT DISTINCT ON (w.member_id, r.collection) w.member_id, r.collection, w.media_id, t.event_time
+FROM written w
+JOIN reported t ON t.member_id = w.member_id AND t.media_id = w.media_id
+JOIN import_rows r ON r.media_id = w.media_id
+WHERE t.finished
+ORDER BY w.member_id, r.collection, t.event_time DESC, w.media_id DESC
+ON CONFLICT (member_id, collection) DO UPDATE
+SET media_id = excluded.media_id, event_time = excluded.event_time
+WHERE l.event_time < excluded.event_time
+   OR (l.event_time = excluded.event_time AND l.media_id < excluded.media_id)`
+
 type benchBatch = []buffer.Entry[playback.Key, playback.Position]
 
 // upsertFunc writes one coalesced, sorted batch.
@@ -85,6 +143,20 @@ var benchMethods = []benchMethod{
 			b.Fatal(err)
 		}
 		return playback.NewStore(pool, media.DefaultCompletion).Flush, func() {}
+	}},
+	// Production's rules with the rows that exist rewritten by UPDATE … FROM first
+	// (benchUpdateFirstSQL): measured for issue 33, not kept.
+	{"UpdateFirst", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
+		return func(ctx context.Context, batch benchBatch) error {
+			n := len(batch)
+			members, medias, positions, times := make([]int64, n), make([]int64, n), make([]int32, n), make([]time.Time, n)
+			for i, e := range batch {
+				members[i], medias[i], positions[i], times[i] = e.Key.Member, e.Key.Media, e.Value.PositionMS, e.Value.EventTime
+			}
+			c := media.DefaultCompletion
+			_, err := pool.Exec(ctx, benchUpdateFirstSQL, members, medias, positions, times, time.Now(), c.Ratio, c.TailMS())
+			return err
+		}, func() {}
 	}},
 	// The one-row upsert queued len(batch) times in a pgx.Batch: one pipelined round trip, one
 	// implicit transaction.
