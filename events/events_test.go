@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/events"
@@ -28,6 +29,7 @@ import (
 	"github.com/playhead/playhead/internal/ssetest"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/notify"
+	"github.com/playhead/playhead/webhooks"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -237,6 +239,48 @@ func TestStream_ResumesAfterLastEventIDAndStartsNowWithout(t *testing.T) {
 	}
 	if e := resumed.Next(t); e.ID != strconv.FormatInt(later, 10) {
 		t.Errorf("the resumed stream then sent %s, want %d", e.ID, later)
+	}
+}
+
+// A stream resuming from before what the retention pruned cannot send what is gone: it starts
+// with a resync event whose id is the member's newest event, and goes on from there; one
+// resuming from the mark or after it is resumed as usual.
+func TestStream_ResumeFromBeforeTheRetentionStartsWithResync(t *testing.T) {
+	s := start(t, options{})
+	tok := token(t, 1, time.Hour)
+	gone := s.announce(t, 1, 10, media.OutboxReady, nil)
+	s.announce(t, 2, 20, media.OutboxReady, nil) // another member's: not member 1's newest
+	kept := s.announce(t, 1, 11, media.OutboxReady, nil)
+	ctx := context.Background()
+	if _, err := s.pool.Exec(ctx, `UPDATE notification_outbox SET relayed_at = statement_timestamp(),
+		created_at = statement_timestamp() - interval '8 days' WHERE id = $1`, gone); err != nil {
+		t.Fatal(err)
+	}
+	retention, err := webhooks.NewRetention(s.pool, webhooks.RetentionConfig{Metrics: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, n, err := retention.Prune(ctx); err != nil || n != 1 {
+		t.Fatalf("Prune removed %d events (%v), want the old one", n, err)
+	}
+	newest := s.announce(t, 1, 12, media.OutboxReady, nil)
+
+	behind := s.open(t, tok, strconv.FormatInt(gone-1, 10))
+	e := behind.Next(t)
+	if e.Name != events.EventResync || e.ID != strconv.FormatInt(newest, 10) || e.Data.Type != events.EventResync {
+		t.Fatalf("resumed from before the retention: first event %q id %q body %+v, want %s with id %d (the newest)",
+			e.Name, e.ID, e.Data, events.EventResync, newest)
+	}
+	later := s.announce(t, 1, 13, media.OutboxReady, nil)
+	if e := behind.Next(t); e.ID != strconv.FormatInt(later, 10) {
+		t.Errorf("after the resync the stream sent %s %s, want the next new event %d (not the kept ones again)", e.Name, e.ID, later)
+	}
+
+	atMark := s.open(t, tok, strconv.FormatInt(gone, 10))
+	for _, want := range []int64{kept, newest, later} {
+		if e := atMark.Next(t); e.ID != strconv.FormatInt(want, 10) || e.Name == events.EventResync {
+			t.Fatalf("resumed at the retention's mark: got %s %s, want event %d (no resync)", e.Name, e.ID, want)
+		}
 	}
 }
 

@@ -51,10 +51,17 @@ func (h *Hub) serve(c *fiber.Ctx) error {
 		return err
 	}
 	// Subscribed first, then the starting point read: a row written in between is after it and
-	// its notification wakes s, so nothing falls between the two.
+	// its notification wakes s, so nothing falls between the two. A resumption from before
+	// what the retention pruned cannot be made good: the stream starts with a resync event
+	// instead, from the caller's newest event.
+	resync := false
 	if resume {
+		after, resync, err = h.resumeFrom(c.UserContext(), caller.MemberID, after)
 		s.poke()
-	} else if after, err = h.latest(c.UserContext(), caller.MemberID); err != nil {
+	} else {
+		after, err = h.latest(c.UserContext(), caller.MemberID)
+	}
+	if err != nil {
 		h.unsubscribe(s)
 		return err
 	}
@@ -63,7 +70,7 @@ func (h *Hub) serve(c *fiber.Ctx) error {
 	c.Set("X-Accel-Buffering", "no") // proxies that buffer answers (nginx) pass this one through at once
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer h.unsubscribe(s)
-		h.metrics.ended.WithLabelValues(h.send(s, after, caller.Expires, w)).Inc()
+		h.metrics.ended.WithLabelValues(h.send(s, after, resync, caller.Expires, w)).Inc()
 	})
 	return nil
 }
@@ -89,10 +96,10 @@ func truncate(s string) string {
 	return s
 }
 
-// send writes s's events to w until the client goes away, the token expires or the node stops,
-// and returns which of these ended it (the metric's reason). Every flush extends the
-// connection's write deadline (extendWrite).
-func (h *Hub) send(s *stream, after int64, expires time.Time, w *bufio.Writer) string {
+// send writes s's events to w, after a resync event if resync is set, until the client goes
+// away, the token expires or the node stops, and returns which of these ended it (the metric's
+// reason). Every flush extends the connection's write deadline (extendWrite).
+func (h *Hub) send(s *stream, after int64, resync bool, expires time.Time, w *bufio.Writer) string {
 	flush := func() error {
 		if err := h.extendWrite(s); err != nil {
 			return err
@@ -101,7 +108,14 @@ func (h *Hub) send(s *stream, after int64, expires time.Time, w *bufio.Writer) s
 	}
 	// The first bytes let the client see the stream open (fetch resolves, EventSource fires
 	// "open") before any event exists.
-	if _, err := w.WriteString("retry: " + strconv.Itoa(reconnectMillis) + "\n\n"); err != nil || flush() != nil {
+	if _, err := w.WriteString("retry: " + strconv.Itoa(reconnectMillis) + "\n\n"); err != nil {
+		return "client"
+	}
+	if resync {
+		writeResync(w, after)
+		h.metrics.resyncs.Inc()
+	}
+	if flush() != nil {
 		return "client"
 	}
 	heartbeat := time.NewTicker(h.cfg.Heartbeat)
@@ -151,6 +165,18 @@ func (h *Hub) send(s *stream, after int64, expires time.Time, w *bufio.Writer) s
 			}
 		}
 	}
+}
+
+// EventResync is the type of the event a stream starts with when its Last-Event-ID is older
+// than what the retention kept (PLAYHEAD_OUTBOX_RETENTION): events after it may be gone, so
+// the client reads the state it follows again (GET /v1/media/{id}). Its id is the caller's
+// newest event, where the stream goes on from.
+const EventResync = "resync"
+
+// writeResync writes the resync event, whose id is the newest event of the caller (after).
+func writeResync(w *bufio.Writer, after int64) {
+	w.WriteString("id: " + strconv.FormatInt(after, 10) + "\nevent: " + EventResync +
+		"\ndata: {\"type\":\"" + EventResync + "\",\"reason\":\"events after Last-Event-ID are older than the retention and may be gone: read the state again\"}\n\n")
 }
 
 // writeEvent writes one outbox row as an SSE event: its id (what Last-Event-ID resumes from),

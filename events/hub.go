@@ -234,6 +234,24 @@ func (h *Hub) latest(ctx context.Context, member int64) (int64, error) {
 	return id, nil
 }
 
+// resumeFrom returns where a stream resuming after Last-Event-ID id starts: id itself, or, when
+// the retention pruned an event after id (resync), member's newest event.
+func (h *Hub) resumeFrom(ctx context.Context, member, id int64) (start int64, resync bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	var pruned, latest int64
+	err = h.cfg.Pool.QueryRow(ctx, `
+		SELECT pruned_through, (SELECT coalesce(max(id), 0) FROM notification_outbox WHERE member_id = $1)
+		FROM outbox_retention`, member).Scan(&pruned, &latest)
+	if err != nil {
+		return 0, false, fmt.Errorf("read where member %d's stream resumes: %w", member, err)
+	}
+	if id < pruned {
+		return latest, true, nil
+	}
+	return id, false, nil
+}
+
 // after returns member's outbox rows with an id above id that have an event type, oldest
 // first, at most readBatch.
 func (h *Hub) after(member, id int64) ([]media.OutboxRow, error) {
@@ -257,6 +275,7 @@ type metrics struct {
 	open    prometheus.Gauge
 	refused *prometheus.CounterVec
 	sent    prometheus.Counter
+	resyncs prometheus.Counter
 	ended   *prometheus.CounterVec
 }
 
@@ -274,6 +293,10 @@ func newMetrics() metrics {
 			Namespace: "playhead", Subsystem: "events", Name: "sent_total",
 			Help: "Events written to event streams.",
 		}),
+		resyncs: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "playhead", Subsystem: "events", Name: "resyncs_total",
+			Help: "Streams resumed from a Last-Event-ID older than the outbox retention, which began with a resync event.",
+		}),
 		ended: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "playhead", Subsystem: "events", Name: "streams_ended_total",
 			Help: "Event streams ended by reason: client (it went away or read too slowly), expired (its token), stopping.",
@@ -282,7 +305,7 @@ func newMetrics() metrics {
 }
 
 func (m metrics) register(r prometheus.Registerer) {
-	r.MustRegister(m.open, m.refused, m.sent, m.ended)
+	r.MustRegister(m.open, m.refused, m.sent, m.resyncs, m.ended)
 	for _, reason := range []string{"member", "total", "stopping"} {
 		m.refused.WithLabelValues(reason)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/internal/plantest"
 )
 
 // One prune batch reads about a batch of rows, however large the backlog of finished jobs:
@@ -28,46 +29,12 @@ func TestPruneSQL_OneBatchReadsABatch(t *testing.T) {
 	if _, err := pool.Exec(ctx, `ANALYZE jobs`); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	var plan []struct {
-		Plan planNode `json:"Plan"`
-	}
-	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+pruneSQL, StatusCompleted, 7*24*time.Hour, batch).Scan(&plan); err != nil {
-		t.Fatal(err)
-	}
-	if len(plan) != 1 {
-		t.Fatalf("EXPLAIN returned %d plans", len(plan))
-	}
-	read := plan[0].Plan.rowsReadFrom("jobs")
+	plan := plantest.Analyze(t, pool, pruneSQL, StatusCompleted, 7*24*time.Hour, batch)
+	read := plan.RowsReadFrom("jobs")
 	t.Logf("one prune batch of %d read %.0f rows of jobs, with %d finished jobs past retention", batch, read, backlog)
 	if read > 3*batch {
-		out, _ := json.MarshalIndent(plan[0].Plan, "", " ")
+		out, _ := json.MarshalIndent(plan, "", " ")
 		t.Fatalf("one batch of %d read %.0f rows of jobs with %d finished jobs past retention, want about a batch; plan:\n%s",
 			batch, read, backlog, out)
 	}
-}
-
-// planNode is the part of EXPLAIN's JSON a row count needs.
-type planNode struct {
-	NodeType     string     `json:"Node Type"`
-	RelationName string     `json:"Relation Name"`
-	ActualRows   float64    `json:"Actual Rows"`
-	ActualLoops  float64    `json:"Actual Loops"`
-	Plans        []planNode `json:"Plans"`
-}
-
-// rowsReadFrom sums the rows every scan of relation returned, over all its loops.
-func (n planNode) rowsReadFrom(relation string) float64 {
-	var rows float64
-	if n.RelationName == relation && n.NodeType != "ModifyTable" {
-		rows += n.ActualRows * n.ActualLoops
-	}
-	for _, child := range n.Plans {
-		rows += child.rowsReadFrom(relation)
-	}
-	return rows
 }

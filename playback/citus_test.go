@@ -64,6 +64,7 @@ var citusPlan = map[string]placement{
 	"notification_outbox": {kind: coordinator},
 	"webhook_endpoints":   {kind: coordinator},
 	"webhook_deliveries":  {kind: coordinator},
+	"outbox_retention":    {kind: coordinator},
 	"goose_db_version":    {kind: coordinator},
 	// Resumable uploads (issue 32): a row per upload in flight, written a few times a second
 	// per upload and committed with its media and encode job; locked by advisory locks.

@@ -46,7 +46,7 @@ func JobKind(maxAttempts int) jobqueue.Kind {
 			return finish(ctx, tx, j.Subject, "DEAD", maxAttempts)
 		},
 		Revive: func(ctx context.Context, tx pgx.Tx, j jobqueue.Job) error {
-			_, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET status = 'QUEUED' WHERE id = $1 AND status = 'DEAD'`, j.Subject)
+			_, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET status = 'QUEUED', finished_at = NULL WHERE id = $1 AND status = 'DEAD'`, j.Subject)
 			return err
 		},
 	}
@@ -70,7 +70,7 @@ func chainOf(ctx context.Context, tx pgx.Tx, id int64) (chain, bool, error) {
 func finish(ctx context.Context, tx pgx.Tx, id int64, status string, maxAttempts int) error {
 	var c chain
 	err := tx.QueryRow(ctx, `
-		UPDATE webhook_deliveries SET status = $2,
+		UPDATE webhook_deliveries SET status = $2, finished_at = statement_timestamp(),
 		       delivered_at = CASE WHEN $2 = 'DELIVERED' THEN statement_timestamp() END
 		WHERE id = $1 RETURNING endpoint_id, media_id`, id, status).Scan(&c.endpoint, &c.media)
 	if errors.Is(err, pgx.ErrNoRows) {

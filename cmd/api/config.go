@@ -180,6 +180,9 @@ type Config struct {
 	RetentionCompleted, RetentionDead time.Duration
 	// RetentionInterval is how often a node tries to prune (PLAYHEAD_RETENTION_INTERVAL). Default 10 min.
 	RetentionInterval time.Duration
+	// OutboxRetention is how long the event history is kept (PLAYHEAD_OUTBOX_RETENTION): outbox
+	// rows (what GET /v1/events resumes from) and ended webhook deliveries. Default 7 days.
+	OutboxRetention time.Duration
 
 	// WebhookAllowPrivate lets webhook endpoints be on loopback and private addresses, at
 	// registration and at delivery (PLAYHEAD_WEBHOOK_ALLOW_PRIVATE). Default false; tests only.
@@ -387,6 +390,7 @@ func loadConfig(args []string) (Config, error) {
 		RetentionCompleted: e.duration("PLAYHEAD_RETENTION_COMPLETED", 7*24*time.Hour),
 		RetentionDead:      e.duration("PLAYHEAD_RETENTION_DEAD", 30*24*time.Hour),
 		RetentionInterval:  e.duration("PLAYHEAD_RETENTION_INTERVAL", 10*time.Minute),
+		OutboxRetention:    e.duration("PLAYHEAD_OUTBOX_RETENTION", 7*24*time.Hour),
 
 		WebhookAllowPrivate: e.bool("PLAYHEAD_WEBHOOK_ALLOW_PRIVATE", false),
 		WebhookConcurrency:  e.int("PLAYHEAD_WEBHOOK_CONCURRENCY", 4),
@@ -472,6 +476,7 @@ func (c Config) validate(e *env) error {
 	e.check(c.HLSFormat == encoder.FormatFMP4 || c.HLSFormat == encoder.FormatTS, "PLAYHEAD_HLS_FORMAT: must be fmp4 or ts")
 	e.check(c.RetentionCompleted > 0 && c.RetentionDead > 0 && c.RetentionInterval > 0,
 		"PLAYHEAD_RETENTION_COMPLETED/_DEAD/_INTERVAL: must be positive")
+	e.check(c.OutboxRetention > 0, "PLAYHEAD_OUTBOX_RETENTION: must be positive")
 	e.check(c.HTTPReadTimeout > 0 && c.HTTPIdleTimeout > 0, "PLAYHEAD_HTTP_READ_TIMEOUT/_IDLE_TIMEOUT: must be positive")
 	e.check(c.PutRate >= 0, "PLAYHEAD_PUT_RATE: must not be negative (0 turns the limit off)")
 	e.check(c.PutBurst >= 1, "PLAYHEAD_PUT_BURST: must be at least 1")

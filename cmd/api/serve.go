@@ -425,6 +425,13 @@ func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error
 	n.add("job pruner", jobqueue.NewPruner(n.queue, jobqueue.PrunerConfig{
 		CompletedAfter: cfg.RetentionCompleted, DeadAfter: cfg.RetentionDead, Interval: cfg.RetentionInterval, Logger: n.logger,
 	}))
+	history, err := webhooks.NewRetention(n.pool, webhooks.RetentionConfig{
+		KeepFor: cfg.OutboxRetention, Interval: cfg.RetentionInterval, Metrics: n.reg, Logger: n.logger,
+	})
+	if err != nil {
+		return err
+	}
+	n.add("event history retention", history)
 	orphans, err := storage.NewSweeper(storage.SweepConfig{
 		Store:       store,
 		Rules:       append(encodejobs.OrphanRules(n.pool), tus.OrphanRule(n.pool)),

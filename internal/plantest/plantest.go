@@ -1,0 +1,67 @@
+// Package plantest reads what a statement's plan touched, from EXPLAIN (ANALYZE, FORMAT JSON),
+// for the tests that hold a statement to reading about a batch, never a backlog. They count
+// rows and scans, never time.
+package plantest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Node is the part of one node of EXPLAIN's JSON the counts need.
+type Node struct {
+	NodeType     string  `json:"Node Type"`
+	RelationName string  `json:"Relation Name"`
+	ActualRows   float64 `json:"Actual Rows"`
+	ActualLoops  float64 `json:"Actual Loops"`
+	Plans        []Node  `json:"Plans"`
+}
+
+// Analyze runs EXPLAIN (ANALYZE) of sql with args in a transaction it rolls back, so that a
+// DELETE deletes nothing, and returns the plan's root.
+func Analyze(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) Node {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var plan []struct {
+		Plan Node `json:"Plan"`
+	}
+	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+sql, args...).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 1 {
+		t.Fatalf("EXPLAIN returned %d plans", len(plan))
+	}
+	return plan[0].Plan
+}
+
+// RowsReadFrom sums the rows every scan of relation returned, over all its loops (the table
+// a DELETE or UPDATE writes is not counted as read).
+func (n Node) RowsReadFrom(relation string) float64 {
+	var rows float64
+	if n.RelationName == relation && n.NodeType != "ModifyTable" {
+		rows += n.ActualRows * n.ActualLoops
+	}
+	for _, child := range n.Plans {
+		rows += child.RowsReadFrom(relation)
+	}
+	return rows
+}
+
+// SeqScans lists the relations the plan reads with a sequential scan, once per scan.
+func (n Node) SeqScans() []string {
+	var out []string
+	if n.NodeType == "Seq Scan" {
+		out = append(out, n.RelationName)
+	}
+	for _, child := range n.Plans {
+		out = append(out, child.SeqScans()...)
+	}
+	return out
+}
