@@ -249,19 +249,21 @@ func TestStream_ResumeFromBeforeTheRetentionStartsWithResync(t *testing.T) {
 	s := start(t, options{})
 	tok := token(t, 1, time.Hour)
 	gone := s.announce(t, 1, 10, media.OutboxReady, nil)
-	s.announce(t, 2, 20, media.OutboxReady, nil) // another member's: not member 1's newest
+	// Another member's event, pruned too: it is not member 1's newest, and its prune must not
+	// make member 1's streams resync.
+	other := s.announce(t, 2, 20, media.OutboxReady, nil)
 	kept := s.announce(t, 1, 11, media.OutboxReady, nil)
 	ctx := context.Background()
 	if _, err := s.pool.Exec(ctx, `UPDATE notification_outbox SET relayed_at = statement_timestamp(),
-		created_at = statement_timestamp() - interval '8 days' WHERE id = $1`, gone); err != nil {
+		created_at = statement_timestamp() - interval '8 days' WHERE id = ANY($1)`, []int64{gone, other}); err != nil {
 		t.Fatal(err)
 	}
 	retention, err := webhooks.NewRetention(s.pool, webhooks.RetentionConfig{Metrics: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, n, err := retention.Prune(ctx); err != nil || n != 1 {
-		t.Fatalf("Prune removed %d events (%v), want the old one", n, err)
+	if _, n, err := retention.Prune(ctx); err != nil || n != 2 {
+		t.Fatalf("Prune removed %d events (%v), want the two old ones", n, err)
 	}
 	newest := s.announce(t, 1, 12, media.OutboxReady, nil)
 

@@ -235,19 +235,20 @@ func (h *Hub) latest(ctx context.Context, member int64) (int64, error) {
 }
 
 // resumeFrom returns where a stream resuming after Last-Event-ID id starts: id itself, or, when
-// the retention pruned an event after id (resync), member's newest event.
+// the retention pruned an event of member's after id (resync), member's newest event or the
+// retention's mark, whichever is higher, so that resuming from there does not resync again.
 func (h *Hub) resumeFrom(ctx context.Context, member, id int64) (start int64, resync bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	var pruned, latest int64
 	err = h.cfg.Pool.QueryRow(ctx, `
-		SELECT pruned_through, (SELECT coalesce(max(id), 0) FROM notification_outbox WHERE member_id = $1)
-		FROM outbox_retention`, member).Scan(&pruned, &latest)
+		SELECT coalesce((SELECT pruned_through FROM outbox_retention WHERE member_id = $1), 0),
+		       coalesce((SELECT max(id) FROM notification_outbox WHERE member_id = $1), 0)`, member).Scan(&pruned, &latest)
 	if err != nil {
 		return 0, false, fmt.Errorf("read where member %d's stream resumes: %w", member, err)
 	}
 	if id < pruned {
-		return latest, true, nil
+		return max(latest, pruned), true, nil
 	}
 	return id, false, nil
 }

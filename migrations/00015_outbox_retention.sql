@@ -14,13 +14,13 @@ CREATE INDEX webhook_deliveries_finished_idx ON webhook_deliveries (finished_at)
 -- left; the event stream resumes from it until then.
 CREATE INDEX notification_outbox_relayed_idx ON notification_outbox (created_at) WHERE relayed_at IS NOT NULL;
 
--- outbox_retention is one row: the highest outbox id pruned. A stream resuming from an id
--- below it may have missed events, and is told to resync (GET /v1/events).
+-- outbox_retention holds, per member, the highest outbox id of theirs that was pruned. A
+-- stream of that member resuming from an id below it may have missed events, and is told to
+-- resync (GET /v1/events); other members' prunes do not concern it.
 CREATE TABLE outbox_retention (
-    one            boolean PRIMARY KEY DEFAULT true CHECK (one),
-    pruned_through bigint NOT NULL DEFAULT 0
+    member_id      bigint PRIMARY KEY,
+    pruned_through bigint NOT NULL
 );
-INSERT INTO outbox_retention DEFAULT VALUES;
 
 -- +goose Down
 DROP TABLE outbox_retention;

@@ -33,7 +33,8 @@ type RetentionConfig struct {
 // delivery left. A row still to relay, or with a delivery still WAITING or QUEUED, stays
 // whatever its age. Each batch is its own short transaction under a transaction advisory lock
 // (one node prunes at a time), like the job pruner's. The highest outbox id pruned is kept in
-// outbox_retention: the event stream tells a client resuming from before it to resync.
+// outbox_retention, per member: the event stream tells a client of that member resuming from
+// before it to resync.
 type Retention struct {
 	pool   *pgxpool.Pool
 	cfg    RetentionConfig
@@ -105,9 +106,9 @@ WHERE id = ANY(ARRAY(
     FOR UPDATE))`
 
 // pruneOutboxSQL deletes one batch of relayed outbox rows older than $1 with no delivery left,
-// and moves outbox_retention's mark to the highest id it deleted. The relay only adds
-// deliveries to rows it has not relayed yet, in the transaction that relays them, so a row
-// found here gets none after the check.
+// and moves each member's mark in outbox_retention to the highest id of theirs it deleted. The
+// relay only adds deliveries to rows it has not relayed yet, in the transaction that relays
+// them, so a row found here gets none after the check.
 const pruneOutboxSQL = `
 WITH gone AS (
     DELETE FROM notification_outbox
@@ -117,11 +118,12 @@ WITH gone AS (
           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.outbox_id = o.id)
         ORDER BY o.created_at LIMIT $2
         FOR UPDATE OF o))
-    RETURNING id
+    RETURNING id, member_id
 ),
 mark AS (
-    UPDATE outbox_retention SET pruned_through = greatest(pruned_through, (SELECT max(id) FROM gone))
-    WHERE EXISTS (SELECT 1 FROM gone)
+    INSERT INTO outbox_retention AS r (member_id, pruned_through)
+    SELECT member_id, max(id) FROM gone GROUP BY member_id
+    ON CONFLICT (member_id) DO UPDATE SET pruned_through = greatest(r.pruned_through, excluded.pruned_through)
 )
 SELECT count(*) FROM gone`
 
