@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/playhead/playhead/dbpool"
 	"github.com/playhead/playhead/lifecycle"
 )
 
@@ -86,9 +87,9 @@ WHERE id = ANY(ARRAY(
     ORDER BY completed_at LIMIT $3
     FOR UPDATE))`
 
-// Prune deletes finished jobs older than their retention, in batches, each in its own short
-// transaction under a transaction advisory lock: one node prunes at a time, and no
-// transaction grows with the backlog. It returns how many rows it deleted.
+// Prune deletes finished jobs older than their retention, in batches (dbpool.Batches), each in
+// its own short transaction under a transaction advisory lock: one node prunes at a time, and
+// no transaction grows with the backlog. It returns how many rows it deleted.
 func (p *Pruner) Prune(ctx context.Context) (int64, error) {
 	var total int64
 	for _, r := range []struct {
@@ -96,24 +97,13 @@ func (p *Pruner) Prune(ctx context.Context) (int64, error) {
 		age    time.Duration
 	}{{StatusCompleted, p.cfg.CompletedAfter}, {StatusDead, p.cfg.DeadAfter}} {
 		// Bounded: at most 1000 batches per call; the next run continues.
-		for range 1000 {
-			var deleted int64
-			locked := false
-			err := pgx.BeginFunc(ctx, p.q.pool, func(tx pgx.Tx) error {
-				if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(pruneLockKey)).Scan(&locked); err != nil || !locked {
-					return err
-				}
-				tag, err := tx.Exec(ctx, pruneSQL, r.status, r.age, p.cfg.Batch)
-				deleted = tag.RowsAffected()
-				return err
-			})
-			if err != nil {
-				return total, fmt.Errorf("prune %s jobs: %w", r.status, err)
-			}
-			total += deleted
-			if !locked || deleted < int64(p.cfg.Batch) {
-				break
-			}
+		deleted, err := dbpool.Batches(ctx, p.q.pool, pruneLockKey, p.cfg.Batch, 1000, func(tx pgx.Tx) (int64, error) {
+			tag, err := tx.Exec(ctx, pruneSQL, r.status, r.age, p.cfg.Batch)
+			return tag.RowsAffected(), err
+		})
+		total += deleted
+		if err != nil {
+			return total, fmt.Errorf("prune %s jobs: %w", r.status, err)
 		}
 	}
 	return total, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/playhead/playhead/dbpool"
 	"github.com/playhead/playhead/lifecycle"
 )
 
@@ -127,9 +128,9 @@ mark AS (
 )
 SELECT count(*) FROM gone`
 
-// Prune deletes the ended deliveries and then the outbox rows past the retention, in batches,
-// and returns how many of each it deleted. It stops after 1000 batches of each; the next
-// prune continues.
+// Prune deletes the ended deliveries and then the outbox rows past the retention, in batches
+// (dbpool.Batches: at most 1000 of each; the next prune continues), and returns how many of
+// each it deleted.
 func (r *Retention) Prune(ctx context.Context) (deliveries, events int64, err error) {
 	deliveries, err = r.batches(ctx, tableDeliveries, func(tx pgx.Tx) (int64, error) {
 		tag, err := tx.Exec(ctx, pruneDeliveriesSQL, r.cfg.KeepFor, r.cfg.Batch)
@@ -146,29 +147,13 @@ func (r *Retention) Prune(ctx context.Context) (deliveries, events int64, err er
 	return deliveries, events, err
 }
 
-// batches runs batch in its own transactions under the retention's lock until one deletes less
-// than a batch, another node holds the lock, or 1000 batches ran.
+// batches runs batch through dbpool.Batches under the retention's lock and counts what it
+// deleted.
 func (r *Retention) batches(ctx context.Context, table string, batch func(pgx.Tx) (int64, error)) (int64, error) {
-	var total int64
-	for range 1000 {
-		var deleted int64
-		locked := false
-		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-			if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(retentionLockKey)).Scan(&locked); err != nil || !locked {
-				return err
-			}
-			var err error
-			deleted, err = batch(tx)
-			return err
-		})
-		if err != nil {
-			return total, fmt.Errorf("prune %s: %w", table, err)
-		}
-		total += deleted
-		r.pruned.WithLabelValues(table).Add(float64(deleted))
-		if !locked || deleted < int64(r.cfg.Batch) {
-			break
-		}
+	deleted, err := dbpool.Batches(ctx, r.pool, retentionLockKey, r.cfg.Batch, 1000, batch)
+	r.pruned.WithLabelValues(table).Add(float64(deleted))
+	if err != nil {
+		return deleted, fmt.Errorf("prune %s: %w", table, err)
 	}
-	return total, nil
+	return deleted, nil
 }
