@@ -49,9 +49,10 @@ WHERE p.event_time < excluded.event_time`
 
 // benchUpdateFirstSQL is the flush statement rewritten so that rows that exist are changed by a
 // plain UPDATE … FROM and only the others go through INSERT … ON CONFLICT (a conflicting insert
-// probes the key, locks the row it found, then updates it). The same rules as flushSQL; what
-// it saves in CPU and why it was not kept (it takes row locks in two passes, so concurrent
-// flushes deadlock) is in docs/performance.md.
+// probes the key, locks the row it found, then updates it). Its conflict clause and
+// last-finished step are production's; the UPDATE's SET applies the same rules to the reported
+// row. What it saves in CPU and why it was not kept (it takes row locks in two passes, so
+// concurrent flushes deadlock) is in docs/performance.md.
 const benchUpdateFirstSQL = `
 WITH reported AS (
 	SELECT r.*, CASE WHEN r.finished THEN r.event_time END AS watched_at, $5::timestamptz AS updated_at
@@ -80,30 +81,11 @@ inserted AS (
 	FROM reported t
 	WHERE NOT EXISTS (SELECT 1 FROM updated w WHERE w.member_id = t.member_id AND w.media_id = t.media_id)
 	ORDER BY t.member_id, t.media_id
-	ON CONFLICT (member_id, media_id) DO UPDATE
-	SET position_ms = CASE WHEN p.event_time < excluded.event_time THEN excluded.position_ms ELSE p.position_ms END,
-	    event_time  = greatest(p.event_time, excluded.event_time),
-	    updated_at  = excluded.updated_at,
-	    watched_at  = least(p.watched_at, excluded.watched_at),
-	    finished    = CASE WHEN p.event_time < excluded.event_time THEN excluded.finished ELSE p.finished END,
-	    hidden      = p.hidden AND p.event_time >= excluded.event_time
-	WHERE p.event_time < excluded.event_time OR excluded.watched_at < coalesce(p.watched_at, 'infinity')
-	RETURNING p.member_id, p.media_id
+` + playback.UpsertConflictSQL + `
 ),
 written AS (
 	SELECT member_id, media_id FROM updated UNION ALL SELECT member_id, media_id FROM inserted
-)
-INSERT INTO playback_last_finished AS l (member_id, collection, media_id, event_time)
-SELECT DISTINCT ON (w.member_id, r.collection) w.member_id, r.collection, w.media_id, t.event_time
-FROM written w
-JOIN reported t ON t.member_id = w.member_id AND t.media_id = w.media_id
-JOIN import_rows r ON r.media_id = w.media_id
-WHERE t.finished
-ORDER BY w.member_id, r.collection, t.event_time DESC, w.media_id DESC
-ON CONFLICT (member_id, collection) DO UPDATE
-SET media_id = excluded.media_id, event_time = excluded.event_time
-WHERE l.event_time < excluded.event_time
-   OR (l.event_time = excluded.event_time AND l.media_id < excluded.media_id)`
+)` + playback.KeepLastFinishedSQL
 
 type benchBatch = []buffer.Entry[playback.Key, playback.Position]
 

@@ -6,3 +6,10 @@ var ParsePositionJSON = parsePositionJSON
 
 // ListSQL lets the plan test explain the list statement the store runs.
 const ListSQL = listSQL
+
+// UpsertConflictSQL and KeepLastFinishedSQL let BenchmarkUpsert build its candidate flush
+// statements with the production rules.
+const (
+	UpsertConflictSQL   = upsertConflictSQL
+	KeepLastFinishedSQL = keepLastFinishedSQL
+)
