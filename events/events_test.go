@@ -286,6 +286,55 @@ func TestStream_ResumeFromBeforeTheRetentionStartsWithResync(t *testing.T) {
 	}
 }
 
+// The retention's mark is read with every read of the outbox, not once when a stream resumes:
+// a prune that commits after the stream checked where it resumes, and deletes rows it has not
+// read yet, must start a resync, not leave a silent gap. The rows the stream has not read are
+// stood in for by a row of a kind that has no event (a stream never reads past it), pruned
+// while the stream is open; and a stream opened without Last-Event-ID after every row of its
+// member was pruned starts after the mark, without a resync.
+func TestStream_APruneWhileTheStreamIsOpenStartsAResync(t *testing.T) {
+	s := start(t, options{})
+	tok := token(t, 1, time.Hour)
+	ctx := context.Background()
+	seen := s.announce(t, 1, 10, media.OutboxReady, nil)
+	stream := s.open(t, tok, strconv.FormatInt(seen, 10))
+	unread := s.announce(t, 1, 11, "not_an_event", nil)
+	if _, err := s.pool.Exec(ctx, `UPDATE notification_outbox SET relayed_at = statement_timestamp(),
+		created_at = statement_timestamp() - interval '8 days' WHERE id = $1`, unread); err != nil {
+		t.Fatal(err)
+	}
+	retention, err := webhooks.NewRetention(s.pool, webhooks.RetentionConfig{Metrics: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, n, err := retention.Prune(ctx); err != nil || n != 1 {
+		t.Fatalf("Prune removed %d events (%v), want the unread one", n, err)
+	}
+	next := s.announce(t, 1, 12, media.OutboxReady, nil)
+	if e := stream.Next(t); e.Name != events.EventResync || e.ID != strconv.FormatInt(next, 10) {
+		t.Fatalf("after a prune past where the open stream had read: got %q id %q, want %s with id %d", e.Name, e.ID, events.EventResync, next)
+	}
+	then := s.announce(t, 1, 13, media.OutboxReady, nil)
+	if e := stream.Next(t); e.Name == events.EventResync || e.ID != strconv.FormatInt(then, 10) {
+		t.Fatalf("after the resync: got %q id %q, want event %d", e.Name, e.ID, then)
+	}
+
+	// Every row of member 3 pruned: a new stream starts after the mark, quietly.
+	only := s.announce(t, 3, 30, media.OutboxReady, nil)
+	if _, err := s.pool.Exec(ctx, `UPDATE notification_outbox SET relayed_at = statement_timestamp(),
+		created_at = statement_timestamp() - interval '8 days' WHERE id = $1`, only); err != nil {
+		t.Fatal(err)
+	}
+	if _, n, err := retention.Prune(ctx); err != nil || n != 1 {
+		t.Fatalf("Prune removed %d events (%v), want member 3's one", n, err)
+	}
+	fresh := s.open(t, token(t, 3, time.Hour), "")
+	later := s.announce(t, 3, 31, media.OutboxReady, nil)
+	if e := fresh.Next(t); e.Name == events.EventResync || e.ID != strconv.FormatInt(later, 10) {
+		t.Fatalf("a stream opened after all its member's rows were pruned: got %q id %q, want event %d and no resync", e.Name, e.ID, later)
+	}
+}
+
 func TestStream_RefusesBadRequestsWithJSON(t *testing.T) {
 	s := start(t, options{})
 	tok := token(t, 1, time.Hour)

@@ -51,17 +51,12 @@ func (h *Hub) serve(c *fiber.Ctx) error {
 		return err
 	}
 	// Subscribed first, then the starting point read: a row written in between is after it and
-	// its notification wakes s, so nothing falls between the two. A resumption from before
-	// what the retention pruned cannot be made good: the stream starts with a resync event
-	// instead, from the caller's newest event.
-	resync := false
+	// its notification wakes s, so nothing falls between the two. A stream resuming from
+	// Last-Event-ID reads at once; if the retention pruned what it would read, its first read
+	// says so and it starts with a resync event (after).
 	if resume {
-		after, resync, err = h.resumeFrom(c.UserContext(), caller.MemberID, after)
 		s.poke()
-	} else {
-		after, err = h.latest(c.UserContext(), caller.MemberID)
-	}
-	if err != nil {
+	} else if after, err = h.latest(c.UserContext(), caller.MemberID); err != nil {
 		h.unsubscribe(s)
 		return err
 	}
@@ -70,7 +65,7 @@ func (h *Hub) serve(c *fiber.Ctx) error {
 	c.Set("X-Accel-Buffering", "no") // proxies that buffer answers (nginx) pass this one through at once
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer h.unsubscribe(s)
-		h.metrics.ended.WithLabelValues(h.send(s, after, resync, caller.Expires, w)).Inc()
+		h.metrics.ended.WithLabelValues(h.send(s, after, caller.Expires, w)).Inc()
 	})
 	return nil
 }
@@ -96,10 +91,11 @@ func truncate(s string) string {
 	return s
 }
 
-// send writes s's events to w, after a resync event if resync is set, until the client goes
+// send writes s's events after after to w, or a resync event where the retention pruned them
+// (Hub.after), until the client goes
 // away, the token expires or the node stops, and returns which of these ended it (the metric's
 // reason). Every flush extends the connection's write deadline (extendWrite).
-func (h *Hub) send(s *stream, after int64, resync bool, expires time.Time, w *bufio.Writer) string {
+func (h *Hub) send(s *stream, after int64, expires time.Time, w *bufio.Writer) string {
 	flush := func() error {
 		if err := h.extendWrite(s); err != nil {
 			return err
@@ -110,10 +106,6 @@ func (h *Hub) send(s *stream, after int64, resync bool, expires time.Time, w *bu
 	// "open") before any event exists.
 	if _, err := w.WriteString("retry: " + strconv.Itoa(reconnectMillis) + "\n\n"); err != nil {
 		return "client"
-	}
-	if resync {
-		writeResync(w, after)
-		h.metrics.resyncs.Inc()
 	}
 	if flush() != nil {
 		return "client"
@@ -140,7 +132,7 @@ func (h *Hub) send(s *stream, after int64, resync bool, expires time.Time, w *bu
 			}
 		case <-s.wake:
 			for {
-				rows, err := h.after(s.member, after)
+				rows, resyncTo, err := h.after(s.member, after)
 				if err != nil {
 					if h.ctx.Err() != nil {
 						return "stopping"
@@ -148,6 +140,15 @@ func (h *Hub) send(s *stream, after int64, resync bool, expires time.Time, w *bu
 					h.cfg.Logger.Debug("event stream: reading the outbox failed; retrying", "member", s.member, "err", err)
 					time.AfterFunc(retryReadAfter, s.poke)
 					break
+				}
+				if resyncTo > 0 {
+					writeResync(w, resyncTo)
+					after = resyncTo
+					h.metrics.resyncs.Inc()
+					if err := flush(); err != nil {
+						return "client"
+					}
+					continue // then what came after it
 				}
 				for _, r := range rows {
 					writeEvent(w, r)

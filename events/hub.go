@@ -24,7 +24,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -221,55 +220,80 @@ const readBatch = 100
 // readTimeout bounds one read of the outbox.
 const readTimeout = 5 * time.Second
 
-// latest returns the id of member's newest outbox row (0 for none): a stream opened without
-// Last-Event-ID starts after it.
+// latest returns where a stream opened without Last-Event-ID starts: after member's newest
+// outbox row, or after the retention's mark if that is higher (every row of member's was
+// pruned), so that the stream does not start with a resync.
 func (h *Hub) latest(ctx context.Context, member int64) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	var id int64
-	err := h.cfg.Pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM notification_outbox WHERE member_id = $1`, member).Scan(&id)
+	err := h.cfg.Pool.QueryRow(ctx, latestSQL, member).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("read the newest outbox row of member %d: %w", member, err)
 	}
 	return id, nil
 }
 
-// resumeFrom returns where a stream resuming after Last-Event-ID id starts: id itself, or, when
-// the retention pruned an event of member's after id (resync), member's newest event or the
-// retention's mark, whichever is higher, so that resuming from there does not resync again.
-func (h *Hub) resumeFrom(ctx context.Context, member, id int64) (start int64, resync bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, readTimeout)
-	defer cancel()
-	var pruned, latest int64
-	err = h.cfg.Pool.QueryRow(ctx, `
-		SELECT coalesce((SELECT pruned_through FROM outbox_retention WHERE member_id = $1), 0),
-		       coalesce((SELECT max(id) FROM notification_outbox WHERE member_id = $1), 0)`, member).Scan(&pruned, &latest)
-	if err != nil {
-		return 0, false, fmt.Errorf("read where member %d's stream resumes: %w", member, err)
-	}
-	if id < pruned {
-		return max(latest, pruned), true, nil
-	}
-	return id, false, nil
-}
+// latestSQL is member $1's newest outbox id or its retention mark, whichever is higher.
+const latestSQL = `
+SELECT greatest(
+    coalesce((SELECT max(id) FROM notification_outbox WHERE member_id = $1), 0),
+    coalesce((SELECT pruned_through FROM outbox_retention WHERE member_id = $1), 0))`
+
+// afterSQL reads, in one statement (one snapshot), member $1's retention mark and its rows of
+// the event kinds $3 with an id above $2, oldest first, at most $4. A prune deletes rows and
+// moves the mark in one transaction, so a batch that misses pruned rows sees the mark that
+// says so.
+const afterSQL = `
+SELECT m.mark, o.id, o.kind, o.media_id, o.member_id, o.created_at, o.payload
+FROM (SELECT coalesce((SELECT pruned_through FROM outbox_retention WHERE member_id = $1), 0) AS mark) m
+LEFT JOIN LATERAL (
+    SELECT id, kind, media_id, member_id, created_at, payload FROM notification_outbox
+    WHERE member_id = $1 AND id > $2 AND kind = ANY($3)
+    ORDER BY id LIMIT $4) o ON true`
 
 // after returns member's outbox rows with an id above id that have an event type, oldest
-// first, at most readBatch.
-func (h *Hub) after(member, id int64) ([]media.OutboxRow, error) {
+// first, at most readBatch; or, when the retention pruned a row of member's above id, no rows
+// and resyncTo, where the stream goes on after a resync event: member's newest row or the
+// retention's mark, whichever is higher. It is checked with every read, not only when a
+// stream resumes: a prune that commits between a resumption and its first read must not
+// leave a silent gap.
+func (h *Hub) after(member, id int64) (rows []media.OutboxRow, resyncTo int64, err error) {
 	ctx, cancel := context.WithTimeout(h.ctx, readTimeout)
 	defer cancel()
 	kinds, _ := media.OutboxKinds()
-	rows, err := h.cfg.Pool.Query(ctx, `
-		SELECT id, kind, media_id, member_id, created_at, payload FROM notification_outbox
-		WHERE member_id = $1 AND id > $2 AND kind = ANY($3)
-		ORDER BY id LIMIT $4`, member, id, kinds, readBatch)
+	found, err := h.cfg.Pool.Query(ctx, afterSQL, member, id, kinds, readBatch)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (media.OutboxRow, error) {
-		var r media.OutboxRow
-		return r, row.Scan(&r.ID, &r.Kind, &r.MediaID, &r.MemberID, &r.CreatedAt, &r.Payload)
-	})
+	var mark int64
+	for found.Next() {
+		var (
+			r                      media.OutboxRow
+			rowID, medium, account *int64
+			kind                   *string
+			created                *time.Time
+		)
+		// A member with no rows above id gets one row of NULLs beside its mark.
+		if err := found.Scan(&mark, &rowID, &kind, &medium, &account, &created, &r.Payload); err != nil {
+			found.Close()
+			return nil, 0, err
+		}
+		if rowID != nil {
+			r.ID, r.Kind, r.MediaID, r.MemberID, r.CreatedAt = *rowID, *kind, *medium, *account, *created
+			rows = append(rows, r)
+		}
+	}
+	if err := found.Err(); err != nil {
+		return nil, 0, err
+	}
+	if mark <= id {
+		return rows, 0, nil
+	}
+	// Rows above id may be gone: go on from the newest, whose read may see rows written since
+	// the batch (the client reads its state after the resync, which includes them).
+	resyncTo, err = h.latest(ctx, member)
+	return nil, max(resyncTo, mark), err
 }
 
 type metrics struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/backoff"
 	"github.com/playhead/playhead/egress"
 	"github.com/playhead/playhead/jobqueue"
@@ -45,8 +46,14 @@ func JobKind(maxAttempts int) jobqueue.Kind {
 		Fail: func(ctx context.Context, tx pgx.Tx, j jobqueue.Job, _ error) error {
 			return finish(ctx, tx, j.Subject, "DEAD", maxAttempts)
 		},
+		// A DEAD delivery's job outlives its delivery (PLAYHEAD_RETENTION_DEAD, 30 days, against
+		// PLAYHEAD_OUTBOX_RETENTION, 7): a retry of a job whose delivery is gone is refused, not
+		// answered 202 for a job that would send nothing.
 		Revive: func(ctx context.Context, tx pgx.Tx, j jobqueue.Job) error {
-			_, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET status = 'QUEUED', finished_at = NULL WHERE id = $1 AND status = 'DEAD'`, j.Subject)
+			tag, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET status = 'QUEUED', finished_at = NULL WHERE id = $1 AND status = 'DEAD'`, j.Subject)
+			if err == nil && tag.RowsAffected() == 0 {
+				return apperr.Errorf(apperr.Conflict, "webhook delivery %d is gone (pruned after PLAYHEAD_OUTBOX_RETENTION, or its endpoint deleted): nothing to send again", j.Subject)
+			}
 			return err
 		},
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/internal/plantest"
 	"github.com/playhead/playhead/jobqueue"
@@ -234,5 +235,13 @@ func TestDelivery_FinishedAtFollowsItsEnd(t *testing.T) {
 		if status, finished := state(); status != step.status || finished != step.wantFinished {
 			t.Errorf("after %s: status %s, finished_at set %v; want %s, %v", step.name, status, finished, step.status, step.wantFinished)
 		}
+	}
+	// Once pruned, a retry of its DEAD job is refused (409), not a 202 that sends nothing.
+	if _, err := pool.Exec(ctx, `DELETE FROM webhook_deliveries WHERE id = $1`, delivery); err != nil {
+		t.Fatal(err)
+	}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return kind.Revive(ctx, tx, job) })
+	if apperr.CodeOf(err) != apperr.Conflict {
+		t.Errorf("Revive of a pruned delivery: %v, want a conflict", err)
 	}
 }
