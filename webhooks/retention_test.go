@@ -245,3 +245,70 @@ func TestDelivery_FinishedAtFollowsItsEnd(t *testing.T) {
 		t.Errorf("Revive of a pruned delivery: %v, want a conflict", err)
 	}
 }
+
+// A prune that finds an old DEAD delivery while an admin retry holds it waits for the retry,
+// then sees the delivery QUEUED again and leaves it (and its outbox row): the batch's rows are
+// locked and checked again, not deleted by the ids read before the retry committed.
+func TestRetention_WaitsForARetryAndKeepsWhatItRevived(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.Pool(t)
+	ctx := context.Background()
+	var delivery int64
+	if err := pool.QueryRow(ctx, `
+		WITH e AS (INSERT INTO webhook_endpoints (url, events, secret, created_by) VALUES ('https://example.com/hook', '{media.ready}', '\x00', 1) RETURNING id),
+		o AS (INSERT INTO notification_outbox (member_id, media_id, kind, created_at, relayed_at)
+		      VALUES (1, 7, 'ready', statement_timestamp() - interval '9 days', statement_timestamp()) RETURNING id)
+		INSERT INTO webhook_deliveries (endpoint_id, outbox_id, media_id, status, job_id, event_at, finished_at)
+		SELECT e.id, o.id, 7, 'DEAD', 1, statement_timestamp(), statement_timestamp() - interval '8 days' FROM e, o RETURNING id`).Scan(&delivery); err != nil {
+		t.Fatal(err)
+	}
+	retry, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = retry.Rollback(ctx) }()
+	var retryPID int
+	if err := retry.QueryRow(ctx, `SELECT pg_backend_pid() FROM webhook_deliveries WHERE id = $1 FOR UPDATE`, delivery).Scan(&retryPID); err != nil {
+		t.Fatal(err)
+	}
+	retention, err := webhooks.NewRetention(pool, webhooks.RetentionConfig{Metrics: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		deliveries, events int64
+		err                error
+	}
+	pruned := make(chan result, 1)
+	go func() {
+		d, e, err := retention.Prune(ctx)
+		pruned <- result{d, e, err}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND $1 = ANY(pg_blocking_pids(pid))`, retryPID).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the prune never waited for the retry's lock on the delivery")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := webhooks.JobKind(3).Revive(ctx, retry, jobqueue.Job{Kind: webhooks.KindDeliver, Subject: delivery}); err != nil {
+		t.Fatal(err)
+	}
+	if err := retry.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-pruned; r.err != nil || r.deliveries != 0 || r.events != 0 {
+		t.Fatalf("Prune = %d deliveries, %d events, %v; want nothing pruned (the delivery was revived)", r.deliveries, r.events, r.err)
+	}
+	var status string
+	if err := pool.QueryRow(ctx, `SELECT status FROM webhook_deliveries WHERE id = $1`, delivery).Scan(&status); err != nil || status != "QUEUED" {
+		t.Fatalf("the revived delivery: %q, %v; want it QUEUED, not pruned", status, err)
+	}
+}
