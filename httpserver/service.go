@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -97,5 +98,27 @@ func (s *Service) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		err = errors.Join(err, fmt.Errorf("%s server: %w", s.name, context.Cause(ctx)))
 	}
+	return err
+}
+
+// BoundRequests is a Service whose stop bounds its in-flight requests: they get half of what
+// is left of the stop's budget, then Cancel cancels the context their database calls run
+// under, and they answer 503. A request hung on a database that does not answer would
+// otherwise take the whole budget from what stops after the server (the playback buffer's
+// final flush), and keep its pool connection.
+type BoundRequests struct {
+	*Service
+	// Cancel cancels every request's context.
+	Cancel context.CancelFunc
+}
+
+// Stop stops the server, cancelling the requests still running halfway to ctx's deadline.
+func (b BoundRequests) Stop(ctx context.Context) error {
+	if deadline, ok := ctx.Deadline(); ok {
+		late := time.AfterFunc(time.Until(deadline)/2, b.Cancel)
+		defer late.Stop()
+	}
+	err := b.Service.Stop(ctx)
+	b.Cancel()
 	return err
 }

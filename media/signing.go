@@ -40,6 +40,15 @@ type Signer struct {
 	key []byte // never logged; String hides it
 }
 
+// SigningSecretFrom derives a URL signing secret from the JWT secret (HMAC with a fixed
+// label), so that a deployment needs no second secret while a token's signature is never a
+// URL's: the two keys differ, and one cannot be computed from the other's signatures.
+func SigningSecretFrom(jwtSecret []byte) []byte {
+	h := hmac.New(sha256.New, jwtSecret)
+	h.Write([]byte("playhead object URL signing key v1"))
+	return h.Sum(nil)
+}
+
 // NewSigner returns a Signer with secret, which must be at least MinSigningSecretBytes long
 // and the same on every node that serves objects.
 func NewSigner(secret []byte) (*Signer, error) {

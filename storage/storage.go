@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"iter"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -74,6 +75,16 @@ type UnfinishedWrite struct {
 
 // ErrBadKey is returned for keys that are empty, absolute or climb out with "..".
 var ErrBadKey = errors.New("storage: bad key")
+
+// CheckEndpoint validates an S3 endpoint: http(s)://host[:port], with no path, user or query
+// (a bucket or a credential in it would be a mistake the requests make silently).
+func CheckEndpoint(endpoint string) error {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "" {
+		return fmt.Errorf("storage: %q is not an S3 endpoint, http(s)://host[:port]", endpoint)
+	}
+	return nil
+}
 
 // CheckKey validates key.
 func CheckKey(key string) error {

@@ -78,7 +78,7 @@ type node struct {
 	ready bool
 
 	// requests is every public request's context: the public server's stop cancels it once
-	// in-flight requests have had half of the budget (requestBound).
+	// in-flight requests have had half of the budget (httpserver.BoundRequests).
 	requests       context.Context
 	cancelRequests context.CancelFunc
 	// stopDeadline is the end of the stop's budget, set when shutdown begins: closing the
@@ -139,7 +139,7 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err e
 		return nil, err
 	}
 	n.closers = append(n.closers, func() { n.closePool(n.pool) })
-	if err := waitForDatabase(ctx, n.pool, "DATABASE_URL", logger); err != nil {
+	if err := dbpool.WaitReachable(ctx, n.pool, "DATABASE_URL", logger); err != nil {
 		return nil, err
 	}
 	if n.sessionPool, err = n.openSessionPool(ctx); err != nil {
@@ -148,7 +148,7 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err e
 	// The direct URL is checked too: a node that cannot reach it would answer ready while its
 	// LISTEN (cache invalidation from other nodes) and its progress reads fail for ever.
 	if n.sessionPool != n.pool {
-		if err := waitForDatabase(ctx, n.sessionPool, "PLAYHEAD_DATABASE_DIRECT_URL", logger); err != nil {
+		if err := dbpool.WaitReachable(ctx, n.sessionPool, "PLAYHEAD_DATABASE_DIRECT_URL", logger); err != nil {
 			return nil, err
 		}
 	}
@@ -190,7 +190,7 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err e
 	if public != nil {
 		publicServer := httpserver.NewAppService("public", public, n.httpLn)
 		n.servers = append(n.servers, publicServer)
-		n.add("public server", requestBound{publicServer, n.cancelRequests})
+		n.add("public server", httpserver.BoundRequests{Service: publicServer, Cancel: n.cancelRequests})
 		// Listed after the public server so that it stops first: the server waits for every
 		// connection to end, and a stream ends only when told.
 		n.add("event streams", n.eventStreams)
@@ -267,45 +267,9 @@ func (n *node) shutdown(group *lifecycle.Group) error {
 	return nil
 }
 
-// requestBound is the public server with a bound on its stop: in-flight requests get half of
-// what is left of the budget, then their database calls are cancelled (they answer 503). A
-// request hung on a database that does not answer would otherwise take the whole budget from
-// the playback buffer's final flush, and keep its pool connection.
-type requestBound struct {
-	*httpserver.Service
-	cancelRequests context.CancelFunc
-}
-
-// Stop stops the server, cancelling the requests still running halfway to ctx's deadline.
-func (r requestBound) Stop(ctx context.Context) error {
-	if deadline, ok := ctx.Deadline(); ok {
-		late := time.AfterFunc(time.Until(deadline)/2, r.cancelRequests)
-		defer late.Stop()
-	}
-	err := r.Service.Stop(ctx)
-	r.cancelRequests()
-	return err
-}
-
 // closePool closes pool, waiting for its connections at most until the stop's deadline once a
-// stop began: pgx takes up to 15 s to close a connection whose query was cancelled on a
-// database that does not answer, and by then everything accepted is written or spilled.
-func (n *node) closePool(pool *pgxpool.Pool) {
-	closed := make(chan struct{})
-	go func() {
-		defer close(closed)
-		pool.Close()
-	}()
-	if n.stopDeadline.IsZero() {
-		<-closed
-		return
-	}
-	select {
-	case <-closed:
-	case <-time.After(time.Until(n.stopDeadline)):
-		n.logger.Warn("database connections still closing at the stop deadline; exiting without waiting for them")
-	}
-}
+// stop began (dbpool.CloseBy).
+func (n *node) closePool(pool *pgxpool.Pool) { dbpool.CloseBy(pool, n.stopDeadline, n.logger) }
 
 // closeAll closes what build opened, last opened first.
 func (n *node) closeAll() {
@@ -459,27 +423,4 @@ func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error
 		}
 	})
 	return nil
-}
-
-// waitForDatabase retries a ping for up to 30 s: a node started together with its database
-// should wait for it rather than crash-loop. name is the variable pool was opened with.
-func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, name string, logger *slog.Logger) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := pool.Ping(pingCtx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s: database unreachable: %w", name, err)
-		}
-		logger.Warn("waiting for database", "variable", name, "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
 }

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/playhead/playhead/media"
@@ -42,9 +39,7 @@ func (c Config) validateStorage(e *env) {
 		e.check(s.AccessKeyID != "" && s.SecretAccessKey != "",
 			"PLAYHEAD_S3_ACCESS_KEY_ID/PLAYHEAD_S3_SECRET_ACCESS_KEY (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY): required with PLAYHEAD_STORAGE=s3")
 		if s.Endpoint != "" {
-			u, err := url.Parse(s.Endpoint)
-			e.check(err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && (u.Path == "" || u.Path == "/") && u.User == nil && u.RawQuery == "",
-				"PLAYHEAD_S3_ENDPOINT: %q is not http(s)://host[:port]", s.Endpoint)
+			e.check(storage.CheckEndpoint(s.Endpoint) == nil, "PLAYHEAD_S3_ENDPOINT: %q is not http(s)://host[:port]", s.Endpoint)
 		}
 		if s.Prefix != "" {
 			e.check(storage.CheckKey(s.Prefix) == nil, "PLAYHEAD_S3_PREFIX: %q is not a relative folder such as playhead/", s.Prefix)
@@ -60,15 +55,12 @@ func (c Config) validateStorage(e *env) {
 }
 
 // signingSecret is the key of Playhead's object URL signatures: PLAYHEAD_URL_SIGNING_SECRET,
-// or one derived from the JWT secret (HMAC with a fixed label), so that a deployment needs no
-// second secret, and a token's signature is never a URL's (different keys).
+// or one derived from the JWT secret (media.SigningSecretFrom).
 func (c Config) signingSecret() []byte {
 	if c.URLSigningSecret != "" {
 		return []byte(c.URLSigningSecret)
 	}
-	h := hmac.New(sha256.New, []byte(c.JWTSecret))
-	h.Write([]byte("playhead object URL signing key v1"))
-	return h.Sum(nil)
+	return media.SigningSecretFrom([]byte(c.JWTSecret))
 }
 
 // openStore opens the configured store. For S3 it also returns the origin its presigned URLs
