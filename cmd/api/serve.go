@@ -18,13 +18,10 @@ import (
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/dbpool"
 	"github.com/playhead/playhead/encodejobs"
-	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/events"
 	"github.com/playhead/playhead/httpserver"
-	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/lifecycle"
-	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/notify"
 	"github.com/playhead/playhead/playback"
 	"github.com/playhead/playhead/storage"
@@ -169,8 +166,7 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err e
 	listener := notify.NewListener(cfg.DatabaseDirectURL, logger)
 	if cfg.Role == roleAPI {
 		// The admin retry needs every kind's hooks, not their runners.
-		n.queue, err = jobqueue.NewQueue(n.pool, cfg.JobLease, media.JobKind(encodejobs.KindEncode), media.JobKind(ingest.KindIngest),
-			webhooks.JobKind(cfg.WebhookMaxAttempts))
+		n.queue, err = jobqueue.NewQueue(n.pool, cfg.JobLease, kindHooks(cfg)...)
 	} else {
 		err = n.buildWorker(store, listener)
 	}
@@ -295,7 +291,7 @@ func poolConns(cfg Config) int32 {
 		// A connection per running job (heartbeats, finishes), two for the claims, the rescuer
 		// and the pruner, which are short, two for the orphan sweep (its lock's session and its
 		// queries), and one for the webhook relay.
-		return int32(cfg.EncodeConcurrency + cfg.IngestConcurrency + cfg.WebhookConcurrency + 5)
+		return int32(jobConcurrency(cfg) + 5)
 	default:
 		// HikariCP's default, which the seed's measurements used; pgx's own default,
 		// max(4, CPUs), queues synchronous requests on a 2-core machine.
@@ -327,62 +323,42 @@ const flushPoolConns = 2
 // direct connections per API node, past a transaction pooler.
 const readPoolConns = 4
 
-// buildWorker builds the queue with the encode, ingest and webhook kinds and lists one runner per kind
-// (each with its own concurrency: downloads are limited by the remote end, encodes by this
-// machine's cores, deliveries by the receivers), the webhook relay, the node's one rescuer and
-// its pruner.
+// buildWorker builds the queue with every kind of jobKinds and lists one runner per kind (each
+// with its own concurrency: downloads are limited by the remote end, encodes by this machine's
+// cores, deliveries by the receivers), the webhook relay, the node's one rescuer and its
+// pruner.
 func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error {
 	cfg := n.cfg
-	enc, err := encoder.New(encoder.Config{EncodeTimeout: cfg.EncodeTimeout, Preset: cfg.EncodePreset, Format: cfg.HLSFormat, Limits: cfg.VideoLimits})
-	if err != nil {
-		return err
+	kinds := make([]jobqueue.Kind, len(jobKinds))
+	for i, k := range jobKinds {
+		var err error
+		if kinds[i], err = k.worker(workerParts{node: n, store: store}); err != nil {
+			return fmt.Errorf("job kind %s: %w", k.name, err)
+		}
 	}
-	encode := &encodejobs.Encode{Pool: n.pool, Store: store, Encoder: enc}
-	fetcher := ingest.NewFetcher(ingest.FetchConfig{
-		AllowPrivate:    cfg.IngestAllowPrivate,
-		ConnectTimeout:  cfg.IngestConnectTimeout,
-		ResponseTimeout: cfg.IngestResponseTimeout,
-		IdleTimeout:     cfg.IngestIdleTimeout,
-		Timeout:         cfg.IngestTimeout,
-		MaxBytes:        cfg.IngestMaxBytes,
-		Metrics:         ingest.NewMetrics(n.reg),
-	})
-	importer := &ingest.Ingest{
-		Store: ingest.NewStore(n.pool, cfg.IngestAttempts), Objects: store, Fetcher: fetcher,
-		Links:      ingest.Links{Download: cfg.IngestDownloadURL, Fallback: cfg.IngestFallbackURL},
-		EncodeKind: encodejobs.KindEncode, EncodeAttempts: cfg.JobMaxAttempts,
-	}
-	sender := newWebhookSender(cfg, n.pool, n.reg)
-	n.queue, err = jobqueue.NewQueue(n.pool, cfg.JobLease, encode.Kind(), importer.Kind(), sender.Kind())
+	var err error
+	n.queue, err = jobqueue.NewQueue(n.pool, cfg.JobLease, kinds...)
 	if err != nil {
 		return err
 	}
 	metrics := jobqueue.NewMetrics(n.reg, n.queue)
 	runners := map[string]*jobqueue.Runner{}
-	for _, k := range []struct {
-		kind        string
-		concurrency int
-		retryCap    time.Duration
-	}{
-		{encodejobs.KindEncode, cfg.EncodeConcurrency, cfg.JobRetryCap},
-		{ingest.KindIngest, cfg.IngestConcurrency, cfg.JobRetryCap},
-		{webhooks.KindDeliver, cfg.WebhookConcurrency, cfg.WebhookRetryCap},
-	} {
+	for _, k := range jobKinds {
 		r, err := jobqueue.NewRunner(n.queue, jobqueue.RunnerConfig{
-			Kind:         k.kind,
+			Kind:         k.name,
 			Node:         cfg.NodeID,
-			Concurrency:  k.concurrency,
+			Concurrency:  k.concurrency(cfg),
 			PollInterval: cfg.JobPollInterval,
 			RetryBase:    cfg.JobRetryBase,
-			RetryCap:     k.retryCap,
+			RetryCap:     k.retryCap(cfg),
 			Logger:       n.logger,
 			Metrics:      metrics,
 		})
 		if err != nil {
 			return err
 		}
-		runners[k.kind] = r
-		n.add(k.kind+" runner", r)
+		runners[k.name] = r
+		n.add(k.name+" runner", r)
 	}
 	n.addWebhookRelay(listener)
 	n.add("job rescuer", jobqueue.NewRescuer(n.queue, jobqueue.RescuerConfig{Interval: 5 * cfg.JobPollInterval, Logger: n.logger, Metrics: metrics}))

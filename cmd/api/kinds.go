@@ -1,0 +1,105 @@
+package main
+
+import (
+	"time"
+
+	"github.com/playhead/playhead/encodejobs"
+	"github.com/playhead/playhead/encoder"
+	"github.com/playhead/playhead/ingest"
+	"github.com/playhead/playhead/jobqueue"
+	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/storage"
+	"github.com/playhead/playhead/webhooks"
+)
+
+// jobKind is one kind of job the node knows, and all that the node makes of it: the queue's
+// hooks on every role (an api node needs them for the admin retry), a runner with its
+// concurrency and retry cap on the nodes that run jobs, a connection per running job in the
+// worker pool's size (poolConns), and the wake-up of its runner by the job channel's
+// notifications. Adding a kind is adding an entry to jobKinds.
+type jobKind struct {
+	name string
+	// hooks returns the kind without Run, for a node that runs no jobs.
+	hooks func(cfg Config) jobqueue.Kind
+	// worker returns the kind with its Run, built on what a worker node opened.
+	worker func(w workerParts) (jobqueue.Kind, error)
+	// concurrency is how many of its jobs one node runs at once; retryCap caps the backoff
+	// between attempts.
+	concurrency func(cfg Config) int
+	retryCap    func(cfg Config) time.Duration
+}
+
+// workerParts is what a kind's worker is built on.
+type workerParts struct {
+	node  *node
+	store storage.Store
+}
+
+// jobKinds are the kinds of jobs, in the order their runners start (and stop in reverse).
+var jobKinds = []jobKind{
+	{
+		name:  encodejobs.KindEncode,
+		hooks: func(Config) jobqueue.Kind { return media.JobKind(encodejobs.KindEncode) },
+		worker: func(w workerParts) (jobqueue.Kind, error) {
+			cfg := w.node.cfg
+			enc, err := encoder.New(encoder.Config{EncodeTimeout: cfg.EncodeTimeout, Preset: cfg.EncodePreset, Format: cfg.HLSFormat, Limits: cfg.VideoLimits})
+			if err != nil {
+				return jobqueue.Kind{}, err
+			}
+			return (&encodejobs.Encode{Pool: w.node.pool, Store: w.store, Encoder: enc}).Kind(), nil
+		},
+		concurrency: func(cfg Config) int { return cfg.EncodeConcurrency },
+		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
+	},
+	{
+		name:  ingest.KindIngest,
+		hooks: func(Config) jobqueue.Kind { return media.JobKind(ingest.KindIngest) },
+		worker: func(w workerParts) (jobqueue.Kind, error) {
+			cfg := w.node.cfg
+			fetcher := ingest.NewFetcher(ingest.FetchConfig{
+				AllowPrivate:    cfg.IngestAllowPrivate,
+				ConnectTimeout:  cfg.IngestConnectTimeout,
+				ResponseTimeout: cfg.IngestResponseTimeout,
+				IdleTimeout:     cfg.IngestIdleTimeout,
+				Timeout:         cfg.IngestTimeout,
+				MaxBytes:        cfg.IngestMaxBytes,
+				Metrics:         ingest.NewMetrics(w.node.reg),
+			})
+			importer := &ingest.Ingest{
+				Store: ingest.NewStore(w.node.pool, cfg.IngestAttempts), Objects: w.store, Fetcher: fetcher,
+				Links:      ingest.Links{Download: cfg.IngestDownloadURL, Fallback: cfg.IngestFallbackURL},
+				EncodeKind: encodejobs.KindEncode, EncodeAttempts: cfg.JobMaxAttempts,
+			}
+			return importer.Kind(), nil
+		},
+		concurrency: func(cfg Config) int { return cfg.IngestConcurrency },
+		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
+	},
+	{
+		name:  webhooks.KindDeliver,
+		hooks: func(cfg Config) jobqueue.Kind { return webhooks.JobKind(cfg.WebhookMaxAttempts) },
+		worker: func(w workerParts) (jobqueue.Kind, error) {
+			return newWebhookSender(w.node.cfg, w.node.pool, w.node.reg).Kind(), nil
+		},
+		concurrency: func(cfg Config) int { return cfg.WebhookConcurrency },
+		retryCap:    func(cfg Config) time.Duration { return cfg.WebhookRetryCap },
+	},
+}
+
+// kindHooks returns every kind's hooks, for a node that runs no jobs.
+func kindHooks(cfg Config) []jobqueue.Kind {
+	hooks := make([]jobqueue.Kind, len(jobKinds))
+	for i, k := range jobKinds {
+		hooks[i] = k.hooks(cfg)
+	}
+	return hooks
+}
+
+// jobConcurrency is how many jobs of every kind one worker node runs at once.
+func jobConcurrency(cfg Config) int {
+	total := 0
+	for _, k := range jobKinds {
+		total += k.concurrency(cfg)
+	}
+	return total
+}
