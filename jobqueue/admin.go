@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,35 +31,152 @@ type Row struct {
 	LeaseUntil   *time.Time `json:"lease_until,omitempty"`
 	CompletedAt  *time.Time `json:"completed_at,omitempty"`
 	LastError    *string    `json:"last_error,omitempty"`
+	// Errors are the errors of its last attempts (at most keptErrors), the newest last.
+	Errors []AttemptError `json:"errors"`
 }
 
-// List returns up to limit jobs, newest first, optionally only those with status.
-func (q *Queue) List(ctx context.Context, status Status, limit int) ([]Row, error) {
-	rows, err := q.pool.Query(ctx, `
-		SELECT id, kind, subject_id, status, attempt_count, max_attempts, available_at, enqueued_at,
-		       claimed_by, lease_until, completed_at, last_error
-		FROM jobs WHERE ($1 = '' OR status = $1) ORDER BY id DESC LIMIT $2`, status, limit)
+// AttemptError is the error one attempt of a job ended with (a retry, its death, the
+// rescuer's sweep or an administrator's cancel).
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
+}
+
+// Filter selects the jobs List returns: of Kind and Status when set, with an id below Before
+// when set (the next page), at most Limit.
+type Filter struct {
+	Kind   string
+	Status Status
+	Before int64
+	Limit  int
+}
+
+const rowColumns = `id, kind, subject_id, status, attempt_count, max_attempts, available_at, enqueued_at,
+		       claimed_by, lease_until, completed_at, last_error, errors`
+
+// List returns the jobs f selects, newest first.
+func (q *Queue) List(ctx context.Context, f Filter) ([]Row, error) {
+	rows, err := q.pool.Query(ctx, `SELECT `+rowColumns+` FROM jobs
+		WHERE ($1 = '' OR kind = $1) AND ($2 = '' OR status = $2) AND ($3 = 0 OR id < $3)
+		ORDER BY id DESC LIMIT $4`, f.Kind, f.Status, f.Before, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[Row])
 }
 
+// Get returns job id.
+func (q *Queue) Get(ctx context.Context, id int64) (Row, error) {
+	rows, err := q.pool.Query(ctx, `SELECT `+rowColumns+` FROM jobs WHERE id = $1`, id)
+	if err != nil {
+		return Row{}, fmt.Errorf("read job %d: %w", id, err)
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByPos[Row])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Row{}, apperr.Errorf(apperr.NotFound, "job %d not found", id)
+	}
+	return r, err
+}
+
+// Count is how many jobs of one kind are in one status.
+type Count struct {
+	Kind   string `json:"kind"`
+	Status Status `json:"status"`
+	Jobs   int64  `json:"jobs"`
+}
+
+// Counts returns, for every kind this queue knows and every status, how many jobs there are
+// (zeros included), by kind then status in the order of Statuses.
+func (q *Queue) Counts(ctx context.Context) ([]Count, error) {
+	rows, err := q.pool.Query(ctx, `
+		SELECT k.kind, s.status, count(j.id)
+		FROM unnest($1::text[]) WITH ORDINALITY k(kind, n)
+		CROSS JOIN unnest($2::text[]) WITH ORDINALITY s(status, n)
+		LEFT JOIN jobs j ON j.kind = k.kind AND j.status = s.status
+		GROUP BY k.kind, k.n, s.status, s.n ORDER BY k.n, s.n`, q.kinds.names, Statuses)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Count])
+}
+
+// Statuses are every status of a job, in the order of its life.
+var Statuses = []Status{StatusPending, StatusProcessing, StatusCompleted, StatusDead}
+
+// CancelReason is the error, and the reason its owner is told, of a job an administrator
+// cancelled.
+const CancelReason = "cancelled by an administrator"
+
+// Cancel ends a PENDING or PROCESSING job now: DEAD, with its kind's Fail writes (its media
+// FAILED, its owner told), as a transition like every finish. A worker still running it loses
+// its claim: its fenced finish changes nothing, and its outputs are discarded. A job in
+// another status is refused.
+func (q *Queue) Cancel(ctx context.Context, id int64) error {
+	j, kind, err := q.adminJob(ctx, id)
+	if err != nil {
+		return err
+	}
+	cause := WithReason(errors.New(CancelReason), CancelReason)
+	var fail func(ctx context.Context, tx pgx.Tx) error
+	if kind.Fail != nil {
+		fail = func(ctx context.Context, tx pgx.Tx) error { return kind.Fail(ctx, tx, j, cause) }
+	}
+	changed, err := q.transition(ctx, j, fail, `
+		UPDATE jobs SET status = 'DEAD', completed_at = statement_timestamp(), claim_token = NULL, claimed_by = NULL,
+		       lease_until = NULL, last_error = $2, `+appendError("$2")+`
+		WHERE id = $1 AND status IN ('PENDING', 'PROCESSING')`, id, CancelReason)
+	switch {
+	case err != nil:
+		return fmt.Errorf("cancel job %d: %w", id, err)
+	case !changed:
+		return apperr.Errorf(apperr.Conflict, "job %d is not PENDING or PROCESSING: only a job still to run or running can be cancelled", id)
+	}
+	return nil
+}
+
+// Discard deletes a DEAD job, as the pruner would once PLAYHEAD_RETENTION_DEAD passed: its
+// domain side stays as its death left it (the media FAILED). A job in another status is
+// refused.
+func (q *Queue) Discard(ctx context.Context, id int64) error {
+	tag, err := q.pool.Exec(ctx, `DELETE FROM jobs WHERE id = $1 AND status = 'DEAD'`, id)
+	if err != nil {
+		return fmt.Errorf("discard job %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		if _, err := q.Get(ctx, id); err != nil {
+			return err
+		}
+		return apperr.Errorf(apperr.Conflict, "job %d is not DEAD: only a DEAD job can be discarded", id)
+	}
+	return nil
+}
+
+// adminJob reads job id for an administrator's action, with its kind: a job of a kind this
+// node does not know is refused, since its domain side could not be written.
+func (q *Queue) adminJob(ctx context.Context, id int64) (Job, Kind, error) {
+	j := Job{ID: id}
+	err := q.pool.QueryRow(ctx, `SELECT kind, subject_id, max_attempts FROM jobs WHERE id = $1`, id).Scan(&j.Kind, &j.Subject, &j.MaxAttempts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return j, Kind{}, apperr.Errorf(apperr.NotFound, "job %d not found", id)
+	}
+	if err != nil {
+		return j, Kind{}, fmt.Errorf("read job %d: %w", id, err)
+	}
+	kind, ok := q.kinds.kinds[j.Kind]
+	if !ok {
+		return j, Kind{}, apperr.Errorf(apperr.Conflict, "job %d is of kind %q, which this node does not know", id, j.Kind)
+	}
+	return j, kind, nil
+}
+
 // RetryDead gives a DEAD job fresh attempts: PENDING now, with its kind's Revive writes (its
 // media PROCESSING again), as a transition like every finish (its kind's Lock first). A job of
 // a kind this node does not know is refused: its domain side could not be revived.
 func (q *Queue) RetryDead(ctx context.Context, id int64) error {
-	j := Job{ID: id}
-	err := q.pool.QueryRow(ctx, `SELECT kind, subject_id, max_attempts FROM jobs WHERE id = $1`, id).Scan(&j.Kind, &j.Subject, &j.MaxAttempts)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return apperr.Errorf(apperr.NotFound, "job %d not found", id)
-	}
+	j, kind, err := q.adminJob(ctx, id)
 	if err != nil {
-		return fmt.Errorf("retry job %d: %w", id, err)
-	}
-	kind, ok := q.kinds.kinds[j.Kind]
-	if !ok {
-		return apperr.Errorf(apperr.Conflict, "job %d is of kind %q, which this node does not know", id, j.Kind)
+		return err
 	}
 	revive := func(ctx context.Context, tx pgx.Tx) error {
 		if kind.Revive != nil {
@@ -90,21 +209,33 @@ type AdminHandler struct {
 // role.
 func (h *AdminHandler) Register(router fiber.Router) {
 	httpserver.Get(router, "/jobs", h.list)
-	router.Post("/jobs/:id/retry", h.retry)
+	httpserver.Get(router, "/jobs/counts", h.counts)
+	httpserver.Get(router, "/jobs/:id", h.get)
+	router.Post("/jobs/:id/retry", h.action(h.Queue.RetryDead))
+	router.Post("/jobs/:id/cancel", h.action(h.Queue.Cancel))
+	router.Delete("/jobs/:id", h.discard)
 }
 
 func (h *AdminHandler) list(c *fiber.Ctx) error {
-	status := Status(strings.ToUpper(c.Query("status")))
-	switch status {
-	case "", StatusPending, StatusProcessing, StatusCompleted, StatusDead:
-	default:
+	f := Filter{Kind: c.Query("kind"), Status: Status(strings.ToUpper(c.Query("status")))}
+	if f.Status != "" && !slices.Contains(Statuses, f.Status) {
 		return apperr.Errorf(apperr.Invalid, "status must be PENDING, PROCESSING, COMPLETED or DEAD")
 	}
-	limit, err := httpserver.QueryLimitUpTo(c, 100, 1000)
-	if err != nil {
+	if f.Kind != "" && !slices.Contains(h.Queue.kinds.names, f.Kind) {
+		return apperr.Errorf(apperr.Invalid, "kind must be one of %s", strings.Join(h.Queue.kinds.names, ", "))
+	}
+	if raw := c.Query("before"); raw != "" {
+		before, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || before <= 0 {
+			return apperr.Errorf(apperr.Invalid, "before must be a positive job id, got %q", truncate(raw))
+		}
+		f.Before = before
+	}
+	var err error
+	if f.Limit, err = httpserver.QueryLimitUpTo(c, 100, 1000); err != nil {
 		return err
 	}
-	rows, err := h.Queue.List(c.UserContext(), status, limit)
+	rows, err := h.Queue.List(c.UserContext(), f)
 	if err != nil {
 		return err
 	}
@@ -114,13 +245,54 @@ func (h *AdminHandler) list(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"jobs": rows})
 }
 
-func (h *AdminHandler) retry(c *fiber.Ctx) error {
+func (h *AdminHandler) counts(c *fiber.Ctx) error {
+	counts, err := h.Queue.Counts(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"counts": counts})
+}
+
+func (h *AdminHandler) get(c *fiber.Ctx) error {
 	id, err := httpserver.ParamID(c, "id")
 	if err != nil {
 		return err
 	}
-	if err := h.Queue.RetryDead(c.UserContext(), id); err != nil {
+	row, err := h.Queue.Get(c.UserContext(), id)
+	if err != nil {
 		return err
 	}
-	return c.SendStatus(fiber.StatusAccepted)
+	return c.JSON(row)
+}
+
+// action serves an administrator's change of one job (retry, cancel): 202 once done.
+func (h *AdminHandler) action(do func(ctx context.Context, id int64) error) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		id, err := httpserver.ParamID(c, "id")
+		if err != nil {
+			return err
+		}
+		if err := do(c.UserContext(), id); err != nil {
+			return err
+		}
+		return c.SendStatus(fiber.StatusAccepted)
+	}
+}
+
+func (h *AdminHandler) discard(c *fiber.Ctx) error {
+	id, err := httpserver.ParamID(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := h.Queue.Discard(c.UserContext(), id); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -45,7 +44,7 @@ func NewMetrics(reg prometheus.Registerer, q *Queue) *Metrics {
 			m.outcomes.WithLabelValues(k, o)
 		}
 	}
-	reg.MustRegister(m.claims, m.outcomes, m.duration, queueCollector{pool: q.pool, kinds: kinds})
+	reg.MustRegister(m.claims, m.outcomes, m.duration, queueCollector{q: q})
 	return m
 }
 
@@ -71,11 +70,10 @@ var (
 		"Age of the oldest PENDING job that is due (0 when none), by kind.", []string{"kind"}, nil)
 )
 
-// queueCollector reads the queue's state for kinds from the database at scrape time. Every
-// node reports the same cluster-wide figures; dashboards take max() across instances.
+// queueCollector reads the queue's state for its kinds from the database at scrape time.
+// Every node reports the same cluster-wide figures; dashboards take max() across instances.
 type queueCollector struct {
-	pool  *pgxpool.Pool
-	kinds []string
+	q *Queue
 }
 
 func (c queueCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -86,33 +84,20 @@ func (c queueCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	rows, err := c.pool.Query(ctx, `
-		SELECT k.kind, s.status, count(j.id)
-		FROM unnest($1::text[]) k(kind)
-		CROSS JOIN unnest(ARRAY['PENDING', 'PROCESSING', 'COMPLETED', 'DEAD']) s(status)
-		LEFT JOIN jobs j ON j.kind = k.kind AND j.status = s.status
-		GROUP BY k.kind, s.status`, c.kinds)
+	counts, err := c.q.Counts(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descByStatus, err)
 		return
 	}
-	for rows.Next() {
-		var kind, status string
-		var n float64
-		if err := rows.Scan(&kind, &status, &n); err != nil {
-			ch <- prometheus.NewInvalidMetric(descByStatus, err)
-			rows.Close()
-			return
-		}
-		ch <- prometheus.MustNewConstMetric(descByStatus, prometheus.GaugeValue, n, kind, status)
+	for _, n := range counts {
+		ch <- prometheus.MustNewConstMetric(descByStatus, prometheus.GaugeValue, float64(n.Jobs), n.Kind, string(n.Status))
 	}
-	rows.Close()
 
-	rows, err = c.pool.Query(ctx, `
+	rows, err := c.q.pool.Query(ctx, `
 		SELECT k.kind, coalesce(extract(epoch FROM statement_timestamp() - min(j.available_at)), 0)
 		FROM unnest($1::text[]) k(kind)
 		LEFT JOIN jobs j ON j.kind = k.kind AND j.status = 'PENDING' AND j.available_at <= statement_timestamp()
-		GROUP BY k.kind`, c.kinds)
+		GROUP BY k.kind`, c.q.kinds.names)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descOldest, err)
 		return

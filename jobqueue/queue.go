@@ -177,7 +177,7 @@ func (q *Queue) Complete(ctx context.Context, j Job, commit func(ctx context.Con
 func (q *Queue) Retry(ctx context.Context, j Job, cause string, delay time.Duration) error {
 	tag, err := q.pool.Exec(ctx, `
 		UPDATE jobs SET status = 'PENDING', available_at = statement_timestamp() + $3::interval,
-		       claim_token = NULL, claimed_by = NULL, lease_until = NULL, last_error = $4
+		       claim_token = NULL, claimed_by = NULL, lease_until = NULL, last_error = $4, `+appendError("$4")+`
 		WHERE `+fence, j.ID, j.ClaimToken, delay, cause)
 	if err != nil {
 		return fmt.Errorf("retry job %d: %w", j.ID, err)
@@ -197,8 +197,19 @@ func (q *Queue) Dead(ctx context.Context, j Job, cause error) error {
 		domain = func(ctx context.Context, tx pgx.Tx) error { return fail(ctx, tx, j, cause) }
 	}
 	return q.fenced(ctx, j, domain,
-		`UPDATE jobs SET status = 'DEAD', completed_at = statement_timestamp(), lease_until = NULL, last_error = $3 WHERE `+fence,
+		`UPDATE jobs SET status = 'DEAD', completed_at = statement_timestamp(), lease_until = NULL, last_error = $3, `+appendError("$3")+` WHERE `+fence,
 		cause.Error())
+}
+
+// keptErrors is how many of its attempts' errors a job keeps (the jobs.errors column).
+const keptErrors = 10
+
+// appendError is the SET item that adds the error text param (a statement parameter such as
+// "$3") to the job's errors, with its attempt number and time, dropping the oldest beyond
+// keptErrors.
+func appendError(param string) string {
+	return fmt.Sprintf(`errors = (CASE WHEN jsonb_array_length(errors) >= %d THEN errors - 0 ELSE errors END)
+		|| jsonb_build_array(jsonb_build_object('attempt', attempt_count, 'at', statement_timestamp(), 'error', %s::text))`, keptErrors, param)
 }
 
 // Release gives a claim back on a graceful stop: PENDING at once, with the attempt returned,

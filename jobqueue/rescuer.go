@@ -116,7 +116,7 @@ func (r *Rescuer) sweepOne(ctx context.Context, j Job) (bool, error) {
 	}
 	// 0 rows: another node swept it first, or its worker came back in time.
 	return r.q.transition(ctx, j, fail, `
-		UPDATE jobs SET status = 'DEAD', completed_at = statement_timestamp(), lease_until = NULL, last_error = $3
+		UPDATE jobs SET status = 'DEAD', completed_at = statement_timestamp(), lease_until = NULL, last_error = $3, `+appendError("$3")+`
 		WHERE id = $1 AND status = 'PROCESSING' AND claim_token = $2::uuid AND lease_until <= statement_timestamp()`,
 		j.ID, j.ClaimToken, rescueReason)
 }
