@@ -134,7 +134,7 @@ mutants: deps web
 # taken by the browser tests, which otherwise save them to a temporary folder so that make test
 # leaves the tree as it was.
 screenshots: deps web
-	PLAYHEAD_TEST_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^(TestPlayer_UploadWatchLeaveResumeInChromium|TestImportPage_CheckConfirmWatchInChromium|TestCoursePage_UpNextAndProgressInChromium|TestWatchPage_StoryboardCaptionsAndPlaybackInChromium)$$' ./cmd/api
+	PLAYHEAD_TEST_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^(TestPlayer_UploadWatchLeaveResumeInChromium|TestImportPage_CheckConfirmWatchInChromium|TestCoursePage_UpNextAndProgressInChromium|TestWatchPage_StoryboardCaptionsAndPlaybackInChromium|TestJobsPage_DeadJobRetriedAndDiscardedInChromium)$$' ./cmd/api
 
 # The side-by-side benchmarks of docs/performance.md (issue 15), in their own Go module (bench/), so
 # that River never enters the main go.mod. bench-queue: Playhead's job queue beside River v0.51.2

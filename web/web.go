@@ -1,7 +1,7 @@
 // Package web serves Playhead's player pages from files embedded in the binary: the home page
 // (continue watching, the member's courses and an upload form) at /, the player at
 // /watch/{mediaID}, a course's lessons with the member's progress at /course?c={collection}, the
-// admins' import page at /imports, and their assets under /static/. The pages need no token to load: their JavaScript keeps the member's
+// admins' import page at /imports, their queue console at /jobs, and the assets under /static/. The pages need no token to load: their JavaScript keeps the member's
 // token in sessionStorage and sends it to the /v1 API itself.
 //
 // hls.js is not in the repository: `make web` copies it from node_modules (pinned in
@@ -95,7 +95,7 @@ func New(mediaOrigins ...string) (*Handler, error) {
 			return nil, err
 		}
 	}
-	for _, page := range []string{"index.html", "watch.html", "course.html", "imports.html"} {
+	for _, page := range []string{"index.html", "watch.html", "course.html", "imports.html", "jobs.html"} {
 		if _, ok := h.pages[page]; !ok {
 			return nil, fmt.Errorf("web: page %s is not embedded", page)
 		}
@@ -127,6 +127,7 @@ func (h *Handler) Register(router fiber.Router) {
 	router.Get("/", h.securityHeaders, h.page("index.html"))
 	httpserver.Get(router, "/course", h.securityHeaders, h.page("course.html"))
 	httpserver.Get(router, "/imports", h.securityHeaders, h.page("imports.html"))
+	httpserver.Get(router, "/jobs", h.securityHeaders, h.page("jobs.html"))
 	httpserver.Get(router, "/watch/:mediaID", h.securityHeaders, h.watch)
 	httpserver.Get(router, "/static/*", h.securityHeaders, h.asset)
 }

@@ -49,6 +49,7 @@ func TestPagesAndAssets(t *testing.T) {
 		{"/watch/42", "text/html; charset=utf-8", `src="/static/js/watch.mjs"`},
 		{"/course?c=Go", "text/html; charset=utf-8", `src="/static/js/course.mjs"`},
 		{"/imports", "text/html; charset=utf-8", `src="/static/js/imports.mjs"`},
+		{"/jobs", "text/html; charset=utf-8", `src="/static/js/jobs.mjs"`},
 		{"/static/css/app.css", "text/css; charset=utf-8", ".player"},
 		{"/static/js/watch.mjs", "text/javascript; charset=utf-8", "keepalive"},
 		{"/static/favicon.svg", "image/svg+xml", "<svg"},

@@ -131,6 +131,7 @@ var routeTable = []hostileRoute{
 	{method: "GET", pattern: "/", access: public, target: fixed("/"), head: true},
 	{method: "GET", pattern: "/course", access: public, target: fixed("/course")},
 	{method: "GET", pattern: "/imports", access: public, target: fixed("/imports")},
+	{method: "GET", pattern: "/jobs", access: public, target: fixed("/jobs")},
 	{method: "GET", pattern: "/watch/:mediaID", access: public, target: idTarget("/watch/%s", mineID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/static/*", access: public, hasParam: true, target: func(_ *hostileFixture, p string) string {
 		if p == "" {
@@ -177,8 +178,12 @@ var routeTable = []hostileRoute{
 	{method: "PATCH", pattern: "/v1/admin/media/:id", access: admin, target: idTarget("/v1/admin/media/%s", mineID), hasParam: true, idParam: true,
 		jsonBody: map[string]any{"title": "renamed"}, textFields: []string{"title", "status", "visibility"}},
 	{method: "GET", pattern: "/v1/admin/media/:id", access: admin, target: idTarget("/v1/admin/media/%s", mineID), hasParam: true, idParam: true},
-	{method: "GET", pattern: "/v1/admin/jobs", access: admin, target: fixed("/v1/admin/jobs"), query: []string{"status", "limit"}},
+	{method: "GET", pattern: "/v1/admin/jobs", access: admin, target: fixed("/v1/admin/jobs"), query: []string{"status", "limit", "kind", "before"}},
+	{method: "GET", pattern: "/v1/admin/jobs/counts", access: admin, target: fixed("/v1/admin/jobs/counts")},
+	{method: "GET", pattern: "/v1/admin/jobs/:id", access: admin, target: idTarget("/v1/admin/jobs/%s", jobID), hasParam: true, idParam: true},
+	{method: "DELETE", pattern: "/v1/admin/jobs/:id", access: admin, target: idTarget("/v1/admin/jobs/%s", jobID), hasParam: true, idParam: true},
 	{method: "POST", pattern: "/v1/admin/jobs/:id/retry", access: admin, target: idTarget("/v1/admin/jobs/%s/retry", jobID), hasParam: true, idParam: true},
+	{method: "POST", pattern: "/v1/admin/jobs/:id/cancel", access: admin, target: idTarget("/v1/admin/jobs/%s/cancel", jobID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/v1/admin/imports/:id", access: admin, target: idTarget("/v1/admin/imports/%s", importID), hasParam: true, idParam: true},
 	{method: "POST", pattern: "/v1/admin/webhooks", access: admin, target: fixed("/v1/admin/webhooks"),
 		jsonBody: map[string]any{"url": "https://8.8.8.8/hook"}, textFields: []string{"url"}},

@@ -1,0 +1,102 @@
+// The queue console in a real browser: Debian's Chromium (/usr/bin/chromium) driven by
+// playwright-core, headless. Run by cmd/api/jobs_page_e2e_test.go, which starts the server, makes
+// two webhook delivery jobs DEAD (their receiver answered 503), heals one receiver, and reads
+// the events this script prints (one JSON object a line on stdout).
+//
+//   PLAYHEAD_URL      the server, http://127.0.0.1:port
+//   PLAYHEAD_TOKEN    an admin's token (passed to the page once, as #token=…)
+//   PLAYHEAD_RETRY    the DEAD job to find, look into, select and retry (its receiver now answers 204)
+//   PLAYHEAD_DISCARD  the DEAD job to discard with its row's button (the confirmation accepted)
+//   PLAYHEAD_CANCEL   a PENDING job to cancel with its row's button (the confirmation accepted)
+//   PLAYHEAD_SHOTS    where to save the screenshot (a temporary folder; docs/img for `make screenshots`)
+//   CHROMIUM          the browser, /usr/bin/chromium unless set
+//
+// Events: listed (the jobs table and the counts as first shown; then the PENDING job is
+// cancelled), detail (the retried job's
+// facts and errors), completed (the table once the retried job shows COMPLETED and the
+// discarded one is gone), done (axe-core's violations, problems). Any failure: an "error"
+// event, and exit status 1. Timeouts only bound how long a step may wait.
+
+import { join } from 'node:path';
+
+import { accessibility, emit, env, run, withBrowser } from './harness.mjs';
+
+const BASE = env('PLAYHEAD_URL');
+const TOKEN = env('PLAYHEAD_TOKEN');
+const RETRY = env('PLAYHEAD_RETRY');
+const DISCARD = env('PLAYHEAD_DISCARD');
+const CANCEL = env('PLAYHEAD_CANCEL');
+const SHOTS = env('PLAYHEAD_SHOTS');
+
+const STEP_WAIT = 30_000; // a page answer
+const RUN_WAIT = 120_000; // the retried delivery sent and its job COMPLETED
+
+// jobRows reads the jobs table as the page shows it, top to bottom.
+const jobRows = (page) => page.$$eval('#jobs-body tr', (trs) => trs.map((tr) => {
+  const cells = [...tr.querySelectorAll('td')].map((td) => td.textContent.trim());
+  return { id: Number(tr.dataset.job), kind: tr.dataset.kind, status: tr.dataset.status, attempts: cells[5], lastError: cells[7],
+    actions: [...tr.querySelectorAll('.row-actions button')].map((b) => b.dataset.action) };
+}));
+
+const counts = (page) => page.$$eval('#counts-body tr', (trs) => Object.fromEntries(trs.map((tr) => [tr.dataset.kind,
+  Object.fromEntries([...tr.querySelectorAll('button')].map((b) => [b.dataset.status, Number(b.textContent)]))])));
+
+async function main() {
+  const problems = [];
+  await withBrowser({}, async (context) => {
+    const result = {};
+    const page = await context.newPage();
+    page.on('console', (msg) => {
+      if (msg.type() === 'error') problems.push(`console error: ${msg.text()}`);
+    });
+    page.on('pageerror', (err) => problems.push(`uncaught exception: ${err.message}`));
+    const dialogs = [];
+    page.on('dialog', async (d) => {
+      dialogs.push(d.message());
+      await d.accept();
+    });
+
+    // 1. The queue as the page first shows it: DEAD jobs on top.
+    await page.goto(`${BASE}/jobs#token=${encodeURIComponent(TOKEN)}`);
+    await page.waitForSelector(`#jobs-body tr[data-job="${RETRY}"]`, { timeout: STEP_WAIT });
+    await page.waitForSelector(`#jobs-body tr[data-job="${DISCARD}"]`, { timeout: STEP_WAIT });
+    emit('listed', { rows: await jobRows(page), counts: await counts(page) });
+    await page.click(`#jobs-body tr[data-job="${CANCEL}"] button[data-action="cancel"]`);
+    await page.waitForSelector(`#jobs-body tr[data-job="${CANCEL}"][data-status="DEAD"]`, { timeout: STEP_WAIT });
+
+    // 2. The job's attempts and errors.
+    await page.click(`#jobs-body tr[data-job="${RETRY}"] .job-link`);
+    await page.waitForSelector('#detail:not([hidden]) #detail-errors tr', { timeout: STEP_WAIT });
+    emit('detail', {
+      title: await page.textContent('#detail-title'),
+      facts: await page.$$eval('#detail-facts dt', (dts) => Object.fromEntries(dts.map((dt) => [dt.textContent, dt.nextElementSibling.textContent]))),
+      errors: await page.$$eval('#detail-errors tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent.trim()))),
+      focused: await page.evaluate(() => document.activeElement && document.activeElement.id),
+    });
+    result.accessibility = await accessibility(page, 'the queue with a job open');
+
+    // 3. Retry through the selection; discard with the row's button. The page refreshes itself.
+    await page.check(`#jobs-body tr[data-job="${RETRY}"] input[type="checkbox"]`);
+    await page.click('#retry-selected');
+    await page.waitForFunction((id) => /Retried job/.test(document.getElementById('outcome').textContent) ||
+      document.querySelector(`#jobs-body tr[data-job="${id}"]`)?.dataset.status !== 'DEAD', RETRY, { timeout: STEP_WAIT });
+    await page.click(`#jobs-body tr[data-job="${DISCARD}"] button[data-action="discard"]`);
+    await page.waitForFunction((id) => !document.querySelector(`#jobs-body tr[data-job="${id}"]`), DISCARD, { timeout: STEP_WAIT });
+    await page.selectOption('#filter-status', '');
+    await page.waitForSelector(`#jobs-body tr[data-job="${RETRY}"][data-status="COMPLETED"]`, { timeout: RUN_WAIT });
+    emit('completed', { rows: await jobRows(page), counts: await counts(page), outcome: await page.textContent('#outcome'),
+      detailStatus: await page.$$eval('#detail-facts dt', (dts) => dts.find((dt) => dt.textContent === 'Status')?.nextElementSibling.textContent),
+      dialogs });
+    await page.screenshot({ path: join(SHOTS, 'jobs-console.png'), fullPage: true });
+    result.accessibility.push(...await accessibility(page, 'the queue after the retry'));
+
+    result.problems = problems;
+    result.notice = await page.evaluate(() => {
+      const n = document.getElementById('notice');
+      return n.hidden ? '' : n.textContent.trim();
+    });
+    emit('done', result);
+  });
+}
+
+run('jobs.mjs', main);
