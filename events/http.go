@@ -79,16 +79,9 @@ func lastEventID(raw string) (id int64, resume bool, err error) {
 	}
 	id, err = strconv.ParseInt(raw, 10, 64)
 	if err != nil || id < 0 {
-		return 0, false, apperr.Errorf(apperr.Invalid, "Last-Event-ID must be the id of an event this stream sent (a non-negative integer), got %q", truncate(raw))
+		return 0, false, apperr.Errorf(apperr.Invalid, "Last-Event-ID must be the id of an event this stream sent (a non-negative integer), got %q", httpserver.Excerpt(raw))
 	}
 	return id, true, nil
-}
-
-func truncate(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
 }
 
 // send writes s's events after after to w, or a resync event where the retention pruned them

@@ -194,6 +194,32 @@ func ParamID(c *fiber.Ctx, name string) (int64, error) {
 	return id, nil
 }
 
+// QueryID reads an optional positive integer query parameter: 0 when absent.
+func QueryID(c *fiber.Ctx, name string) (int64, error) {
+	raw := c.Query(name)
+	if raw == "" {
+		return 0, nil
+	}
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, apperr.Errorf(apperr.Invalid, "%s must be a positive integer, got %q", name, Excerpt(raw))
+	}
+	return id, nil
+}
+
+// Excerpt is the start of a client's value for an error message that quotes it: at most 40
+// bytes, cut at a rune boundary, with "…" when cut.
+func Excerpt(s string) string {
+	if len(s) <= 40 {
+		return s
+	}
+	cut := 40
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // RequireJSON refuses with 415 a request whose Content-Type is not application/json
 // (parameters such as charset=utf-8 are fine), before the handler reads its body. Every route
 // that decodes a JSON body sits behind it: a form-encoded or text/plain body would otherwise be

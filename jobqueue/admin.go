@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -224,14 +223,10 @@ func (h *AdminHandler) list(c *fiber.Ctx) error {
 	if f.Kind != "" && !slices.Contains(h.Queue.kinds.names, f.Kind) {
 		return apperr.Errorf(apperr.Invalid, "kind must be one of %s", strings.Join(h.Queue.kinds.names, ", "))
 	}
-	if raw := c.Query("before"); raw != "" {
-		before, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil || before <= 0 {
-			return apperr.Errorf(apperr.Invalid, "before must be a positive job id, got %q", truncate(raw))
-		}
-		f.Before = before
-	}
 	var err error
+	if f.Before, err = httpserver.QueryID(c, "before"); err != nil {
+		return err
+	}
 	if f.Limit, err = httpserver.QueryLimitUpTo(c, 100, 1000); err != nil {
 		return err
 	}
@@ -288,11 +283,4 @@ func (h *AdminHandler) discard(c *fiber.Ctx) error {
 		return err
 	}
 	return c.SendStatus(fiber.StatusNoContent)
-}
-
-func truncate(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
 )
@@ -81,9 +82,7 @@ func TestPruner_SparesAJobRetriedWhileItWaits(t *testing.T) {
 		pruned <- n
 		pruneErr <- err
 	}()
-	waitFor(t, "the prune to wait for the retry's row lock", func() bool {
-		return b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND $1 = ANY(pg_blocking_pids(pid))`, retryPID) == 1
-	})
+	pgtest.WaitBlocked(t, b.pool, retryPID)
 	// The retry, as RetryDead does it, then commits.
 	if err := retryDeadIn(ctx, retry, jobID, mediaID); err != nil {
 		t.Fatal(err)

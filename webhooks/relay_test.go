@@ -194,7 +194,7 @@ func TestRelay_RolledBackRelayIsRedone(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { _, err := NewRelay(pool, RelayConfig{}).RelayOnce(ctx); done <- err }()
-	waitBlocked(t, pool)
+	pgtest.WaitBlocked(t, pool, 0)
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("the cancelled relay reported success")
@@ -221,25 +221,6 @@ func TestRelay_RolledBackRelayIsRedone(t *testing.T) {
 	}
 	if got := deliveries(t, pool); len(got) != 1 || got[0].status != "QUEUED" {
 		t.Fatalf("deliveries %+v, want one QUEUED", got)
-	}
-}
-
-// waitBlocked waits until a backend of the database waits for a lock.
-func waitBlocked(t *testing.T, pool *pgxpool.Pool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var n int
-		if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the relay never waited for the lock")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

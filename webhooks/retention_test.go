@@ -203,14 +203,7 @@ func TestDelivery_FinishedAtFollowsItsEnd(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.Pool(t)
 	ctx := context.Background()
-	var delivery int64
-	if err := pool.QueryRow(ctx, `
-		WITH e AS (INSERT INTO webhook_endpoints (url, events, secret, created_by) VALUES ('https://example.com/hook', '{media.ready}', '\x00', 1) RETURNING id),
-		o AS (INSERT INTO notification_outbox (member_id, media_id, kind, relayed_at) VALUES (1, 7, 'ready', statement_timestamp()) RETURNING id)
-		INSERT INTO webhook_deliveries (endpoint_id, outbox_id, media_id, status, job_id, event_at)
-		SELECT e.id, o.id, 7, 'QUEUED', 1, statement_timestamp() FROM e, o RETURNING id`).Scan(&delivery); err != nil {
-		t.Fatal(err)
-	}
+	delivery := oneDelivery(t, pool, "QUEUED", 0)
 	kind := webhooks.JobKind(3)
 	job := jobqueue.Job{Kind: webhooks.KindDeliver, Subject: delivery}
 	state := func() (status string, finished bool) {
@@ -253,15 +246,7 @@ func TestRetention_WaitsForARetryAndKeepsWhatItRevived(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.Pool(t)
 	ctx := context.Background()
-	var delivery int64
-	if err := pool.QueryRow(ctx, `
-		WITH e AS (INSERT INTO webhook_endpoints (url, events, secret, created_by) VALUES ('https://example.com/hook', '{media.ready}', '\x00', 1) RETURNING id),
-		o AS (INSERT INTO notification_outbox (member_id, media_id, kind, created_at, relayed_at)
-		      VALUES (1, 7, 'ready', statement_timestamp() - interval '9 days', statement_timestamp()) RETURNING id)
-		INSERT INTO webhook_deliveries (endpoint_id, outbox_id, media_id, status, job_id, event_at, finished_at)
-		SELECT e.id, o.id, 7, 'DEAD', 1, statement_timestamp(), statement_timestamp() - interval '8 days' FROM e, o RETURNING id`).Scan(&delivery); err != nil {
-		t.Fatal(err)
-	}
+	delivery := oneDelivery(t, pool, "DEAD", 8*24*time.Hour)
 	retry, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -284,20 +269,7 @@ func TestRetention_WaitsForARetryAndKeepsWhatItRevived(t *testing.T) {
 		d, e, err := retention.Prune(ctx)
 		pruned <- result{d, e, err}
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var waiting int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND $1 = ANY(pg_blocking_pids(pid))`, retryPID).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the prune never waited for the retry's lock on the delivery")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	pgtest.WaitBlocked(t, pool, retryPID)
 	if err := webhooks.JobKind(3).Revive(ctx, retry, jobqueue.Job{Kind: webhooks.KindDeliver, Subject: delivery}); err != nil {
 		t.Fatal(err)
 	}
@@ -311,4 +283,23 @@ func TestRetention_WaitsForARetryAndKeepsWhatItRevived(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT status FROM webhook_deliveries WHERE id = $1`, delivery).Scan(&status); err != nil || status != "QUEUED" {
 		t.Fatalf("the revived delivery: %q, %v; want it QUEUED, not pruned", status, err)
 	}
+}
+
+// oneDelivery writes an endpoint, a relayed outbox row a day older than endedAgo, and its one
+// delivery in status, which ended endedAgo ago if status is DELIVERED or DEAD; it returns the
+// delivery's id.
+func oneDelivery(t *testing.T, pool *pgxpool.Pool, status string, endedAgo time.Duration) int64 {
+	t.Helper()
+	var delivery int64
+	if err := pool.QueryRow(context.Background(), `
+		WITH e AS (INSERT INTO webhook_endpoints (url, events, secret, created_by) VALUES ('https://example.com/hook', '{media.ready}', '\x00', 1) RETURNING id),
+		o AS (INSERT INTO notification_outbox (member_id, media_id, kind, created_at, relayed_at)
+		      VALUES (1, 7, 'ready', statement_timestamp() - $2::interval - interval '1 day', statement_timestamp()) RETURNING id)
+		INSERT INTO webhook_deliveries (endpoint_id, outbox_id, media_id, status, job_id, event_at, finished_at)
+		SELECT e.id, o.id, 7, $1, 1, statement_timestamp(),
+		       CASE WHEN $1 IN ('DELIVERED', 'DEAD') THEN statement_timestamp() - $2::interval END
+		FROM e, o RETURNING id`, status, endedAgo).Scan(&delivery); err != nil {
+		t.Fatal(err)
+	}
+	return delivery
 }
