@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,5 +202,56 @@ func TestAdmin_ListAndCounts(t *testing.T) {
 		if got[k] != n {
 			t.Errorf("Counts[%s] = %d, want %d", k, got[k], n)
 		}
+	}
+}
+
+// An attempt whose worker died says nothing, so the claim that takes its expired lease records
+// it in the errors; an error's text is kept whole in last_error and shortened in the history.
+func TestAdmin_ExpiredAttemptAndLongErrorsAreRecorded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.enqueue(t, "silent", 1)
+	q := newQueue(t, b.pool, time.Minute, mediaKind("silent", nil))
+	ctx := context.Background()
+	claim := func() jobqueue.Job {
+		t.Helper()
+		jobs, err := q.Claim(ctx, "silent", 1, "node")
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("claim: %v, %v", jobs, err)
+		}
+		return jobs[0]
+	}
+	first := claim()
+	if _, err := b.pool.Exec(ctx, `UPDATE jobs SET lease_until = statement_timestamp() - interval '1 second' WHERE id = $1`, first.ID); err != nil {
+		t.Fatal(err) // the worker died: its lease ran out
+	}
+	second := claim()
+	if second.ID != first.ID || second.Attempt != 2 {
+		t.Fatalf("second claim %+v, want job %d attempt 2", second, first.ID)
+	}
+	long := strings.Repeat("ffmpeg said ", 500) // 6 000 characters
+	if err := q.Retry(ctx, second, long, 0); err != nil {
+		t.Fatal(err)
+	}
+	row, err := q.Get(ctx, first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(row.Errors) != 2 {
+		t.Fatalf("errors %+v, want the expired attempt and the retry", row.Errors)
+	}
+	if e := row.Errors[0]; e.Attempt != 1 || !strings.Contains(e.Error, "lease expired") {
+		t.Errorf("first error %+v, want attempt 1's expired lease", e)
+	}
+	if e := row.Errors[1]; e.Attempt != 2 || len(e.Error) != 2000 || !strings.HasPrefix(long, e.Error) {
+		t.Errorf("second error: attempt %d, %d characters; want attempt 2, the first 2000 of the text", e.Attempt, len(e.Error))
+	}
+	if row.LastError == nil || *row.LastError != long {
+		t.Errorf("last_error is not the whole text")
+	}
+	// A PENDING job's claim adds nothing.
+	third := claim()
+	if row, err = q.Get(ctx, third.ID); err != nil || len(row.Errors) != 2 {
+		t.Errorf("after a claim of a PENDING job: %d errors, %v; want still 2", len(row.Errors), err)
 	}
 }

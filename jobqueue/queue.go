@@ -57,7 +57,8 @@ func Enqueue(ctx context.Context, tx pgx.Tx, kind string, subject int64, maxAtte
 }
 
 // claimSQL claims up to $3 jobs of kind $1: PENDING and due, or PROCESSING with an expired
-// lease, with attempts left, oldest first. SKIP LOCKED lets concurrent claimers take different
+// lease, with attempts left, oldest first; an expired one taken again records its silent
+// attempt in the job's errors (expiredReason). SKIP LOCKED lets concurrent claimers take different
 // rows without waiting; the statement commits on its own, so the row locks last only as long
 // as the statement.
 //
@@ -67,7 +68,7 @@ func Enqueue(ctx context.Context, tx pgx.Tx, kind string, subject int64, maxAtte
 // docs/performance.md). The rows a scan locks but the merge does not pick are released when the
 // statement commits. Both indexes lead with kind (migration 00004): without it, an idle kind's
 // poll walked past every queued job of the other kinds (8–11 ms with 100 000 encode jobs queued).
-const claimSQL = `
+var claimSQL = `
 WITH pending AS (
     SELECT id, available_at FROM jobs
     WHERE kind = $1 AND status = 'PENDING' AND available_at <= statement_timestamp()
@@ -92,10 +93,16 @@ SET status = 'PROCESSING',
     attempt_count = j.attempt_count + 1,
     claim_token = gen_random_uuid(),
     claimed_by = $2,
-    lease_until = statement_timestamp() + $4::interval
+    lease_until = statement_timestamp() + $4::interval,
+    last_error = CASE WHEN j.status = 'PROCESSING' THEN '` + expiredReason + `' ELSE j.last_error END,
+    errors = CASE WHEN j.status = 'PROCESSING' THEN ` + withError("'"+expiredReason+"'") + ` ELSE j.errors END
 FROM candidate
 WHERE j.id = candidate.id
 RETURNING ` + jobColumns
+
+// expiredReason is the error an attempt whose lease expired leaves when the job is claimed
+// again: its worker said nothing, so this is all the console can show of it.
+const expiredReason = "lease expired (the worker died or hung); claimed again"
 
 // jobColumns are the columns scanJob reads, in its order.
 const jobColumns = `j.id, j.kind, j.subject_id, j.claim_token::text, j.attempt_count, j.max_attempts, j.enqueued_at`
@@ -201,15 +208,27 @@ func (q *Queue) Dead(ctx context.Context, j Job, cause error) error {
 		cause.Error())
 }
 
-// keptErrors is how many of its attempts' errors a job keeps (the jobs.errors column).
-const keptErrors = 10
+// keptErrors is how many of its attempts' errors a job keeps (the jobs.errors column), and
+// keptErrorChars how much of each error's text: an error may carry a tool's whole stderr, and
+// ten of those would make every read of the row (the console's list) heavy. last_error keeps
+// the whole text of the last one.
+const (
+	keptErrors     = 10
+	keptErrorChars = 2000
+)
 
 // appendError is the SET item that adds the error text param (a statement parameter such as
-// "$3") to the job's errors, with its attempt number and time, dropping the oldest beyond
-// keptErrors.
+// "$3", or a quoted literal) to the job's errors, with its attempt number and time, dropping
+// the oldest beyond keptErrors.
 func appendError(param string) string {
-	return fmt.Sprintf(`errors = (CASE WHEN jsonb_array_length(errors) >= %d THEN errors - 0 ELSE errors END)
-		|| jsonb_build_array(jsonb_build_object('attempt', attempt_count, 'at', statement_timestamp(), 'error', %s::text))`, keptErrors, param)
+	return "errors = " + withError(param)
+}
+
+// withError is appendError's value alone, for a SET item that adds an error only sometimes.
+func withError(param string) string {
+	return fmt.Sprintf(`(CASE WHEN jsonb_array_length(errors) >= %d THEN errors - 0 ELSE errors END)
+		|| jsonb_build_array(jsonb_build_object('attempt', attempt_count, 'at', statement_timestamp(), 'error', left(%s::text, %d)))`,
+		keptErrors, param, keptErrorChars)
 }
 
 // Release gives a claim back on a graceful stop: PENDING at once, with the attempt returned,
