@@ -209,6 +209,7 @@ type AdminHandler struct {
 func (h *AdminHandler) Register(router fiber.Router) {
 	httpserver.Get(router, "/jobs", h.list)
 	httpserver.Get(router, "/jobs/counts", h.counts)
+	httpserver.Get(router, "/jobs/schedules", h.schedules)
 	httpserver.Get(router, "/jobs/:id", h.get)
 	router.Post("/jobs/:id/retry", h.action(h.Queue.RetryDead))
 	router.Post("/jobs/:id/cancel", h.action(h.Queue.Cancel))
@@ -246,6 +247,17 @@ func (h *AdminHandler) counts(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(fiber.Map{"counts": counts})
+}
+
+func (h *AdminHandler) schedules(c *fiber.Ctx) error {
+	rows, err := h.Queue.Schedules(c.UserContext())
+	if err != nil {
+		return err
+	}
+	if rows == nil {
+		rows = []ScheduleRow{}
+	}
+	return c.JSON(fiber.Map{"schedules": rows})
 }
 
 func (h *AdminHandler) get(c *fiber.Ctx) error {

@@ -96,6 +96,9 @@ type Kind struct {
 	// Revive writes the domain side of an admin retry of the DEAD job j (its media PROCESSING
 	// again). Optional.
 	Revive TxFunc
+	// Periodic makes the kind's jobs enqueued by a Scheduler, one per run time of its
+	// schedule. Optional.
+	Periodic *Periodic
 }
 
 // Result is a successful run, waiting to be committed.
@@ -136,6 +139,9 @@ func newRegistry(kinds []Kind) (registry, error) {
 	for _, k := range kinds {
 		if k.Name == "" {
 			return registry{}, errors.New("jobqueue: a kind needs a Name")
+		}
+		if k.Periodic != nil && k.Periodic.Schedule == nil {
+			return registry{}, fmt.Errorf("jobqueue: periodic kind %q needs a Schedule", k.Name)
 		}
 		if _, dup := r.kinds[k.Name]; dup {
 			return registry{}, fmt.Errorf("jobqueue: kind %q registered twice", k.Name)

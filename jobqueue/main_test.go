@@ -2,6 +2,7 @@ package jobqueue_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -18,7 +19,16 @@ import (
 	"github.com/playhead/playhead/notify"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	if url := os.Getenv(envSchedulerURL); url != "" {
+		if err := runSchedulerNode(url); err != nil {
+			fmt.Fprintln(os.Stderr, "scheduler node:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	pgtest.Main(m)
+}
 
 // quiet keeps expected job failures out of the test output unless -v.
 var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 1}))

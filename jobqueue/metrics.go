@@ -12,6 +12,8 @@ type Metrics struct {
 	claims   *prometheus.CounterVec
 	outcomes *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	enqueued *prometheus.CounterVec
+	skipped  *prometheus.CounterVec
 }
 
 // outcomes are the ways a claimed job ends, the values of the outcome label.
@@ -37,20 +39,39 @@ func NewMetrics(reg prometheus.Registerer, q *Queue) *Metrics {
 			Help:    "Time from claim to the end of a job's run, by kind and outcome.",
 			Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
 		}, []string{"kind", "outcome"}),
+		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "playhead", Subsystem: "jobs", Name: "scheduled_total",
+			Help: "Jobs of periodic kinds this node enqueued, one per run time, by kind.",
+		}, []string{"kind"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "playhead", Subsystem: "jobs", Name: "schedule_skipped_total",
+			Help: "Run times of periodic kinds missed while no node enqueued them (only the latest runs), by kind.",
+		}, []string{"kind"}),
 	}
 	for _, k := range kinds {
 		m.claims.WithLabelValues(k)
 		for _, o := range outcomes {
 			m.outcomes.WithLabelValues(k, o)
 		}
+		if q.kinds.kinds[k].Periodic != nil {
+			m.enqueued.WithLabelValues(k)
+			m.skipped.WithLabelValues(k)
+		}
 	}
-	reg.MustRegister(m.claims, m.outcomes, m.duration, queueCollector{q: q})
+	reg.MustRegister(m.claims, m.outcomes, m.duration, m.enqueued, m.skipped, queueCollector{q: q})
 	return m
 }
 
 func (m *Metrics) claimed(kind string) {
 	if m != nil {
 		m.claims.WithLabelValues(kind).Inc()
+	}
+}
+
+func (m *Metrics) scheduled(kind string, skipped int64) {
+	if m != nil {
+		m.enqueued.WithLabelValues(kind).Inc()
+		m.skipped.WithLabelValues(kind).Add(float64(skipped))
 	}
 }
 

@@ -180,6 +180,7 @@ var routeTable = []hostileRoute{
 	{method: "GET", pattern: "/v1/admin/media/:id", access: admin, target: idTarget("/v1/admin/media/%s", mineID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/v1/admin/jobs", access: admin, target: fixed("/v1/admin/jobs"), query: []string{"status", "limit", "kind", "before"}},
 	{method: "GET", pattern: "/v1/admin/jobs/counts", access: admin, target: fixed("/v1/admin/jobs/counts")},
+	{method: "GET", pattern: "/v1/admin/jobs/schedules", access: admin, target: fixed("/v1/admin/jobs/schedules")},
 	{method: "GET", pattern: "/v1/admin/jobs/:id", access: admin, target: idTarget("/v1/admin/jobs/%s", jobID), hasParam: true, idParam: true},
 	{method: "DELETE", pattern: "/v1/admin/jobs/:id", access: admin, target: idTarget("/v1/admin/jobs/%s", jobID), hasParam: true, idParam: true},
 	{method: "POST", pattern: "/v1/admin/jobs/:id/retry", access: admin, target: idTarget("/v1/admin/jobs/%s/retry", jobID), hasParam: true, idParam: true},

@@ -19,7 +19,8 @@ import (
 // A kind added to jobKinds, and nowhere else, is known everywhere the node uses kinds: a
 // worker node runs its jobs (its runner woken by the job channel's notification: the poll
 // interval is an hour), its concurrency is in the worker pool's size, and an api node's queue
-// has its hooks (an admin retry of its DEAD job goes through its Revive). Not parallel: the
+// has its hooks (an admin retry of its DEAD job goes through its Revive); a periodic kind's
+// jobs are enqueued by the worker node's scheduler. Not parallel: the
 // test changes the package's table.
 func TestJobKinds_AKindIsAddedInOnePlace(t *testing.T) {
 	ran := make(chan int64, 1)
@@ -42,6 +43,30 @@ func TestJobKinds_AKindIsAddedInOnePlace(t *testing.T) {
 			return k, nil
 		},
 		concurrency: func(Config) int { return 3 },
+		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
+	}
+	// A periodic kind is one more entry: the worker node's scheduler enqueues it every second.
+	scheduled := make(chan int64, 1)
+	every, err := jobqueue.Every(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	periodic := jobKind{
+		name: "fixture-periodic",
+		hooks: func(Config) jobqueue.Kind {
+			return jobqueue.Kind{Name: "fixture-periodic", Periodic: &jobqueue.Periodic{Schedule: every}}
+		},
+		worker: func(workerParts) (jobqueue.Kind, error) {
+			return jobqueue.Kind{Name: "fixture-periodic", Periodic: &jobqueue.Periodic{Schedule: every},
+				Run: func(_ context.Context, j jobqueue.Job) (jobqueue.Result, error) {
+					select {
+					case scheduled <- j.Subject:
+					default:
+					}
+					return jobqueue.Result{}, nil
+				}}, nil
+		},
+		concurrency: func(Config) int { return 1 },
 		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
 	}
 	pool, dbURL := pgtest.Pool(t)
@@ -67,10 +92,10 @@ func TestJobKinds_AKindIsAddedInOnePlace(t *testing.T) {
 	worker := config(roleWorker)
 	without := poolConns(worker)
 	saved := jobKinds
-	jobKinds = append(slices.Clone(jobKinds), fixture)
+	jobKinds = append(slices.Clone(jobKinds), fixture, periodic)
 	t.Cleanup(func() { jobKinds = saved })
-	if got := poolConns(worker); got != without+3 {
-		t.Errorf("worker pool with the fixture kind: %d connections, want %d (one per running job of it)", got, without+3)
+	if got := poolConns(worker); got != without+4 {
+		t.Errorf("worker pool with the fixture kinds: %d connections, want %d (one per running job of them)", got, without+4)
 	}
 
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -102,6 +127,15 @@ func TestJobKinds_AKindIsAddedInOnePlace(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the worker node never ran the fixture kind's job")
+	}
+
+	select {
+	case runTime := <-scheduled:
+		if runTime%1000 != 0 {
+			t.Errorf("the periodic fixture job ran for %d, not a run time on the second", runTime)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the worker node's scheduler never ran the periodic fixture kind")
 	}
 
 	api, err := build(ctx, config(roleAPI), logger)

@@ -362,6 +362,9 @@ func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error
 	}
 	n.addWebhookRelay(listener)
 	n.add("job rescuer", jobqueue.NewRescuer(n.queue, jobqueue.RescuerConfig{Interval: 5 * cfg.JobPollInterval, Logger: n.logger, Metrics: metrics}))
+	// Enqueues the run times of the kinds that set Periodic, on every worker node: the cluster
+	// enqueues each run time once (jobqueue.Scheduler).
+	n.add("job scheduler", jobqueue.NewScheduler(n.queue, jobqueue.SchedulerConfig{Logger: n.logger, Metrics: metrics}))
 	n.add("job pruner", jobqueue.NewPruner(n.queue, jobqueue.PrunerConfig{
 		CompletedAfter: cfg.RetentionCompleted, DeadAfter: cfg.RetentionDead, Interval: cfg.RetentionInterval, Logger: n.logger,
 	}))
