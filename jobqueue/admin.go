@@ -57,7 +57,7 @@ const rowColumns = `id, kind, subject_id, status, attempt_count, max_attempts, a
 // List returns the jobs f selects, newest first.
 func (q *Queue) List(ctx context.Context, f Filter) ([]Row, error) {
 	rows, err := q.pool.Query(ctx, `SELECT `+rowColumns+` FROM jobs
-		WHERE ($1 = '' OR kind = $1) AND ($2 = '' OR status = $2) AND ($3 = 0 OR id < $3)
+		WHERE ($1 = '' OR kind = $1) AND ($2 = '' OR status = $2) AND ($3::bigint = 0 OR id < $3)
 		ORDER BY id DESC LIMIT $4`, f.Kind, f.Status, f.Before, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)

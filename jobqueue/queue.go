@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -185,7 +187,7 @@ func (q *Queue) Retry(ctx context.Context, j Job, cause string, delay time.Durat
 	tag, err := q.pool.Exec(ctx, `
 		UPDATE jobs SET status = 'PENDING', available_at = statement_timestamp() + $3::interval,
 		       claim_token = NULL, claimed_by = NULL, lease_until = NULL, last_error = $4, `+appendError("$4")+`
-		WHERE `+fence, j.ID, j.ClaimToken, delay, cause)
+		WHERE `+fence, j.ID, j.ClaimToken, delay, storableError(cause))
 	if err != nil {
 		return fmt.Errorf("retry job %d: %w", j.ID, err)
 	}
@@ -205,7 +207,7 @@ func (q *Queue) Dead(ctx context.Context, j Job, cause error) error {
 	}
 	return q.fenced(ctx, j, domain,
 		`UPDATE jobs SET status = 'DEAD', completed_at = statement_timestamp(), lease_until = NULL, last_error = $3, `+appendError("$3")+` WHERE `+fence,
-		cause.Error())
+		storableError(cause.Error()))
 }
 
 // keptErrors is how many of its attempts' errors a job keeps (the jobs.errors column), and
@@ -216,6 +218,25 @@ const (
 	keptErrors     = 10
 	keptErrorChars = 2000
 )
+
+// keptLastErrorBytes caps last_error: enough for any tool's tail of stderr.
+const keptLastErrorBytes = 64 << 10
+
+// storableError is an error's text as PostgreSQL can store it: a job's finish must never fail
+// on its error's text, or the job stays PROCESSING until its lease runs out and the error is
+// lost. Invalid UTF-8 (a tool's stderr cut at a byte offset) becomes U+FFFD, NUL (which text
+// cannot hold) is dropped, and the text is cut at keptLastErrorBytes on a character boundary.
+func storableError(s string) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+	if len(s) <= keptLastErrorBytes {
+		return s
+	}
+	cut := keptLastErrorBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
 
 // appendError is the SET item that adds the error text param (a statement parameter such as
 // "$3", or a quoted literal) to the job's errors, with its attempt number and time, dropping

@@ -2,6 +2,7 @@ package media_test
 
 import (
 	"bytes"
+	"encoding/hex"
 	"testing"
 
 	"github.com/playhead/playhead/media"
@@ -24,5 +25,17 @@ func TestSigningSecretFrom(t *testing.T) {
 	}
 	if bytes.Contains(key, jwt) || bytes.Contains(jwt, key) {
 		t.Error("the signing secret is the JWT secret")
+	}
+}
+
+// The derivation's bytes are pinned: a changed label would end every link a node of the
+// previous version gave (and split a mixed-version cluster). The expected value is
+// HMAC-SHA256(jwt secret, "playhead object URL signing key v1"), computed outside Go
+// (Python's hmac); issue 36's review found nothing pinned it.
+func TestSigningSecretFrom_KnownAnswer(t *testing.T) {
+	got := hex.EncodeToString(media.SigningSecretFrom([]byte("jwt-secret-jwt-secret-jwt-secret-1")))
+	const want = "f07fb73fd2d7f0fb1430d2c8a8f5d4bca63a0d6d42157feb1d8657b7e710c7e5"
+	if got != want {
+		t.Errorf("SigningSecretFrom = %s, want %s (the key of every signed link issued so far)", got, want)
 	}
 }

@@ -1,7 +1,8 @@
 package events_test
 
-// Hostile review (issue 36): the retention's mark must be the highest id pruned of the member's
-// and never go down, or a stream resuming between pruned rows gets a silent gap.
+// The retention's mark is the highest id pruned of the member's and never goes down, or a
+// stream resuming between pruned rows would get a silent gap (issue 36's review: both
+// mutants survived the earlier tests).
 
 import (
 	"context"
@@ -16,7 +17,7 @@ import (
 	"github.com/playhead/playhead/webhooks"
 )
 
-func reviewAge(t *testing.T, s *server, relayed bool, ids ...int64) {
+func ageRows(t *testing.T, s *server, relayed bool, ids ...int64) {
 	t.Helper()
 	relay := "NULL"
 	if relayed {
@@ -30,12 +31,12 @@ func reviewAge(t *testing.T, s *server, relayed bool, ids ...int64) {
 
 // Two of the member's rows pruned in one batch; a stream resuming between them (it had the
 // first, not the second) must resync: the mark is the highest id pruned, not the lowest.
-func TestReview_ResumeBetweenTwoPrunedRowsResyncs(t *testing.T) {
+func TestStream_ResumeBetweenTwoPrunedRowsResyncs(t *testing.T) {
 	s := start(t, options{})
 	tok := token(t, 1, time.Hour)
 	first := s.announce(t, 1, 10, media.OutboxReady, nil)
 	second := s.announce(t, 1, 11, media.OutboxReady, nil)
-	reviewAge(t, s, true, first, second)
+	ageRows(t, s, true, first, second)
 	retention, err := webhooks.NewRetention(s.pool, webhooks.RetentionConfig{Metrics: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
@@ -53,13 +54,13 @@ func TestReview_ResumeBetweenTwoPrunedRowsResyncs(t *testing.T) {
 
 // A later prune that deletes a lower id of the member's (a row relayed late: prunes go by
 // created_at, not id) must not move the mark down.
-func TestReview_TheMarkNeverGoesDown(t *testing.T) {
+func TestRetention_TheMarkNeverGoesDown(t *testing.T) {
 	s := start(t, options{})
 	tok := token(t, 1, time.Hour)
 	low := s.announce(t, 1, 10, media.OutboxReady, nil)
 	high := s.announce(t, 1, 11, media.OutboxReady, nil)
-	reviewAge(t, s, false, low) // old but not relayed yet: kept
-	reviewAge(t, s, true, high)
+	ageRows(t, s, false, low) // old but not relayed yet: kept
+	ageRows(t, s, true, high)
 	retention, err := webhooks.NewRetention(s.pool, webhooks.RetentionConfig{Metrics: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +68,7 @@ func TestReview_TheMarkNeverGoesDown(t *testing.T) {
 	if _, n, err := retention.Prune(context.Background()); err != nil || n != 1 {
 		t.Fatalf("first Prune removed %d (%v), want the relayed one", n, err)
 	}
-	reviewAge(t, s, true, low)
+	ageRows(t, s, true, low)
 	if _, n, err := retention.Prune(context.Background()); err != nil || n != 1 {
 		t.Fatalf("second Prune removed %d (%v), want the late one", n, err)
 	}
