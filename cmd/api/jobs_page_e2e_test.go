@@ -181,6 +181,19 @@ func TestJobsPage_DeadJobRetriedAndDiscardedInChromium(t *testing.T) {
 		t.Errorf("the discarded job's receiver got %d requests, want 1", n)
 	}
 
+	if f := events["focus"].Focused; f != fmt.Sprintf("select-%d", retryJob) {
+		t.Errorf("after a refresh the focus is on %q, want the checkbox it was on (select-%d)", f, retryJob)
+	}
+	older := events["older"].Rows
+	if len(older) == 0 {
+		t.Error("older than the retried job: nothing listed, want the encode job at least")
+	}
+	for _, r := range older {
+		if r.ID >= retryJob {
+			t.Errorf("older than job %d: job %d listed", retryJob, r.ID)
+		}
+	}
+
 	done := events["done"]
 	if len(done.Problems) > 0 || done.Notice != "" {
 		t.Errorf("the page reported problems %q, notice %q", done.Problems, done.Notice)

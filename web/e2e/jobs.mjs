@@ -14,7 +14,8 @@
 // Events: listed (the jobs table and the counts as first shown; then the PENDING job is
 // cancelled), detail (the retried job's
 // facts and errors), completed (the table once the retried job shows COMPLETED and the
-// discarded one is gone), done (axe-core's violations, problems). Any failure: an "error"
+// discarded one is gone), focus (the control focused after a refresh), older (the table
+// filtered to jobs older than the retried one), done (axe-core's violations, problems). Any failure: an "error"
 // event, and exit status 1. Timeouts only bound how long a step may wait.
 
 import { join } from 'node:path';
@@ -89,6 +90,20 @@ async function main() {
       dialogs });
     await page.screenshot({ path: join(SHOTS, 'jobs-console.png'), fullPage: true });
     result.accessibility.push(...await accessibility(page, 'the queue after the retry'));
+
+    // 4. The keyboard focus stays where it was through a refresh (which rebuilds the tables);
+    // "older than job #" lists only older jobs.
+    await page.focus(`#jobs-body tr[data-job="${RETRY}"] input[type="checkbox"]`);
+    const updated = await page.textContent('#updated');
+    const row = await page.$(`#jobs-body tr[data-job="${RETRY}"]`);
+    await page.waitForFunction((old) => !old.isConnected, row, { timeout: STEP_WAIT }); // rebuilt
+    await page.waitForFunction((u) => document.getElementById('updated').textContent !== u, updated, { timeout: STEP_WAIT });
+    emit('focus', { focused: await page.evaluate(() => document.activeElement?.dataset.focusKey ?? document.activeElement?.tagName) });
+    await page.fill('#filter-before', RETRY);
+    await page.dispatchEvent('#filter-before', 'change');
+    await page.waitForFunction((id) => document.getElementById('shown').textContent.includes(`older than #${id}`) &&
+      !document.querySelector(`#jobs-body tr[data-job="${id}"]`), RETRY, { timeout: STEP_WAIT });
+    emit('older', { rows: await jobRows(page) });
 
     result.problems = problems;
     result.notice = await page.evaluate(() => {

@@ -7,11 +7,12 @@ import { api, ago, clearNotice, el, fail, initSession } from './common.mjs';
 
 const REFRESH_MS = 3000;
 const PAGE = 100;
+const MAX_LIMIT = 1000; // the API's; older jobs are reached with "older than job #"
 const STATUSES = ['PENDING', 'PROCESSING', 'COMPLETED', 'DEAD'];
 
 const $ = (id) => document.getElementById(id);
 
-const state = { kind: '', status: '', jobs: [], selected: new Set(), detail: 0, busy: false, kindsShown: false };
+const state = { kind: '', status: '', before: '', limit: PAGE, jobs: [], selected: new Set(), detail: 0, busy: false, kindsShown: false };
 
 // The actions, each with the statuses it applies to and the request that does it.
 const ACTIONS = {
@@ -22,17 +23,29 @@ const ACTIONS = {
 };
 
 const query = (params) => {
-  const q = new URLSearchParams({ limit: String(PAGE) });
+  const q = new URLSearchParams({ limit: String(state.limit) });
   for (const [k, v] of Object.entries(params)) if (v) q.set(k, v);
   return `/v1/admin/jobs?${q}`;
 };
 
 // fetchJobs reads the jobs the filters choose: with no status chosen, the DEAD ones first,
-// then the newest of the others.
+// then the newest of the others. The two lists are read at once, so a job whose status
+// changed in between may be in both: it is shown once, where the DEAD list has it.
 async function fetchJobs() {
-  if (state.status) return (await api('GET', query({ kind: state.kind, status: state.status }))).jobs;
-  const [dead, all] = await Promise.all([api('GET', query({ kind: state.kind, status: 'DEAD' })), api('GET', query({ kind: state.kind }))]);
-  return [...dead.jobs, ...all.jobs.filter((j) => j.status !== 'DEAD')];
+  const { kind, before } = state;
+  if (state.status) return (await api('GET', query({ kind, before, status: state.status }))).jobs;
+  const [dead, all] = await Promise.all([api('GET', query({ kind, before, status: 'DEAD' })), api('GET', query({ kind, before }))]);
+  const shown = new Set(dead.jobs.map((j) => j.id));
+  return [...dead.jobs, ...all.jobs.filter((j) => !shown.has(j.id) && j.status !== 'DEAD')];
+}
+
+// keepFocus runs render, which rebuilds controls, and puts the focus back on the control that
+// had it (by its data-focus-key), if it is still there: the page rebuilds its tables every
+// few seconds, and a keyboard or screen-reader user must not be thrown back to the top.
+function keepFocus(render) {
+  const key = document.activeElement?.dataset?.focusKey;
+  render();
+  if (key) document.querySelector(`[data-focus-key="${CSS.escape(key)}"]`)?.focus();
 }
 
 function renderCounts(counts) {
@@ -42,7 +55,7 @@ function renderCounts(counts) {
     el('th', { scope: 'row' }, kind),
     ...STATUSES.map((status) => {
       const n = counts.find((c) => c.kind === kind && c.status === status)?.jobs ?? 0;
-      return el('td', {}, el('button', { type: 'button', class: 'ghost count-link', dataset: { status },
+      return el('td', {}, el('button', { type: 'button', class: 'ghost count-link', dataset: { status, focusKey: `count-${kind}-${status}` },
         'aria-label': `${n} ${status} ${kind} jobs: list them`, onclick: () => choose(kind, status) }, n));
     }))));
   if (!state.kindsShown) {
@@ -53,7 +66,7 @@ function renderCounts(counts) {
 
 function actionButton(name, job) {
   const a = ACTIONS[name];
-  return el('button', { type: 'button', class: 'ghost', dataset: { action: name },
+  return el('button', { type: 'button', class: 'ghost', dataset: { action: name, focusKey: `${name}-${job.id}` },
     'aria-label': `${a.label} job ${job.id}`, onclick: () => act(name, [job.id]) }, a.label);
 }
 
@@ -61,9 +74,10 @@ function renderJobs() {
   const shown = new Set(state.jobs.map((j) => j.id));
   for (const id of state.selected) if (!shown.has(id)) state.selected.delete(id);
   $('jobs-body').replaceChildren(...state.jobs.map((j) => el('tr', { dataset: { job: j.id, status: j.status, kind: j.kind } },
-    el('td', {}, el('input', { type: 'checkbox', 'aria-label': `Select job ${j.id}`, checked: state.selected.has(j.id),
+    el('td', {}, el('input', { type: 'checkbox', 'aria-label': `Select job ${j.id}`, checked: state.selected.has(j.id), dataset: { focusKey: `select-${j.id}` },
       onchange: (ev) => { if (ev.target.checked) state.selected.add(j.id); else state.selected.delete(j.id); updateSelection(); } })),
-    el('td', {}, el('button', { type: 'button', class: 'ghost job-link', 'aria-label': `Show job ${j.id}`, onclick: () => showDetail(j.id, true) }, `#${j.id}`)),
+    el('td', {}, el('button', { type: 'button', class: 'ghost job-link', dataset: { focusKey: `show-${j.id}` },
+      'aria-label': `Show job ${j.id}`, onclick: () => showDetail(j.id, true) }, `#${j.id}`)),
     el('td', {}, j.kind),
     el('td', {}, j.subject_id),
     el('td', {}, el('span', { class: 'state', dataset: { state: j.status } }, j.status)),
@@ -73,7 +87,10 @@ function renderJobs() {
     el('td', {}, el('div', { class: 'row-actions' },
       ...Object.keys(ACTIONS).filter((n) => ACTIONS[n].applies.includes(j.status)).map((n) => actionButton(n, j)))))));
   const what = state.status || 'every status';
-  $('shown').textContent = `${state.jobs.length} shown · ${state.kind || 'every kind'} · ${what}`;
+  const older = state.before ? ` · older than #${state.before}` : '';
+  $('shown').textContent = `${state.jobs.length} shown · ${state.kind || 'every kind'} · ${what}${older}`;
+  // A full page may have more behind it.
+  $('show-more').hidden = state.jobs.length < state.limit || state.limit >= MAX_LIMIT;
   updateSelection();
 }
 
@@ -148,11 +165,14 @@ async function act(name, ids) {
   await refresh();
 }
 
-function choose(kind, status) {
+function choose(kind, status, before = '') {
   state.kind = kind;
   state.status = status;
+  state.before = before;
+  state.limit = PAGE;
   $('filter-kind').value = kind;
   $('filter-status').value = status;
+  $('filter-before').value = before;
   refresh();
 }
 
@@ -162,9 +182,11 @@ async function refresh() {
   clearTimeout(timer);
   try {
     const [counts, jobs] = await Promise.all([api('GET', '/v1/admin/jobs/counts'), fetchJobs()]);
-    renderCounts(counts.counts);
     state.jobs = jobs;
-    renderJobs();
+    keepFocus(() => {
+      renderCounts(counts.counts);
+      renderJobs();
+    });
     if (state.detail) await showDetail(state.detail, false);
     $('updated').textContent = `Updated ${new Date().toLocaleTimeString()}`;
     clearNotice('error');
@@ -176,14 +198,22 @@ async function refresh() {
 
 function main() {
   if (!initSession()) return;
-  $('filters').addEventListener('change', () => choose($('filter-kind').value, $('filter-status').value));
+  $('filters').addEventListener('change', () => {
+    const before = $('filter-before');
+    if (!before.checkValidity()) return; // the browser says why
+    choose($('filter-kind').value, $('filter-status').value, before.value);
+  });
+  $('show-more').addEventListener('click', () => {
+    state.limit = Math.min(state.limit + PAGE, MAX_LIMIT);
+    refresh();
+  });
   $('filters').addEventListener('submit', (ev) => ev.preventDefault());
   for (const name of Object.keys(ACTIONS)) {
     $(`${name}-selected`).addEventListener('click', () => act(name, [...state.selected]));
   }
   $('select-all').addEventListener('change', (ev) => {
     state.selected = new Set(ev.target.checked ? state.jobs.map((j) => j.id) : []);
-    renderJobs();
+    keepFocus(renderJobs);
   });
   $('detail-close').addEventListener('click', () => {
     $('detail').hidden = true;
