@@ -65,7 +65,12 @@ var citusPlan = map[string]placement{
 	"webhook_endpoints":   {kind: coordinator},
 	"webhook_deliveries":  {kind: coordinator},
 	"outbox_retention":    {kind: coordinator},
-	"goose_db_version":    {kind: coordinator},
+	"job_schedules":       {kind: coordinator},
+	// The audience (issue 35): media marked by every flush (a statement of its own, reading
+	// only its parameters) and their rollups, one row per media, like media.
+	"audience_dirty":   {kind: coordinator},
+	"media_audience":   {kind: reference},
+	"goose_db_version": {kind: coordinator},
 	// Resumable uploads (issue 32): a row per upload in flight, written a few times a second
 	// per upload and committed with its media and encode job; locked by advisory locks.
 	"uploads": {kind: coordinator},

@@ -20,12 +20,27 @@ type Store struct {
 	// lists is the pool List reads on: pool unless ListOn gave another.
 	lists      *pgxpool.Pool
 	completion media.Completion
+	// watchedRanges is whether the flush records the parts of videos members played.
+	watchedRanges bool
 }
 
-// NewStore returns a Store on pool that marks media watched by completion.
+// NewStore returns a Store on pool that marks media watched by completion and records the
+// parts of videos members played (WithoutWatchedRanges turns that off).
 func NewStore(pool *pgxpool.Pool, completion media.Completion) *Store {
-	return &Store{pool: pool, lists: pool, completion: completion}
+	return &Store{pool: pool, lists: pool, completion: completion, watchedRanges: true}
 }
+
+// WithoutWatchedRanges makes s keep no watched ranges (PLAYHEAD_WATCHED_RANGES=off): positions
+// are written as before issue 35, and the rows' ranges stay as they were. It returns s.
+func (s *Store) WithoutWatchedRanges() *Store {
+	s.watchedRanges = false
+	return s
+}
+
+// firstWatchedSQL is a new row's watched ranges: the bucket its first report landed in. (Each
+// upsert's reported CTE computes that bucket, watched_bucket: 1 % of the video each, NULL when
+// ranges are off ($8) or the duration is unknown.)
+const firstWatchedSQL = `CASE WHEN t.watched_bucket IS NOT NULL THEN playhead_watch_range(t.watched_bucket, t.watched_bucket) END`
 
 // ListOn makes List read on pool (the server's read pool, see dbpool.OpenGenericPlans) and
 // returns s.
@@ -73,28 +88,37 @@ WHERE l.event_time < excluded.event_time
 // order through the join: rows are inserted, and so locked, in that order.
 const flushSQL = `
 WITH reported AS (
-	SELECT u.*, coalesce(u.position_ms >= playhead_completion_point(m.duration_ms, $6, $7), false) AS finished
+	SELECT u.*, coalesce(u.position_ms >= playhead_completion_point(m.duration_ms, $6, $7), false) AS finished,
+	       CASE WHEN $8 AND m.duration_ms > 0 THEN least(99, u.position_ms::bigint * 100 / m.duration_ms)::smallint END AS watched_bucket
 	FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::timestamptz[]) AS u(member_id, media_id, position_ms, event_time)
 	LEFT JOIN media m ON m.id = u.media_id
 ),
 written AS (
-INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished)
+INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, watched, watched_bucket)
 SELECT t.member_id, t.media_id, t.position_ms, t.event_time, $5,
-       CASE WHEN t.finished THEN t.event_time END, t.finished
+       CASE WHEN t.finished THEN t.event_time END, t.finished, ` + firstWatchedSQL + `, t.watched_bucket
 FROM reported t
 ORDER BY t.member_id, t.media_id
 ` + upsertConflictSQL + `
 )` + keepLastFinishedSQL
 
 // upsertConflictSQL is the conflict clause of both upserts: a newer report replaces the
-// position, a report (newer or not) with an earlier watched mark brings the mark.
+// position, a report (newer or not) with an earlier watched mark brings the mark. A newer
+// report marks what was played since the row's last one in its watched ranges
+// (playhead_watched, migration 00018): the range between them when they are consecutive, else
+// the bucket it landed in.
 const upsertConflictSQL = `ON CONFLICT (member_id, media_id) DO UPDATE
 SET position_ms = CASE WHEN p.event_time < excluded.event_time THEN excluded.position_ms ELSE p.position_ms END,
     event_time  = greatest(p.event_time, excluded.event_time),
     updated_at  = excluded.updated_at,
     watched_at  = least(p.watched_at, excluded.watched_at),
     finished    = CASE WHEN p.event_time < excluded.event_time THEN excluded.finished ELSE p.finished END,
-    hidden      = p.hidden AND p.event_time >= excluded.event_time
+    hidden      = p.hidden AND p.event_time >= excluded.event_time,
+    watched     = CASE WHEN p.event_time < excluded.event_time
+                       THEN playhead_watched(p.watched, p.watched_bucket, p.position_ms, p.event_time,
+                                             excluded.watched_bucket, excluded.position_ms, excluded.event_time)
+                       ELSE p.watched END,
+    watched_bucket = CASE WHEN p.event_time < excluded.event_time THEN excluded.watched_bucket ELSE p.watched_bucket END
 WHERE p.event_time < excluded.event_time
    OR excluded.watched_at < coalesce(p.watched_at, 'infinity')
 RETURNING p.member_id, p.media_id`
@@ -110,12 +134,20 @@ func (s *Store) Flush(ctx context.Context, batch []buffer.Entry[Key, Position]) 
 		members[i], medias[i] = e.Key.Member, e.Key.Media
 		positions[i], times[i] = e.Value.PositionMS, e.Value.EventTime
 	}
-	if _, err := s.pool.Exec(ctx, flushSQL, members, medias, positions, times, time.Now(),
-		s.completion.Ratio, s.completion.TailMS()); err != nil {
+	// One round trip, one implicit transaction: the positions and the audience's marks of
+	// their media (audience_dirty, migration 00019) commit together.
+	var b pgx.Batch
+	b.Queue(flushSQL, members, medias, positions, times, time.Now(), s.completion.Ratio, s.completion.TailMS(), s.watchedRanges)
+	b.Queue(markAudienceSQL, medias)
+	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 		return flushError(len(batch), err)
 	}
 	return nil
 }
+
+// markAudienceSQL marks the media of a batch as having new positions for the audience
+// rollups. A media already marked costs an index probe and no write.
+const markAudienceSQL = `INSERT INTO audience_dirty (media_id) SELECT DISTINCT unnest($1::bigint[]) ORDER BY 1 ON CONFLICT DO NOTHING`
 
 // flushError tells the buffer whether a failed flush was the batch's fault: a database error
 // whose SQLSTATE says the data was refused (apperr's one classification: class 22, data
@@ -136,21 +168,24 @@ func flushError(rows int, err error) error {
 const upsertOneSQL = `
 WITH reported AS (
 	SELECT $1::bigint AS member_id, m.id AS media_id, $3::int AS position_ms, $4::timestamptz AS event_time,
-	       coalesce($3::int >= playhead_completion_point(m.duration_ms, $6, $7), false) AS finished
+	       coalesce($3::int >= playhead_completion_point(m.duration_ms, $6, $7), false) AS finished,
+	       CASE WHEN $8::boolean AND m.duration_ms > 0 THEN least(99, $3::bigint * 100 / m.duration_ms)::smallint END AS watched_bucket
 	FROM media m WHERE m.id = $2::bigint
 ),
 written AS (
-INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished)
+INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, watched, watched_bucket)
 SELECT t.member_id, t.media_id, t.position_ms, t.event_time, $5::timestamptz,
-       CASE WHEN t.finished THEN t.event_time END, t.finished
+       CASE WHEN t.finished THEN t.event_time END, t.finished, ` + firstWatchedSQL + `, t.watched_bucket
 FROM reported t
 ` + upsertConflictSQL + `
 )` + keepLastFinishedSQL
 
 // UpsertOne writes one position on the request path (the synchronous baseline).
 func (s *Store) UpsertOne(ctx context.Context, key Key, pos Position) error {
-	if _, err := s.pool.Exec(ctx, upsertOneSQL, key.Member, key.Media, pos.PositionMS, pos.EventTime, time.Now(),
-		s.completion.Ratio, s.completion.TailMS()); err != nil {
+	var b pgx.Batch
+	b.Queue(upsertOneSQL, key.Member, key.Media, pos.PositionMS, pos.EventTime, time.Now(), s.completion.Ratio, s.completion.TailMS(), s.watchedRanges)
+	b.Queue(markAudienceSQL, []int64{key.Media})
+	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("write playback row: %w", err)
 	}
 	return nil
@@ -183,8 +218,8 @@ func (s *Store) Get(ctx context.Context, key Key) (Stored, bool, error) {
 // openSQL creates a row at position 0 unless it exists, records the collection, and reads the row.
 const openSQL = `
 WITH ins AS (
-	INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, collection)
-	VALUES ($1, $2, 0, $3, $3, nullif($4, ''))
+	INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, collection, watched_bucket)
+	VALUES ($1, $2, 0, $3, $3, nullif($4, ''), 0)
 	ON CONFLICT (member_id, media_id) DO UPDATE SET collection = excluded.collection
 	WHERE excluded.collection IS NOT NULL AND p.collection IS DISTINCT FROM excluded.collection
 	RETURNING position_ms, event_time, hidden, watched_at)
@@ -195,7 +230,9 @@ LIMIT 1`
 
 // Open creates the row for key at position 0 if it does not exist, and returns the stored
 // row, in one statement: a player opening a video costs one round trip. (Both halves of the
-// UNION read the same snapshot, so a row inserted here comes back through RETURNING.) A
+// UNION read the same snapshot, so a row inserted here comes back through RETURNING; its
+// watched_bucket 0 makes a first report that follows playback from the start mark what was
+// played since the open.) A
 // non-empty collection records where the media was opened from; it touches neither the
 // position nor event_time, so it cannot reorder the continue-watching list or beat the guard.
 func (s *Store) Open(ctx context.Context, key Key, at time.Time, collection string) (Stored, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/ingest"
+	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/playback"
 	"github.com/playhead/playhead/storage"
@@ -183,6 +184,14 @@ type Config struct {
 	// OutboxRetention is how long the event history is kept (PLAYHEAD_OUTBOX_RETENTION): outbox
 	// rows (what GET /v1/events resumes from) and ended webhook deliveries. Default 7 days.
 	OutboxRetention time.Duration
+
+	// WatchedRanges is whether the flush records the parts of videos members play, for the
+	// audience figures (PLAYHEAD_WATCHED_RANGES). Default true; false records none (the
+	// figures then count views and completions only).
+	WatchedRanges bool
+	// AudienceSchedule is the audience rollup's period (PLAYHEAD_AUDIENCE_INTERVAL, at least
+	// 1s). Default every 10 min.
+	AudienceSchedule jobqueue.Schedule
 
 	// WebhookAllowPrivate lets webhook endpoints be on loopback and private addresses, at
 	// registration and at delivery (PLAYHEAD_WEBHOOK_ALLOW_PRIVATE). Default false; tests only.
@@ -391,6 +400,7 @@ func loadConfig(args []string) (Config, error) {
 		RetentionDead:      e.duration("PLAYHEAD_RETENTION_DEAD", 30*24*time.Hour),
 		RetentionInterval:  e.duration("PLAYHEAD_RETENTION_INTERVAL", 10*time.Minute),
 		OutboxRetention:    e.duration("PLAYHEAD_OUTBOX_RETENTION", 7*24*time.Hour),
+		WatchedRanges:      e.bool("PLAYHEAD_WATCHED_RANGES", true),
 
 		WebhookAllowPrivate: e.bool("PLAYHEAD_WEBHOOK_ALLOW_PRIVATE", false),
 		WebhookConcurrency:  e.int("PLAYHEAD_WEBHOOK_CONCURRENCY", 4),
@@ -419,6 +429,10 @@ func loadConfig(args []string) (Config, error) {
 	// who asked for something else.
 	c.BufferMaxKeys = e.int("PLAYHEAD_BUFFER_MAX_KEYS", 20*c.BufferCapacity)
 	c.FlushAt = e.int("PLAYHEAD_FLUSH_AT_KEYS", min(c.FlushBatch, c.BufferMaxKeys))
+	var err error
+	if c.AudienceSchedule, err = jobqueue.Every(e.duration("PLAYHEAD_AUDIENCE_INTERVAL", 10*time.Minute)); err != nil {
+		e.check(false, "PLAYHEAD_AUDIENCE_INTERVAL: %v", err)
+	}
 	e.database(&c)
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.Role, "role", c.Role, "all, api or worker (overrides PLAYHEAD_ROLE)")

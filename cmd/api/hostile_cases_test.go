@@ -21,12 +21,12 @@ var hostileParams = []string{
 	"..", "%2e%2e", "..%2f..%2f", "1%2f..%2f2", "%2e%2e%2f%2e%2e%2fetc%2fpasswd", `..\..\`, "..%5c..%5c", "%252e%252e",
 	"%c0%ae%c0%ae", "%00", "1%00", "%ff", "%ff%fe", "-1", "0", "99999999999999999999", "1e3", "0x10", "%201", "1;select",
 	"%27", "%22%3E%3Cscript%3E", strings.Repeat("9", 4096), strings.Repeat("a", 4096), "%0d%0aX-Injected:%201",
-	"2147483648", "9223372036854775807",
 }
 
-// hostileQueryNumbers are valid ids and counts beyond 32 bits, which a query parameter may
-// carry and no statement may take as an int4 (the queue console's before did: 500).
-var hostileQueryNumbers = []string{"2147483648", "9223372036854775807"}
+// hostileNumbers are valid ids and counts beyond 32 bits, which a path or query parameter of
+// the API may carry and no statement may take as an int4 (the queue console's before did:
+// 500). As ids of the API they name nothing: 404.
+var hostileNumbers = []string{"2147483648", "9223372036854775807"}
 
 // hostileTexts are JSON string values, as written in the JSON, that PostgreSQL cannot store
 // or that have no place in a one-line field (refused: 422), or that the JSON decoder turns
@@ -106,6 +106,13 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 				out = append(out, hostileCase{class: classPath, method: m, target: r.target(f, p), header: jsonHeader(tok), body: body, want: want})
 			}
 		}
+		if r.idParam && strings.HasPrefix(r.pattern, "/v1/") {
+			for _, p := range hostileNumbers {
+				for _, m := range methods {
+					out = append(out, hostileCase{class: classPath, method: m, target: r.target(f, p), header: jsonHeader(tok), body: body, want: []int{404}})
+				}
+			}
+		}
 	}
 	// text: every text field, query parameter and text path parameter.
 	for _, field := range r.textFields {
@@ -137,7 +144,7 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 			out = append(out, hostileCase{class: classText, method: r.method, target: withQueryParam(target, q, v), header: bearer(tok), want: []int{400}})
 		}
 		if r.access != signed {
-			for _, v := range hostileQueryNumbers {
+			for _, v := range hostileNumbers {
 				out = append(out, hostileCase{class: classText, method: r.method, target: withQueryParam(target, q, v), header: bearer(tok)})
 			}
 		}

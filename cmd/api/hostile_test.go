@@ -171,6 +171,13 @@ var routeTable = []hostileRoute{
 		}
 		return "/v1/collections/" + p
 	}},
+	{method: "GET", pattern: "/v1/collections/:collection/audience", access: member, hasParam: true, target: func(_ *hostileFixture, p string) string {
+		if p == "" {
+			p = "%EB%A0%88%EB%B2%A81" // 레벨1
+		}
+		return "/v1/collections/" + p + "/audience"
+	}},
+	{method: "GET", pattern: "/v1/media/:id/audience", access: member, target: idTarget("/v1/media/%s/audience", mineID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/v1/me/collections", access: member, target: fixed("/v1/me/collections")},
 	{method: "GET", pattern: "/v1/events", access: member, target: fixed("/v1/events")},
 	{method: "POST", pattern: "/v1/admin/media", access: admin, target: fixed("/v1/admin/media"),

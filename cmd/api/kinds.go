@@ -3,6 +3,7 @@ package main
 import (
 	"time"
 
+	"github.com/playhead/playhead/audience"
 	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/ingest"
@@ -83,6 +84,16 @@ var jobKinds = []jobKind{
 		},
 		concurrency: func(cfg Config) int { return cfg.WebhookConcurrency },
 		retryCap:    func(cfg Config) time.Duration { return cfg.WebhookRetryCap },
+	},
+	{
+		// Periodic: the worker nodes' scheduler enqueues one run per PLAYHEAD_AUDIENCE_INTERVAL.
+		name:  audience.KindRollup,
+		hooks: func(cfg Config) jobqueue.Kind { return audience.Kind(cfg.AudienceSchedule, nil) },
+		worker: func(w workerParts) (jobqueue.Kind, error) {
+			return audience.Kind(w.node.cfg.AudienceSchedule, w.node.pool), nil
+		},
+		concurrency: func(Config) int { return 1 },
+		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
 	},
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/playhead/playhead/api"
+	"github.com/playhead/playhead/audience"
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/cache"
@@ -65,7 +66,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 		return nil, err
 	}
 	n.closers = append(n.closers, func() { n.closePool(readPool) })
-	playbackStore := playback.NewStore(n.pool, cfg.Completion).ListOn(readPool)
+	playbackStore := playbackStoreOn(n.pool, cfg).ListOn(readPool)
 	playbackHandler := &playback.Handler{Store: playbackStore, Access: mediaCache, Mode: cfg.WriteMode, Links: links}
 	// The flusher gets its own connections: under a burst of synchronous requests (players
 	// opening videos) it must not queue for the request pool while the buffer fills up.
@@ -155,6 +156,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	(&media.Handler{Store: mediaStore, Access: mediaCache, Links: links}).Register(v1)
 	captionsHandler.Register(v1)
 	(&collection.Handler{Store: collection.NewStore(readPool), Links: links}).Register(v1)
+	(&audience.Handler{Store: audience.NewStore(readPool)}).Register(v1)
 	admin := v1.Group("/admin", auth.RequireAdmin)
 	(&media.AdminHandler{Store: mediaStore}).Register(admin)
 	(&jobqueue.AdminHandler{Queue: n.queue}).Register(admin)
@@ -165,6 +167,16 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	listener.Handle(media.ChannelOutbox, n.eventStreams.Notify, n.eventStreams.Resync)
 	n.eventStreams.Register(v1)
 	return app, nil
+}
+
+// playbackStoreOn is a playback store on pool with cfg's completion point, recording watched
+// ranges unless PLAYHEAD_WATCHED_RANGES is off.
+func playbackStoreOn(pool *pgxpool.Pool, cfg Config) *playback.Store {
+	s := playback.NewStore(pool, cfg.Completion)
+	if !cfg.WatchedRanges {
+		s.WithoutWatchedRanges()
+	}
+	return s
 }
 
 // buildPlaybackBuffer builds the write-behind buffer and lists it. Its Start first replays the
@@ -183,7 +195,7 @@ func (n *node) buildPlaybackBuffer(flushPool *pgxpool.Pool, access playback.Acce
 		FlushBatch:    cfg.FlushBatch,
 		FlushAt:       cfg.FlushAt,
 		FlushInterval: cfg.FlushInterval,
-		Flush:         playback.NewStore(flushPool, cfg.Completion).Flush,
+		Flush:         playbackStoreOn(flushPool, cfg).Flush,
 		Compare:       playback.CompareKeys,
 		Newer:         playback.Newer,
 		Spill:         spill,

@@ -1,0 +1,150 @@
+package audience
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/auth"
+)
+
+// Media is one media's audience, as of its last rollup.
+type Media struct {
+	MediaID    int64  `json:"media_id"`
+	DurationMS *int64 `json:"duration_ms"`
+	// Views are the members with a playback row (who opened it or reported a position);
+	// Viewers those who played a part of it or finished it; Finished those who reached its
+	// completion point.
+	Views    int64 `json:"views"`
+	Viewers  int64 `json:"viewers"`
+	Finished int64 `json:"finished"`
+	// CompletionRate is Finished / Viewers (0 without viewers).
+	CompletionRate float64 `json:"completion_rate"`
+	// WatchTimeMS is the viewers' watched parts added up: buckets × duration / 100.
+	WatchTimeMS int64 `json:"watch_time_ms"`
+	// Retention is, for each 1 % of the video, the share of viewers who watched it.
+	Retention []float64 `json:"retention"`
+	// ComputedAt is when it was rolled up; nil when it has not been yet.
+	ComputedAt *time.Time `json:"computed_at"`
+}
+
+// Lesson is one place of a collection with its audience.
+type Lesson struct {
+	Chapter  *int32 `json:"chapter"`
+	Position *int32 `json:"position"`
+	MediaID  int64  `json:"media_id"`
+	Title    string `json:"title"`
+	// Started are the lesson's viewers, Finished those who reached its completion point.
+	Started  int64 `json:"started"`
+	Finished int64 `json:"finished"`
+	// Dropped is Started minus the next lesson's Started (absent for the last lesson): the
+	// viewers lost between them (negative when more started the next one).
+	Dropped *int64 `json:"dropped,omitempty"`
+}
+
+// Collection is a collection's lessons in order with their audience.
+type Collection struct {
+	Collection string   `json:"collection"`
+	Lessons    []Lesson `json:"lessons"`
+	// ComputedAt is the oldest of its lessons' rollups; nil while one has none.
+	ComputedAt *time.Time `json:"computed_at"`
+}
+
+// Store reads the rolled-up audience.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// NewStore returns a Store on pool.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// notFound is the answer to whoever may not read an audience: as if the media did not exist.
+func notFound(what string) error { return apperr.Errorf(apperr.NotFound, "no such %s", what) }
+
+// Media returns media id's audience for who: its owner or an admin; anyone else gets
+// apperr.NotFound, as for a media that does not exist.
+func (s *Store) Media(ctx context.Context, id int64, who auth.Identity) (Media, error) {
+	a := Media{MediaID: id}
+	var owner int64
+	var views, viewers, finished, buckets *int64
+	var retention []int64
+	err := s.pool.QueryRow(ctx, `
+		SELECT m.owner_id, m.duration_ms, a.views, a.viewers, a.finished, a.watched_buckets, a.retention, a.computed_at
+		FROM media m LEFT JOIN media_audience a ON a.media_id = m.id WHERE m.id = $1`, id).
+		Scan(&owner, &a.DurationMS, &views, &viewers, &finished, &buckets, &retention, &a.ComputedAt)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && owner != who.MemberID && !who.Admin {
+		return Media{}, notFound("media")
+	}
+	if err != nil {
+		return Media{}, fmt.Errorf("read audience of media %d: %w", id, err)
+	}
+	a.Retention = make([]float64, Buckets)
+	if views == nil {
+		return a, nil // not rolled up yet
+	}
+	a.Views, a.Viewers, a.Finished = *views, *viewers, *finished
+	if a.Viewers > 0 {
+		a.CompletionRate = float64(a.Finished) / float64(a.Viewers)
+		for i, n := range retention {
+			a.Retention[i] = float64(n) / float64(a.Viewers)
+		}
+	}
+	if a.DurationMS != nil {
+		a.WatchTimeMS = *buckets * *a.DurationMS / Buckets
+	}
+	return a, nil
+}
+
+// Collection returns name's lessons with their audience for who: an admin, or the owner of
+// every lesson's media; anyone else, and a collection without lessons, get apperr.NotFound.
+func (s *Store) Collection(ctx context.Context, name string, who auth.Identity) (Collection, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT ci.chapter, ci.position, m.id, m.title, m.owner_id, coalesce(a.viewers, 0), coalesce(a.finished, 0), a.computed_at
+		FROM collection_items ci
+		JOIN media m ON m.id = ci.media_id
+		LEFT JOIN media_audience a ON a.media_id = m.id
+		WHERE ci.collection = $1
+		ORDER BY ci.chapter NULLS LAST, ci.position NULLS LAST, m.id`, name)
+	if err != nil {
+		return Collection{}, fmt.Errorf("read audience of collection: %w", err)
+	}
+	type lessonRow struct {
+		Lesson
+		owner      int64
+		computedAt *time.Time
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (lessonRow, error) {
+		var l lessonRow
+		err := row.Scan(&l.Chapter, &l.Position, &l.MediaID, &l.Title, &l.owner, &l.Started, &l.Finished, &l.computedAt)
+		return l, err
+	})
+	if err != nil {
+		return Collection{}, fmt.Errorf("read audience of collection: %w", err)
+	}
+	if len(list) == 0 {
+		return Collection{}, notFound("collection")
+	}
+	c := Collection{Collection: name, Lessons: make([]Lesson, len(list)), ComputedAt: list[0].computedAt}
+	for i, l := range list {
+		if l.owner != who.MemberID && !who.Admin {
+			return Collection{}, notFound("collection")
+		}
+		c.Lessons[i] = l.Lesson
+		if i+1 < len(list) {
+			dropped := l.Started - list[i+1].Started
+			c.Lessons[i].Dropped = &dropped
+		}
+		switch {
+		case l.computedAt == nil:
+			c.ComputedAt = nil
+		case c.ComputedAt != nil && l.computedAt.Before(*c.ComputedAt):
+			c.ComputedAt = l.computedAt
+		}
+	}
+	return c, nil
+}
