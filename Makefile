@@ -134,7 +134,7 @@ mutants: deps web
 # taken by the browser tests, which otherwise save them to a temporary folder so that make test
 # leaves the tree as it was.
 screenshots: deps web
-	PLAYHEAD_TEST_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^(TestPlayer_UploadWatchLeaveResumeInChromium|TestImportPage_CheckConfirmWatchInChromium|TestCoursePage_UpNextAndProgressInChromium|TestWatchPage_StoryboardCaptionsAndPlaybackInChromium|TestJobsPage_DeadJobRetriedAndDiscardedInChromium)$$' ./cmd/api
+	PLAYHEAD_TEST_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^(TestPlayer_UploadWatchLeaveResumeInChromium|TestImportPage_CheckConfirmWatchInChromium|TestCoursePage_UpNextAndProgressInChromium|TestWatchPage_StoryboardCaptionsAndPlaybackInChromium|TestJobsPage_DeadJobRetriedAndDiscardedInChromium|TestInsightsPage_RetentionAndFunnelInChromium)$$' ./cmd/api
 
 # The side-by-side benchmarks of docs/performance.md (issue 15), in their own Go module (bench/), so
 # that River never enters the main go.mod. bench-queue: Playhead's job queue beside River v0.51.2
@@ -179,6 +179,8 @@ web: node_modules/.package-lock.json
 	cp node_modules/hls.js/LICENSE $(WEB_VENDOR)/hls.js.LICENSE.txt
 	cp node_modules/tus-js-client/dist/tus.min.js $(WEB_VENDOR)/
 	cp node_modules/tus-js-client/LICENSE $(WEB_VENDOR)/tus-js-client.LICENSE.txt
+	cp node_modules/chart.js/dist/chart.umd.min.js $(WEB_VENDOR)/chart.min.js
+	cp node_modules/chart.js/LICENSE.md $(WEB_VENDOR)/chart.js.LICENSE.txt
 
 node_modules/.package-lock.json: package.json package-lock.json
 	@command -v $(NPM) >/dev/null 2>&1 || { echo "npm is missing: run make deps (as root) or apt-get install nodejs npm" >&2; exit 1; }

@@ -95,7 +95,7 @@ func New(mediaOrigins ...string) (*Handler, error) {
 			return nil, err
 		}
 	}
-	for _, page := range []string{"index.html", "watch.html", "course.html", "imports.html", "jobs.html"} {
+	for _, page := range []string{"index.html", "watch.html", "course.html", "imports.html", "jobs.html", "insights.html"} {
 		if _, ok := h.pages[page]; !ok {
 			return nil, fmt.Errorf("web: page %s is not embedded", page)
 		}
@@ -122,12 +122,14 @@ var contentTypes = map[string]string{
 
 // Register adds GET / , GET /watch/:mediaID, GET /course (a course page: the collection is in
 // ?c=, read by its script, so that any collection name fits), GET /imports (the admins' import
-// page) and GET /static/* to router (the public app).
+// page), GET /jobs (their queue console), GET /insights (the audience of a media, ?media=, or of
+// a collection, ?collection=) and GET /static/* to router (the public app).
 func (h *Handler) Register(router fiber.Router) {
 	router.Get("/", h.securityHeaders, h.page("index.html"))
 	httpserver.Get(router, "/course", h.securityHeaders, h.page("course.html"))
 	httpserver.Get(router, "/imports", h.securityHeaders, h.page("imports.html"))
 	httpserver.Get(router, "/jobs", h.securityHeaders, h.page("jobs.html"))
+	httpserver.Get(router, "/insights", h.securityHeaders, h.page("insights.html"))
 	httpserver.Get(router, "/watch/:mediaID", h.securityHeaders, h.watch)
 	httpserver.Get(router, "/static/*", h.securityHeaders, h.asset)
 }

@@ -50,6 +50,7 @@ func TestPagesAndAssets(t *testing.T) {
 		{"/course?c=Go", "text/html; charset=utf-8", `src="/static/js/course.mjs"`},
 		{"/imports", "text/html; charset=utf-8", `src="/static/js/imports.mjs"`},
 		{"/jobs", "text/html; charset=utf-8", `src="/static/js/jobs.mjs"`},
+		{"/insights", "text/html; charset=utf-8", `src="/static/js/insights.mjs"`},
 		{"/static/css/app.css", "text/css; charset=utf-8", ".player"},
 		{"/static/js/watch.mjs", "text/javascript; charset=utf-8", "keepalive"},
 		{"/static/favicon.svg", "image/svg+xml", "<svg"},

@@ -1,0 +1,94 @@
+// The Insights page in a real browser: Debian's Chromium (/usr/bin/chromium) driven by
+// playwright-core, headless. Run by cmd/api/insights_page_e2e_test.go, which starts the
+// server, writes viewers' watched ranges and a course's students, waits for the periodic
+// rollup, and reads the events this script prints (one JSON object a line on stdout).
+//
+//   PLAYHEAD_URL         the server, http://127.0.0.1:port
+//   PLAYHEAD_TOKEN       the owner's token (passed to the page once, as #token=…)
+//   PLAYHEAD_MEDIA       the media whose audience to show
+//   PLAYHEAD_COLLECTION  the collection whose funnel to show
+//   PLAYHEAD_SHOTS       where to save the screenshot
+//   CHROMIUM             the browser, /usr/bin/chromium unless set
+//
+// Events: media (the figures, the retention table, whether the chart was drawn), course (the
+// funnel table and its chart), done (axe-core's violations, problems). Any failure: an
+// "error" event, and exit status 1. Timeouts only bound how long a step may wait.
+
+import { join } from 'node:path';
+
+import { accessibility, emit, env, run, withBrowser } from './harness.mjs';
+
+const BASE = env('PLAYHEAD_URL');
+const TOKEN = env('PLAYHEAD_TOKEN');
+const MEDIA = env('PLAYHEAD_MEDIA');
+const COLLECTION = env('PLAYHEAD_COLLECTION');
+const SHOTS = env('PLAYHEAD_SHOTS');
+
+const STEP_WAIT = 30_000;
+
+// drawn reports whether Chart.js drew on the canvas: a chart instance bound to it with data,
+// and pixels that are not all transparent.
+const drawn = (page, id) => page.evaluate((canvasID) => {
+  const canvas = document.getElementById(canvasID);
+  const chart = window.Chart?.getChart(canvas);
+  if (!chart) return { chart: false };
+  const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+  let painted = 0;
+  for (let i = 3; i < data.length; i += 4) if (data[i] > 0) painted++;
+  return { chart: true, type: chart.config.type, points: chart.data.datasets.map((d) => d.data.length), painted };
+}, id);
+
+async function main() {
+  const problems = [];
+  await withBrowser({}, async (context) => {
+    const result = {};
+    const page = await context.newPage();
+    page.on('console', (msg) => {
+      if (msg.type() === 'error') problems.push(`console error: ${msg.text()}`);
+    });
+    page.on('pageerror', (err) => problems.push(`uncaught exception: ${err.message}`));
+
+    // 1. A media's audience, from the address.
+    await page.goto(`${BASE}/insights?media=${MEDIA}#token=${encodeURIComponent(TOKEN)}`);
+    await page.waitForSelector('#media:not([hidden]) #retention-body tr', { state: 'attached', timeout: STEP_WAIT }); // in a closed details
+    await page.waitForFunction(() => window.Chart?.getChart(document.getElementById('retention-chart')), null, { timeout: STEP_WAIT });
+    emit('media', {
+      title: await page.textContent('#media-title'),
+      figures: await page.$$eval('#media-figures dd', (dds) => Object.fromEntries(dds.map((dd) => [dd.dataset.figure, dd.textContent]))),
+      retention: await page.$$eval('#retention-body tr', (trs) => trs.map((tr) => tr.querySelector('td').textContent)),
+      chart: await drawn(page, 'retention-chart'),
+    });
+
+    // 2. A collection's funnel, chosen with the form.
+    await page.fill('#media-id', '');
+    await page.fill('#collection-name', COLLECTION);
+    await page.click('#choose button[type="submit"]');
+    await page.waitForSelector('#course:not([hidden]) #funnel-body tr', { timeout: STEP_WAIT });
+    await page.waitForFunction(() => window.Chart?.getChart(document.getElementById('funnel-chart')), null, { timeout: STEP_WAIT });
+    emit('course', {
+      title: await page.textContent('#course-title'),
+      address: await page.evaluate(() => location.search),
+      lessons: await page.$$eval('#funnel-body tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('th, td')].map((c) => c.textContent.trim()))),
+      chart: await drawn(page, 'funnel-chart'),
+    });
+    result.accessibility = await accessibility(page, 'the collection funnel');
+
+    // Both at once for the screenshot.
+    await page.goto(`${BASE}/insights?media=${MEDIA}&collection=${encodeURIComponent(COLLECTION)}`);
+    await page.waitForSelector('#course:not([hidden]) #funnel-body tr', { timeout: STEP_WAIT });
+    await page.waitForSelector('#media:not([hidden]) #retention-body tr', { state: 'attached', timeout: STEP_WAIT }); // in a closed details
+    await page.waitForFunction(() => ['retention-chart', 'funnel-chart'].every((id) => window.Chart?.getChart(document.getElementById(id))),
+      null, { timeout: STEP_WAIT });
+    result.accessibility.push(...await accessibility(page, 'a media and a collection'));
+    await page.screenshot({ path: join(SHOTS, 'insights.png'), fullPage: true });
+
+    result.problems = problems;
+    result.notice = await page.evaluate(() => {
+      const n = document.getElementById('notice');
+      return n.hidden ? '' : n.textContent.trim();
+    });
+    emit('done', result);
+  });
+}
+
+run('insights.mjs', main);

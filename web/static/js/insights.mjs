@@ -1,0 +1,98 @@
+// Insights (owners and admins): what a media's viewers played (views, viewers, completion,
+// watch time, the retention curve) and a collection's funnel (started, finished and the drop
+// per lesson), drawn with Chart.js (web/static/vendor/chart.min.js, a classic script that
+// defines window.Chart) and given as tables too. The media and collection are in the address
+// (?media=, ?collection=), so a view can be linked to.
+
+import { api, clock, el, fail, initSession } from './common.mjs';
+
+const $ = (id) => document.getElementById(id);
+const charts = {};
+
+const percent = (share) => `${(share * 100).toFixed(1)} %`;
+
+// draw replaces the chart on canvas id with one of config.
+function draw(id, config) {
+  charts[id]?.destroy();
+  charts[id] = new window.Chart($(id), config);
+}
+
+const axisColor = '#9aa0b4';
+const gridColor = 'rgba(154, 160, 180, 0.15)';
+const scale = (title, extra = {}) => ({ ticks: { color: axisColor }, grid: { color: gridColor }, title: { display: true, text: title, color: axisColor }, ...extra });
+
+function showMedia(a) {
+  $('media-title').textContent = `Media #${a.media_id}`;
+  $('media-computed').textContent = a.computed_at ? `Rolled up ${new Date(a.computed_at).toLocaleString()}` : 'Not rolled up yet';
+  const figures = [['Views', a.views], ['Viewers', a.viewers], ['Finished', a.finished], ['Completion rate', percent(a.completion_rate)],
+    ['Watch time', clock(a.watch_time_ms)], ['Duration', a.duration_ms ? clock(a.duration_ms) : 'unknown']];
+  $('media-figures').replaceChildren(...figures.flatMap(([k, v]) => [el('dt', {}, k), el('dd', { dataset: { figure: k } }, v)]));
+  $('retention-body').replaceChildren(...a.retention.map((share, i) => el('tr', {}, el('th', { scope: 'row' }, `${i} %`), el('td', {}, percent(share)))));
+  $('media').hidden = false;
+  draw('retention-chart', {
+    type: 'line',
+    data: { labels: a.retention.map((_, i) => `${i} %`), datasets: [{ label: 'Viewers who watched', data: a.retention.map((s) => s * 100),
+      borderColor: '#8b7cf6', backgroundColor: 'rgba(139, 124, 246, 0.25)', fill: true, pointRadius: 0, tension: 0.2 }] },
+    options: { animation: false, maintainAspectRatio: false, plugins: { legend: { labels: { color: axisColor } } },
+      scales: { x: scale('Point of the video'), y: scale('Share of viewers (%)', { min: 0, max: 100 }) } },
+  });
+}
+
+function showCollection(c) {
+  $('course-title').textContent = c.collection;
+  $('course-computed').textContent = c.computed_at ? `Rolled up ${new Date(c.computed_at).toLocaleString()}` : 'Not every lesson rolled up yet';
+  const name = (l, i) => `${i + 1}. ${l.title}`;
+  $('funnel-body').replaceChildren(...c.lessons.map((l, i) => el('tr', { dataset: { media: l.media_id } },
+    el('th', { scope: 'row' }, String(i + 1)), el('td', {}, l.title), el('td', {}, l.started), el('td', {}, l.finished),
+    el('td', {}, l.dropped ?? '—'))));
+  $('course').hidden = false;
+  draw('funnel-chart', {
+    type: 'bar',
+    data: { labels: c.lessons.map(name), datasets: [
+      { label: 'Started', data: c.lessons.map((l) => l.started), backgroundColor: '#8b7cf6' },
+      { label: 'Finished', data: c.lessons.map((l) => l.finished), backgroundColor: '#34d399' }] },
+    options: { animation: false, maintainAspectRatio: false, plugins: { legend: { labels: { color: axisColor } } },
+      scales: { x: scale('Lesson'), y: scale('Viewers', { beginAtZero: true, ticks: { color: axisColor, precision: 0 } }) } },
+  });
+}
+
+// show reads and draws what the address asks for.
+async function show() {
+  const q = new URLSearchParams(location.search);
+  const media = q.get('media') || '';
+  const collection = q.get('collection') || '';
+  $('media-id').value = media;
+  $('collection-name').value = collection;
+  $('media').hidden = true;
+  $('course').hidden = true;
+  if (media) {
+    try {
+      showMedia(await api('GET', `/v1/media/${encodeURIComponent(media)}/audience`));
+    } catch (err) {
+      fail(err, `Reading the audience of media ${media}`);
+    }
+  }
+  if (collection) {
+    try {
+      showCollection(await api('GET', `/v1/collections/${encodeURIComponent(collection)}/audience`));
+    } catch (err) {
+      fail(err, `Reading the audience of ${collection}`);
+    }
+  }
+}
+
+function main() {
+  if (!initSession()) return;
+  $('choose').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    if ($('media-id').value) q.set('media', $('media-id').value);
+    if ($('collection-name').value.trim()) q.set('collection', $('collection-name').value.trim());
+    history.pushState(null, '', `/insights?${q}`);
+    show();
+  });
+  window.addEventListener('popstate', show);
+  show();
+}
+
+main();
