@@ -116,6 +116,11 @@ var benchMethods = []benchMethod{
 	{"Unnest", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
 		return playback.NewStore(pool, media.DefaultCompletion).Flush, func() {}
 	}},
+	// Production with PLAYHEAD_WATCHED_RANGES off (issue 35): the same statements, the ranges
+	// not computed; the difference to Unnest is what the watched ranges cost.
+	{"UnnestNoRanges", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
+		return playback.NewStore(pool, media.DefaultCompletion).WithoutWatchedRanges().Flush, func() {}
+	}},
 	// Production's statement on the index design before issue 33: event_time a key of
 	// playback_continue_idx and full pages, so every update inserts index entries (no HOT).
 	{"UnnestBefore33", func(b *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
