@@ -358,3 +358,56 @@ func TestScheduler_FailedTickIsRetriedAtTheNextTick(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A weekly schedule weeks behind, looked at mid-week: the catch-up jump (the first run time of
+// the last day) is then after now, and the run time due is still the latest one before now,
+// never the coming one ahead of its time.
+func TestDueRunTime_FarBehindWeeklyScheduleNeverRunsAheadOfNow(t *testing.T) {
+	t.Parallel()
+	weekly, err := Cron("0 3 * * 0") // Sundays 03:00 UTC
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := time.Date(2026, 11, 8, 3, 0, 0, 0, time.UTC) // a Sunday, three weeks before
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC) // a Wednesday
+	due, skipped, ok := dueRunTime(weekly, last, now)
+	if want := time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC); !ok || !due.Equal(want) || skipped != 2 {
+		t.Errorf("due %s (%v), %d skipped; want %s, 2 skipped", due, ok, skipped, want)
+	}
+}
+
+// Through PgBouncer in transaction mode (PLAYHEAD_TEST_PGBOUNCER=1), two schedulers on
+// pools of their own enqueue each run time once.
+func TestScheduler_ThroughPgBouncerEnqueuesEachRunTimeOnce(t *testing.T) {
+	t.Parallel()
+	_, direct := pgtest.Pool(t)
+	pooled := pgtest.PooledURL(t, direct)
+	if pooled == "" {
+		t.Skip("no PgBouncer: set " + pgtest.EnvPgBouncer + "=1")
+	}
+	ctx := context.Background()
+	check, err := pgxpool.New(ctx, direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(check.Close)
+	for range 2 {
+		pool, err := pgxpool.New(ctx, pooled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		k := Kind{Name: "bounced", Periodic: &Periodic{Schedule: mustEvery(t, time.Second)}}
+		s := NewScheduler(schedQueue(t, pool, k), SchedulerConfig{Interval: 20 * time.Millisecond, Logger: schedQuiet})
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Stop(ctx) })
+	}
+	schedWait(t, "three run times enqueued", func() bool {
+		return schedCount(t, check, `SELECT count(*) FROM jobs WHERE kind = 'bounced'`) >= 3
+	})
+	if n := schedCount(t, check, `SELECT count(*) FROM (SELECT subject_id FROM jobs GROUP BY 1 HAVING count(*) > 1) d`); n != 0 {
+		t.Errorf("%d run times enqueued twice through PgBouncer", n)
+	}
+}
