@@ -3,6 +3,7 @@ package jobqueue
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -76,6 +77,9 @@ func (s *Scheduler) tick(ctx context.Context) {
 			}
 			continue
 		}
+		if run.busy {
+			continue
+		}
 		s.next[name] = time.Now().Add(recheck)
 		if !run.next.IsZero() && run.next.Before(s.next[name]) {
 			s.next[name] = run.next
@@ -88,11 +92,13 @@ func (s *Scheduler) tick(ctx context.Context) {
 }
 
 // scheduledRun is what one look at a schedule did: the job enqueued for the run time due
-// (job 0 when none was due), the run times skipped, and the next run time.
+// (job 0 when none was due), the run times skipped, and the next run time; busy when another
+// transaction held the schedule (this node looks again at its next tick).
 type scheduledRun struct {
 	job       int64
 	due, next time.Time
 	skipped   int64
+	busy      bool
 }
 
 // enqueueDue enqueues k's run time due now, if any, in one transaction under k's schedule row.
@@ -108,12 +114,25 @@ func (s *Scheduler) enqueueDue(ctx context.Context, k Kind) (scheduledRun, error
 			ON CONFLICT (kind) DO NOTHING`, k.Name, sched.String()); err != nil {
 			return err
 		}
+		// SKIP LOCKED: a node holding the row (or a transaction left open on it) is
+		// enqueuing, or will roll back; waiting for it would stall this node's other kinds.
 		var last, now time.Time
-		if err := tx.QueryRow(ctx, `SELECT last_run, statement_timestamp() FROM job_schedules WHERE kind = $1 FOR UPDATE`,
-			k.Name).Scan(&last, &now); err != nil {
+		var was string
+		err := tx.QueryRow(ctx, `SELECT last_run, schedule, statement_timestamp() FROM job_schedules WHERE kind = $1 FOR UPDATE SKIP LOCKED`,
+			k.Name).Scan(&last, &was, &now)
+		if errors.Is(err, pgx.ErrNoRows) {
+			run.busy = true
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		due, skipped, ok := dueRunTime(sched, last, now)
+		if was != sched.String() {
+			// A schedule changed in a deploy missed nothing: its new run times since the
+			// old one's last are not an outage.
+			skipped = 0
+		}
 		if !ok {
 			run.next = sched.Next(last)
 			_, err := tx.Exec(ctx, `

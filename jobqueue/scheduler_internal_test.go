@@ -59,39 +59,21 @@ func schedQueue(t *testing.T, pool *pgxpool.Pool, kinds ...Kind) *Queue {
 	return q
 }
 
-// Every accepts any interval of a second or more, nanoseconds included, but job_schedules
-// keeps last_run in microseconds (pgx truncates): a run time with a sub-microsecond part is
-// stored just before itself, and the next look at the schedule finds that same run time due
-// again and enqueues it a second time.
-func TestScheduler_IntervalWithNanosecondsEnqueuesEachRunTimeOnce(t *testing.T) {
+// An interval finer than a second is refused: job_schedules keeps last_run in microseconds
+// (pgx truncates) and a job names its run time in milliseconds, so a run time with a
+// sub-microsecond part was stored just before itself, and the next look found that same run
+// time due again and enqueued it a second time (issue 35's review: Every(time.Hour/7)).
+func TestEvery_RefusesIntervalsFinerThanASecond(t *testing.T) {
 	t.Parallel()
-	pool, _ := pgtest.Pool(t)
-	ctx := context.Background()
-	k := Kind{Name: "odd", Periodic: &Periodic{Schedule: mustEvery(t, time.Hour+time.Nanosecond)}}
-	s := NewScheduler(schedQueue(t, pool, k), SchedulerConfig{Logger: schedQuiet})
-	// The schedule was last run three hours ago: a run time is due.
-	if _, err := pool.Exec(ctx, `INSERT INTO job_schedules (kind, schedule, last_run) VALUES ('odd', 'every 1h0m0.000000001s', now() - interval '3 hours')`); err != nil {
-		t.Fatal(err)
+	for _, d := range []time.Duration{time.Hour + time.Nanosecond, time.Hour / 7, 1500 * time.Millisecond, 999 * time.Millisecond, 0, -time.Hour} {
+		if _, err := Every(d); err == nil {
+			t.Errorf("Every(%s) accepted", d)
+		}
 	}
-	first, err := s.enqueueDue(ctx, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first.job == 0 {
-		t.Fatal("no run time due three hours after the last")
-	}
-	if first.due.Nanosecond()%1000 == 0 {
-		t.Skipf("run time %s happens to fall on a microsecond", first.due)
-	}
-	again, err := s.enqueueDue(ctx, k) // another node, or this one after a restart
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again.job != 0 {
-		t.Errorf("run time %s enqueued twice (jobs %d and %d, due %s)", first.due, first.job, again.job, again.due)
-	}
-	if n := schedCount(t, pool, `SELECT count(*) FROM jobs WHERE kind = 'odd'`); n != 1 {
-		t.Errorf("%d jobs for one run time", n)
+	for _, d := range []time.Duration{time.Second, 90 * time.Second, 7 * time.Hour} {
+		if _, err := Every(d); err != nil {
+			t.Errorf("Every(%s): %v", d, err)
+		}
 	}
 }
 
@@ -199,9 +181,10 @@ func lockWaiters(t *testing.T, pool *pgxpool.Pool) int {
 
 // One node holds a kind's job_schedules row locked (its transaction open: a node frozen or cut
 // off from the network between its SELECT … FOR UPDATE and its COMMIT; nothing bounds it, no
-// lock_timeout, no idle_in_transaction_session_timeout). The other nodes' schedulers wait on
-// the lock, and since a tick takes the kinds one after the other, every other periodic kind
-// stops being enqueued too, on every node, until the holder's connection dies.
+// lock_timeout, no idle_in_transaction_session_timeout). The other nodes' schedulers used to
+// wait on the lock, and since a tick takes the kinds one after the other, every other periodic
+// kind stopped being enqueued too, on every node. They skip the locked row now (SKIP LOCKED):
+// the other kind runs, nobody waits, and the locked kind runs once the holder lets go.
 func TestScheduler_LockedScheduleRowDoesNotStopTheOtherKinds(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.Pool(t)
@@ -224,41 +207,21 @@ func TestScheduler_LockedScheduleRowDoesNotStopTheOtherKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Stop(ctx) })
-	schedWait(t, "the scheduler waiting on the locked row", func() bool { return lockWaiters(t, pool) > 0 })
 	schedWait(t, "three run times of the unlocked kind", func() bool {
 		return schedCount(t, pool, `SELECT count(*) FROM jobs WHERE kind = 'b-free'`) >= 3
 	})
-}
-
-// Stop ends a tick that waits on a row another transaction holds: the wait is cancelled and
-// the scheduler's backend stops waiting.
-func TestScheduler_StopEndsAWaitOnALockedScheduleRow(t *testing.T) {
-	t.Parallel()
-	pool, _ := pgtest.Pool(t)
-	ctx := context.Background()
-	k := Kind{Name: "held", Periodic: &Periodic{Schedule: mustEvery(t, time.Second)}}
-	if _, err := pool.Exec(ctx, `INSERT INTO job_schedules (kind, schedule, last_run) VALUES ('held', 'every 1s', now())`); err != nil {
+	if n := lockWaiters(t, pool); n != 0 {
+		t.Errorf("%d backends waiting on a lock", n)
+	}
+	if n := schedCount(t, pool, `SELECT count(*) FROM jobs WHERE kind = 'a-locked'`); n != 0 {
+		t.Errorf("%d jobs of the locked kind while its row was held", n)
+	}
+	if err := holder.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	holder, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = holder.Rollback(ctx) })
-	if _, err := holder.Exec(ctx, `SELECT 1 FROM job_schedules WHERE kind = 'held' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	s := NewScheduler(schedQueue(t, pool, k), SchedulerConfig{Interval: 20 * time.Millisecond, Logger: schedQuiet})
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	schedWait(t, "the scheduler waiting on the locked row", func() bool { return lockWaiters(t, pool) > 0 })
-	stopCtx, cancel := context.WithTimeout(ctx, time.Minute) // a safety net
-	defer cancel()
-	if err := s.Stop(stopCtx); err != nil {
-		t.Fatalf("stop while waiting on the lock: %v", err)
-	}
-	schedWait(t, "no backend waiting on the lock after Stop", func() bool { return lockWaiters(t, pool) == 0 })
+	schedWait(t, "a run time of the kind once its row is free", func() bool {
+		return schedCount(t, pool, `SELECT count(*) FROM jobs WHERE kind = 'a-locked'`) >= 1
+	})
 }
 
 // Stop ends a tick whose database accepts the connection and never answers.

@@ -288,9 +288,9 @@ func poolConns(cfg Config) int32 {
 	case cfg.DBMaxConns > 0:
 		return int32(cfg.DBMaxConns)
 	case cfg.Role == roleWorker:
-		// A connection per running job (heartbeats, finishes), two for the claims, the rescuer
-		// and the pruner, which are short, two for the orphan sweep (its lock's session and its
-		// queries), and one for the webhook relay.
+		// A connection per running job (heartbeats, finishes), two for the claims, the rescuer,
+		// the pruner and the periodic scheduler, which are short, two for the orphan sweep (its
+		// lock's session and its queries), and one for the webhook relay.
 		return int32(jobConcurrency(cfg) + 5)
 	default:
 		// HikariCP's default, which the seed's measurements used; pgx's own default,
