@@ -167,10 +167,14 @@ bench-put: system-deps build
 # The container images (Dockerfile, container/; README, "Container image"): podman builds them on
 # a Debian bookworm base that debootstrap makes from this machine's mirror (its root file system
 # cached in ~/.cache/playhead, skipped when the image exists; about 30 s the first time). BASE and
-# GO_IMAGE pick registry images instead.
-.PHONY: image
+# GO_IMAGE pick registry images instead. make test-image runs compose.yaml's topology and checks
+# it (scripts/test-image.sh).
+.PHONY: image test-image
 image: web
 	@GO="$(GO)" BASE="$(BASE)" GO_IMAGE="$(GO_IMAGE)" scripts/image.sh
+
+test-image: image
+	@scripts/test-image.sh
 
 # The player page (web/): hls.js and tus-js-client (the upload form) from npm, pinned in
 # package-lock.json, copied into the folder the binary embeds; `npm ci` also installs playwright-core for the browser test (which drives
