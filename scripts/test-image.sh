@@ -112,6 +112,9 @@ json() { /usr/bin/python3 -c "import json, sys; print(json.load(sys.stdin)$1)"; 
 remove_project
 podman_usable localhost/playhead-base:bookworm
 
+# The services in three steps, each waited on, since podman-compose 1.0.3 ignores the conditions
+# of depends_on. It also starts the named services' dependencies: for one already running its
+# `podman run` fails on the name (in compose.log) and it starts the existing container, a no-op.
 say "starting postgres and seaweedfs"
 compose up -d postgres seaweedfs
 wait_for "postgres healthy" 90 healthy "$(ctr postgres)"
