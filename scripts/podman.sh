@@ -51,7 +51,7 @@ install_packages() {
     exit 1
   fi
   echo "installing: $*" >&2
-  export DEBIAN_FRONTEND=noninteractive
+  export DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }

@@ -6,12 +6,16 @@
 #   1. postgres and seaweedfs up; the bucket made and the schema migrated by the one-shots
 #      (each must exit 0); the api and worker nodes and Prometheus up, each node healthy by its
 #      image's HEALTHCHECK; the api's start measured, container start to /readyz 200;
-#   2. both nodes run as a non-root user on a read-only root file system (a write to / fails);
+#   2. both nodes run as a non-root user on a read-only root file system (even root's write to
+#      / fails);
 #   3. a player's position: PUT, then read back;
 #   4. an upload (a 2 s video ffmpeg makes here) through the API to READY;
 #   5. Prometheus scrapes both nodes;
 #   6. many players' positions while the api container is stopped (podman stop: SIGTERM): every
-#      position answered 204 is in PostgreSQL afterwards, and the node exited 0.
+#      position answered 204 is in PostgreSQL afterwards, and the node exited 0;
+#   7. the spill volume: positions accepted while PostgreSQL is stopped, then a stop of the api,
+#      leave a spill file in its volume, and the next start of the container replays them into
+#      PostgreSQL before /readyz answers 200.
 #
 # Every wait is a bounded poll, every podman command has a time limit, and whatever the outcome
 # the project's containers, volumes and network are removed. Ports on 127.0.0.1 from
@@ -26,7 +30,7 @@ project=playhead-image-test
 base=${PLAYHEAD_TEST_IMAGE_BASE_PORT:-27200}
 export PLAYHEAD_HTTP_PORT=$base PLAYHEAD_API_METRICS_PORT=$((base + 1))
 export PLAYHEAD_WORKER_METRICS_PORT=$((base + 2)) PLAYHEAD_PROMETHEUS_PORT=$((base + 3))
-export PLAYHEAD_FLUSH_INTERVAL=30s
+export PLAYHEAD_FLUSH_INTERVAL=30s PLAYHEAD_SHUTDOWN_TIMEOUT=8s
 export PLAYHEAD_JWT_SECRET PLAYHEAD_DB_PASSWORD PLAYHEAD_S3_ACCESS_KEY_ID PLAYHEAD_S3_SECRET_ACCESS_KEY
 PLAYHEAD_JWT_SECRET=$(head -c 32 /dev/urandom | base64)
 PLAYHEAD_DB_PASSWORD=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -166,11 +170,15 @@ request() {
   shift
   curl -fsS --max-time 30 -H "Authorization: Bearer $token" "$@"
 }
+# put_position TOKEN POSITION: the status of a player's report on $media (000: no answer).
+put_position() {
+  curl -s --max-time 30 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $1" -X PUT \
+    -H 'Content-Type: application/json' -d "{\"position_ms\":$2}" "$api_url/v1/playback/$media" || true
+}
 
 media=$(request "$admin" -X POST "$api_url/v1/admin/media" -H 'Content-Type: application/json' \
   -d '{"title":"image test","duration_ms":3600000,"visibility":"PUBLIC","status":"READY","owner_id":1}' | json "['id']")
-code=$(request "$player" -o /dev/null -w '%{http_code}' -X PUT "$api_url/v1/playback/$media" \
-  -H 'Content-Type: application/json' -d '{"position_ms":61000}')
+code=$(put_position "$player" 61000)
 [ "$code" = 204 ] || fail "PUT of a position: $code"
 position=$(request "$player" "$api_url/v1/playback/$media" | json "['position_ms']")
 [ "$position" = 61000 ] || fail "position read back: $position, want 61000"
@@ -200,6 +208,11 @@ sys.exit(0 if health == {"api:9464": "up", "worker:9464": "up"} else 1)'
 }
 wait_for "prometheus scraping both nodes" 60 scraped
 say "prometheus: both nodes' targets up"
+
+# metric NAME: its value on the api's metrics port.
+metric() {
+  curl -fs --max-time 5 "http://127.0.0.1:$PLAYHEAD_API_METRICS_PORT/metrics" | awk -v name="$1" '$1 == name { print $2 }'
+}
 
 # The stop: $players members each report $rounds increasing positions, a round at a time (one
 # request per member, all in parallel; within the default rate limit's burst of 10). Once 3
@@ -233,8 +246,7 @@ answered() { [ "$(wc -l <"$work/answers")" -ge "$1" ]; }
 writer &
 writer_pid=$!
 wait_for "3 rounds of positions" 60 answered $((3 * players))
-held=$(curl -fs --max-time 5 "http://127.0.0.1:$PLAYHEAD_API_METRICS_PORT/metrics" |
-  awk '$1 == "playhead_playback_buffer_held_keys" { print $2 }')
+held=$(metric playhead_playback_buffer_held_keys)
 say "stopping the api container (SIGTERM) after $(wc -l <"$work/answers") answers, $held keys held in its buffer"
 [ "${held:-0}" -gt 0 ] || fail "nothing held in the buffer before the stop: the test would prove nothing"
 stop_at=$SECONDS
@@ -253,6 +265,44 @@ timeout 30 podman exec "$(ctr postgres)" psql -U postgres -d playhead -tA -F ' '
   "SELECT member_id, position_ms FROM playback WHERE media_id = $media AND member_id >= 1000 ORDER BY 1" |
   sort >"$work/stored"
 lost=$(join -a 1 "$work/accepted" "$work/stored" | awk 'NF < 3 || $3 < $2' | wc -l)
-say "positions: $accepted answered 204 (the last of $(wc -l <"$work/accepted") members' in the table), $refused not accepted (the port closed by the stop), lost: $lost"
+say "positions: $accepted answered 204 (the last of $(wc -l <"$work/accepted") members' in the table), $refused not accepted (the node was stopping: its port closed), lost: $lost"
 [ "$accepted" -ge $((3 * players)) ] || fail "only $accepted positions accepted before the stop, want $((3 * players))"
 [ "$lost" -eq 0 ] || fail "$lost members' accepted positions are not in PostgreSQL: $(join -a 1 "$work/accepted" "$work/stored" | awk 'NF < 3 || $3 < $2' | head -n 5 | tr '\n' ';')"
+
+# The spill volume. The api starts again (its volume kept), takes one report with PostgreSQL up
+# (so that its cache knows the media and keeps accepting reports for it without the database),
+# then PostgreSQL stops; positions are accepted (held for retry), and the api's stop, unable to
+# write them within PLAYHEAD_SHUTDOWN_TIMEOUT (8 s here), spills them to the volume.
+api_ready() { curl -fs -o /dev/null --max-time 1 "http://127.0.0.1:$PLAYHEAD_API_METRICS_PORT/readyz"; }
+# The cache keeps no entry loaded across its listener's first connection (which marks everything
+# stale): the report waits for it.
+listening() { [ "$(metric playhead_media_cache_clears_total)" -ge 1 ]; }
+timeout 60 podman start "$(ctr api)" >/dev/null
+wait_for "api ready again" 60 api_ready
+wait_for "api's notification listener connected" 30 listening
+code=$(put_position "$player" 62000)
+[ "$code" = 204 ] || fail "PUT of a position after the restart: $code"
+timeout 60 podman stop -t 30 "$(ctr postgres)" >/dev/null
+spilled=0
+while read -r token; do
+  code=$(put_position "$token" 9000)
+  [ "$code" = 204 ] || fail "PUT with PostgreSQL stopped: $code, want 204 (buffered for retry)"
+  spilled=$((spilled + 1))
+done < <(head -n 20 "$work/tokens")
+timeout 60 podman stop -t 40 "$(ctr api)" >/dev/null
+wait_for "api exited 0" 60 exited_ok "$(ctr api)"
+volume=$(timeout 10 podman volume inspect -f '{{.Mountpoint}}' "${project}_api-spill")
+files=$(find "$volume" -name 'playback-*.spill' | wc -l)
+[ "$files" -ge 1 ] || fail "no spill file in the api's volume after a stop without PostgreSQL"
+say "spill: $spilled positions accepted without PostgreSQL, $files spill file(s) in the api's volume after its stop"
+timeout 60 podman start "$(ctr postgres)" >/dev/null
+wait_for "postgres healthy again" 90 healthy "$(ctr postgres)"
+timeout 60 podman start "$(ctr api)" >/dev/null
+wait_for "api ready after the replay" 60 api_ready
+replayed=$(curl -fs --max-time 5 "http://127.0.0.1:$PLAYHEAD_API_METRICS_PORT/readyz" | json "['playback_buffer']['replayed_rows']")
+stored=$(timeout 30 podman exec "$(ctr postgres)" psql -U postgres -d playhead -tA -c \
+  "SELECT count(*) FROM playback WHERE media_id = $media AND member_id BETWEEN 1000 AND 1019 AND position_ms = 9000")
+[ "$replayed" -ge "$spilled" ] || fail "the start replayed $replayed rows, want $spilled or more"
+[ "$stored" -eq "$spilled" ] || fail "after the replay $stored of the $spilled spilled positions are in PostgreSQL"
+[ "$(find "$volume" -name 'playback-*.spill' | wc -l)" -eq 0 ] || fail "spill file still in the volume after the replay"
+say "spill: the next start replayed $replayed rows before /readyz 200; all $spilled positions in PostgreSQL"
