@@ -5,10 +5,10 @@
 # The caller sets cache (the tools cache, ~/.cache/playhead).
 # shellcheck disable=SC2154
 #
-# podman_usable IMAGE: returns when `podman run IMAGE` works. On a usual machine it does as
-# installed. Some virtual machines (this project's CI among them) need two changes, made for
-# this project's podman commands only, through CONTAINERS_CONF (a file in the tools cache, not
-# the machine's /etc/containers), and only when the plain start fails:
+# podman_usable IMAGE: returns when `podman run IMAGE` works (any image with /bin/true). On a
+# usual machine it does as installed. Some virtual machines (this project's CI among them) need
+# two changes, made for this project's podman commands only, through CONTAINERS_CONF (a file in
+# the tools cache, not the machine's /etc/containers), and only when the plain start fails:
 #   - crun refuses a cgroup v1 host with a cgroup2 hierarchy mounted beside it ("cgroups in
 #     hybrid mode not supported"): runc runs there;
 #   - root without CAP_SYS_RESOURCE cannot raise the limits podman asks for by default (nofile
@@ -16,7 +16,7 @@
 #     the limit conmon (podman's container monitor) was found to run with there.
 podman_usable() {
   local image=$1 conf nofile nproc
-  if podman run --rm --network none "$image" true >/dev/null 2>&1; then
+  if podman run --rm --network none --entrypoint true "$image" >/dev/null 2>&1; then
     return 0
   fi
   if ! command -v runc >/dev/null 2>&1; then
@@ -37,7 +37,7 @@ default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
 runtime = "runc"
 EOF
   export CONTAINERS_CONF=$conf
-  if ! podman run --rm --network none "$image" true; then
+  if ! podman run --rm --network none --entrypoint true "$image"; then
     echo "podman cannot start a container from $image, even with $conf" >&2
     exit 1
   fi

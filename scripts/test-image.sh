@@ -114,7 +114,7 @@ healthy() { timeout 10 podman healthcheck run "$1"; }
 json() { /usr/bin/python3 -c "import json, sys; print(json.load(sys.stdin)$1)"; }
 
 remove_project
-podman_usable localhost/playhead-base:bookworm
+podman_usable localhost/playhead:latest
 
 # The services in three steps, each waited on, since podman-compose 1.0.3 ignores the conditions
 # of depends_on. It also starts the named services' dependencies: for one already running its
