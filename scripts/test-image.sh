@@ -69,7 +69,7 @@ remove_project() {
 finish() {
   local status=$?
   if [ "$status" -ne 0 ]; then
-    say "compose output: $work/compose.log (last lines below), and each container's log:"
+    say "the last lines of podman-compose's output, then of each container's log:"
     tail -n 20 "$work/compose.log" >&2 || true
     for name in $(podman ps -a --filter "label=io.podman.compose.project=$project" --format '{{.Names}}'); do
       echo "--- $name ($(podman inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$name" 2>/dev/null))" >&2
@@ -77,7 +77,7 @@ finish() {
     done
   fi
   remove_project
-  if [ "$status" -eq 0 ]; then rm -rf "$work"; fi
+  rm -rf "$work"
   say "$([ "$status" -eq 0 ] && echo passed || echo failed) in $((SECONDS - started)) s"
   exit "$status"
 }
