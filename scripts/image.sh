@@ -13,7 +13,8 @@
 # The base's root file system is cached as a tarball in ~/.cache/playhead (never in the
 # checkout), and each of the first two images is skipped when it exists. With a registry,
 # BASE=debian:bookworm-slim GO_IMAGE=golang:1.26-bookworm skips both and pulls those instead.
-# Installs podman, debootstrap and podman-compose with apt-get when missing (as root).
+# Installs podman, debootstrap and podman-compose with apt-get when missing (as root), and where
+# needed podman's dnsname plugin and runc (scripts/podman.sh).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
