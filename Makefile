@@ -164,6 +164,18 @@ bench-put: system-deps build
 		$(GO) test -count=1 -timeout 30m -run '^TestPutPathSideBySide$$' -v ./putpath \
 		-args -rounds=$(BENCH_ROUNDS) -duration=$(BENCH_DURATION) $(BENCH_PUT_FLAGS)
 
+# The container images (Dockerfile, container/; README, "Container image"): podman builds them on
+# a Debian bookworm base that debootstrap makes from this machine's mirror (its root file system
+# cached in ~/.cache/playhead, skipped when the image exists; about 30 s the first time). BASE and
+# GO_IMAGE pick registry images instead. make test-image runs compose.yaml's topology and checks
+# it (scripts/test-image.sh).
+.PHONY: image test-image
+image: web
+	@GO="$(GO)" BASE="$(BASE)" GO_IMAGE="$(GO_IMAGE)" scripts/image.sh
+
+test-image: image
+	@scripts/test-image.sh
+
 # The player page (web/): hls.js and tus-js-client (the upload form) from npm, pinned in
 # package-lock.json, copied into the folder the binary embeds; `npm ci` also installs playwright-core for the browser test (which drives
 # Debian's /usr/bin/chromium, installed by `make deps`: never `npx playwright install`).
