@@ -10,7 +10,7 @@
 #
 # `--format docker` because the OCI image format has no HEALTHCHECK: podman drops it otherwise.
 #
-# The player pages' scripts from npm (hls.js, tus-js-client: web/static/vendor/, not committed)
+# The pages' scripts from npm (hls.js, tus-js-client, Chart.js: web/static/vendor/, not committed)
 # are embedded in the binary. `make web` puts them there on the host before the build, from
 # package-lock.json, and they come in with the source: the image needs no Node.js and no npm.
 ARG BASE=localhost/playhead-base:bookworm
@@ -25,7 +25,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
-RUN test -s web/static/vendor/hls.min.js && test -s web/static/vendor/tus.min.js || \
+RUN test -s web/static/vendor/hls.min.js && test -s web/static/vendor/tus.min.js && test -s web/static/vendor/chart.min.js || \
     { echo "web/static/vendor/ is empty: run make web before building the image" >&2; exit 1; }
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/go/build-cache \
     go build -trimpath -ldflags='-s -w' -o /out/playhead ./cmd/api
