@@ -156,7 +156,8 @@ loadtest: deps
 # position it accepted (about 3 minutes with the defaults; loopback only).
 BENCH_ROUNDS ?= 3
 BENCH_DURATION ?= 10s
-# More flags for bench/putpath, e.g. BENCH_PUT_FLAGS=-cpuprofile=/tmp/playhead.prof
+# More flags for bench/putpath, e.g. BENCH_PUT_FLAGS=-cpuprofile=/tmp/playhead.prof, or
+# BENCH_PUT_FLAGS=-compare-watched-ranges (a second Playhead with PLAYHEAD_WATCHED_RANGES=false)
 BENCH_PUT_FLAGS ?=
 bench-put: system-deps build
 	cd bench && $(GO) build -o ../bin/barefiber ./cmd/barefiber

@@ -32,6 +32,8 @@ var (
 	members  = flag.Int("members", 150_000, "members, each with its own token")
 	mediaN   = flag.Int("media", 100, "media items the reports spread over")
 	profile  = flag.String("cpuprofile", "", "write Playhead's CPU profile (/debug/pprof/profile on its metrics port) of the last round to this file")
+	noRanges = flag.Bool("compare-watched-ranges", false,
+		"run a second Playhead with PLAYHEAD_WATCHED_RANGES=false (its own database, the same load) after each round's Playhead run, and print both")
 )
 
 // envBare names the bare Fiber binary (bench/cmd/barefiber); `make bench-put` builds it and
@@ -57,7 +59,16 @@ func TestPutPathSideBySide(t *testing.T) {
 	bareURL, bareProc := startBare(t, bare)
 	ph := binarytest.Start(t, nil)
 	reports, script := writeLoad(t, ph)
-	t.Logf("both servers up, %d tokens written after %s", *members, time.Since(began).Round(time.Millisecond))
+	// The same load against a Playhead that keeps no watched ranges (issue 35): one member, one
+	// media and one position per request as in ph's, on a database of its own.
+	var off *binarytest.Server
+	var offReports []report
+	var offScript []string
+	if *noRanges {
+		off = binarytest.Start(t, map[string]string{"PLAYHEAD_WATCHED_RANGES": "false"})
+		offReports, offScript = writeLoad(t, off)
+	}
+	t.Logf("servers up, %d tokens written after %s", *members, time.Since(began).Round(time.Millisecond))
 
 	postmaster := postmasterPID(t)
 	var clientAccepted int64
@@ -65,7 +76,11 @@ func TestPutPathSideBySide(t *testing.T) {
 	// PostgreSQL used meanwhile.
 	run := func(url string, server int, d time.Duration) (wrkResult, float64, float64) {
 		serverBefore, pgBefore := cpuSeconds(proccpu.Process(server)), cpuSeconds(proccpu.Tree(postmaster))
-		r := runWrk(t, url, script, d)
+		load := script
+		if off != nil && url == off.HTTPURL {
+			load = offScript
+		}
+		r := runWrk(t, url, load, d)
 		serverCPU, pgCPU := cpuSeconds(proccpu.Process(server))-serverBefore, cpuSeconds(proccpu.Tree(postmaster))-pgBefore
 		if r.Status+r.Connect+r.Read+r.Write+r.Timeout != 0 {
 			t.Fatalf("wrk against %s: %d non-2xx answers, socket errors connect %d read %d write %d timeout %d",
@@ -77,6 +92,9 @@ func TestPutPathSideBySide(t *testing.T) {
 			// (the share of a round then depends on what the previous round left behind).
 			waitDrained(t, ph)
 		}
+		if off != nil && url == off.HTTPURL {
+			waitDrained(t, off)
+		}
 		return r, serverCPU, pgCPU
 	}
 	barePID, phPID := bareProc.Cmd.Process.Pid, ph.Cmd.Process.Pid
@@ -85,6 +103,13 @@ func TestPutPathSideBySide(t *testing.T) {
 	run(bareURL, barePID, *warmUp)
 	warm, _, _ := run(ph.HTTPURL, phPID, *warmUp)
 	clientAccepted += warm.Requests
+	var offAccepted int64
+	var offPGCPUs, offCPUs []float64
+	if off != nil {
+		offAccepted += sendEach(t, off, offReports)
+		w, _, _ := run(off.HTTPURL, off.Cmd.Process.Pid, *warmUp)
+		offAccepted += w.Requests
+	}
 
 	fmt.Printf("\nPUT /v1/playback/{id}: wrk -t2 -c200 -d%s, %d members with their own tokens, %d media, keep-alive\n", *duration, *members, *mediaN)
 	fmt.Printf("CPU µs/req: CPU time the server (PostgreSQL: all its processes, during Playhead's run; wrk: both runs, reading its requests included) used, per request answered\n\n")
@@ -110,9 +135,25 @@ func TestPutPathSideBySide(t *testing.T) {
 		wrkCPUs = append(wrkCPUs, perReq(b.CPU+p.CPU, wrkResult{Requests: b.Requests + p.Requests}))
 		fmt.Printf("| %d | %s req/s | %s req/s | %.0f%% | %.1f | %.1f | %.1f | %.1f |\n", i, group(b.Rate()), group(p.Rate()), 100*shares[i-1],
 			bareCPUs[i-1], phCPUs[i-1], pgCPUs[i-1], wrkCPUs[i-1])
+		if off != nil {
+			o, offCPU, offPG := run(off.HTTPURL, off.Cmd.Process.Pid, *duration)
+			offAccepted += o.Requests
+			offCPUs, offPGCPUs = append(offCPUs, perReq(offCPU, o)), append(offPGCPUs, perReq(offPG, o))
+		}
 	}
 	fmt.Printf("| median | %s req/s | %s req/s | %.0f%% | %.1f | %.1f | %.1f | %.1f |\n\n", group(median(bareRates)), group(median(phRates)), 100*median(shares),
 		median(bareCPUs), median(phCPUs), median(pgCPUs), median(wrkCPUs))
+	if off != nil {
+		fmt.Println("Watched ranges (issue 35), the same rounds: Playhead with them on (the column above) and off")
+		fmt.Println("| round | PostgreSQL CPU µs/req, ranges on | off | on − off | Playhead CPU µs/req, on | off |")
+		fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: |")
+		var diffs []float64
+		for i := range offPGCPUs {
+			diffs = append(diffs, pgCPUs[i]-offPGCPUs[i])
+			fmt.Printf("| %d | %.1f | %.1f | %.2f | %.1f | %.1f |\n", i+1, pgCPUs[i], offPGCPUs[i], diffs[i], phCPUs[i], offCPUs[i])
+		}
+		fmt.Printf("| median | %.1f | %.1f | %.2f | %.1f | %.1f |\n\n", median(pgCPUs), median(offPGCPUs), median(diffs), median(phCPUs), median(offCPUs))
+	}
 	t.Logf("load done after %s", time.Since(began).Round(time.Millisecond))
 	// Every report of a member carries the same position, so a row the buffer lost once would
 	// be written again by the member's next report and no count could miss it. So every member
@@ -125,6 +166,16 @@ func TestPutPathSideBySide(t *testing.T) {
 	droppedBefore := metrics(t, ph)[droppedMetric]
 	clientAccepted += sendEach(t, ph, final)
 	checkNothingLost(t, ph, clientAccepted, final, droppedBefore)
+	if off != nil {
+		offFinal := make([]report, len(offReports))
+		for i, r := range offReports {
+			r.position++
+			offFinal[i] = r.withBody()
+		}
+		offDropped := metrics(t, off)[droppedMetric]
+		offAccepted += sendEach(t, off, offFinal)
+		checkNothingLost(t, off, offAccepted, offFinal, offDropped)
+	}
 	t.Logf("drained and stopped after %s", time.Since(began).Round(time.Millisecond))
 }
 
