@@ -6,7 +6,6 @@ package dbpool_test
 import (
 	"context"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -23,21 +22,8 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // proxied returns a pool on a test database through a fault proxy, and the database's own URL.
 func proxied(t *testing.T) (*faultproxy.Proxy, *pgxpool.Pool, string) {
 	t.Helper()
-	conf := pgtest.Shared(t).Config
-	proxy, err := faultproxy.Start(net.JoinHostPort(conf.Host, conf.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
 	direct := pgtest.URL(t)
-	url, err := proxy.URL(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxy, pool := pgtest.ProxiedPool(t, direct)
 	return proxy, pool, direct
 }
 

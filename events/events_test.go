@@ -134,21 +134,7 @@ func start(t *testing.T, o options) *server {
 // proxiedPool starts s.readProxy in front of the test database and returns a pool through it.
 func (s *server) proxiedPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	conf := pgtest.Shared(t).Config
-	proxy, err := faultproxy.Start(net.JoinHostPort(conf.Host, conf.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	url, err := proxy.URL(s.dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	proxy, pool := pgtest.ProxiedPool(t, s.dbURL)
 	s.readProxy = proxy
 	return pool
 }

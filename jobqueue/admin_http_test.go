@@ -18,13 +18,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/httpserver"
-	"github.com/playhead/playhead/internal/faultproxy"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/jobqueue"
 )
@@ -407,21 +405,7 @@ func TestAdmin_DatabaseDownAnswersWithJSON(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.enqueue(t, "p", 1)
-	conf := pgtest.Shared(t).Config
-	proxy, err := faultproxy.Start(net.JoinHostPort(conf.Host, conf.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	url, err := proxy.URL(b.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	proxy, pool := pgtest.ProxiedPool(t, b.url)
 	q := newQueue(t, pool, time.Minute, mediaKind("p", nil))
 	base := adminServer(t, q)
 	admin := adminToken(t, 1, true)

@@ -158,25 +158,27 @@ func TestPutPathSideBySide(t *testing.T) {
 	// Every report of a member carries the same position, so a row the buffer lost once would
 	// be written again by the member's next report and no count could miss it. So every member
 	// reports once more, with a new position: that one must be stored.
-	final := make([]report, len(reports))
-	for i, r := range reports {
-		r.position++
-		final[i] = r.withBody()
-	}
+	final := finalReports(reports)
 	droppedBefore := metrics(t, ph)[droppedMetric]
 	clientAccepted += sendEach(t, ph, final)
 	checkNothingLost(t, ph, clientAccepted, final, droppedBefore)
 	if off != nil {
-		offFinal := make([]report, len(offReports))
-		for i, r := range offReports {
-			r.position++
-			offFinal[i] = r.withBody()
-		}
+		offFinal := finalReports(offReports)
 		offDropped := metrics(t, off)[droppedMetric]
 		offAccepted += sendEach(t, off, offFinal)
 		checkNothingLost(t, off, offAccepted, offFinal, offDropped)
 	}
 	t.Logf("drained and stopped after %s", time.Since(began).Round(time.Millisecond))
+}
+
+// finalReports are reports, each with its position one millisecond further.
+func finalReports(reports []report) []report {
+	final := make([]report, len(reports))
+	for i, r := range reports {
+		r.position++
+		final[i] = r.withBody()
+	}
+	return final
 }
 
 // startBare runs the bare Fiber server on a free loopback port and waits until it accepts

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"github.com/playhead/playhead/internal/binarytest"
-	"github.com/playhead/playhead/internal/faultproxy"
 	"github.com/playhead/playhead/internal/pgtest"
 )
 
@@ -70,16 +68,7 @@ func first(msgs []string) string {
 // the stop.
 func TestChaos_SlowDatabase(t *testing.T) {
 	dbURL := pgtest.URL(t)
-	conf := pgtest.Shared(t).Config
-	proxy, err := faultproxy.Start(net.JoinHostPort(conf.Host, conf.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	proxied, err := proxy.URL(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxy, proxied := pgtest.Proxied(t, dbURL)
 	const maxKeys = 1000
 	s := binarytest.Start(t, map[string]string{"DATABASE_URL": proxied, "PLAYHEAD_PUT_RATE": "0",
 		"PLAYHEAD_FLUSH_INTERVAL": "100ms", "PLAYHEAD_FLUSH_BATCH": "200", "PLAYHEAD_BUFFER_CAPACITY": "1000",

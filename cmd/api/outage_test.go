@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -582,15 +581,7 @@ func rawDo(t *testing.T, method, url, token, body string) rawResponse {
 func proxiedDatabase(t *testing.T) (proxy *faultproxy.Proxy, direct, viaProxy string) {
 	t.Helper()
 	direct = pgtest.URL(t)
-	conf := pgtest.Shared(t).Config
-	proxy, err := faultproxy.Start(net.JoinHostPort(conf.Host, conf.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	if viaProxy, err = proxy.URL(direct); err != nil {
-		t.Fatal(err)
-	}
+	proxy, viaProxy = pgtest.Proxied(t, direct)
 	return proxy, direct, viaProxy
 }
 
