@@ -1,0 +1,286 @@
+package audience_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/audience"
+	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/buffer"
+	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/playback"
+)
+
+// A flush commits its positions and its marks together, but a mark that is already there is
+// left alone (ON CONFLICT DO NOTHING takes no lock on it). A rollup that starts while such a
+// flush is still open takes that mark, reads the rows without the flush's positions (not yet
+// committed in its snapshot), and deletes it; the flush then commits with no mark left, and
+// no later rollup reads its media again until another position arrives. The flush is held
+// just before its commit by a deferred trigger waiting for an advisory lock the test holds,
+// after both of its statements ran: exactly where a rollup on another node can land.
+func TestRollup_APositionCommittedDuringARollupIsRolledUpLater(t *testing.T) {
+	t.Parallel()
+	v := setup(t)
+	ctx := context.Background()
+	const owner = 7
+	id := v.video(t, owner, "lecture")
+	flushOne := func(member int64, at, pos int) error {
+		return v.store.Flush(ctx, []buffer.Entry[playback.Key, playback.Position]{{
+			Key:   playback.Key{Member: member, Media: id},
+			Value: playback.Position{PositionMS: int32(pos * 1000), EventTime: v.start.Add(time.Duration(at) * time.Second)}}})
+	}
+	if err := flushOne(101, 0, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := audience.Rollup(ctx, v.pool); err != nil {
+		t.Fatal(err)
+	}
+	// The media is marked again (a second viewer), not yet rolled up.
+	if err := flushOne(102, 0, 10); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := v.pool.Exec(ctx, `
+		CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;
+		CREATE CONSTRAINT TRIGGER hold_commit AFTER INSERT OR UPDATE ON playback
+		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION hold_commit()`); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := v.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	var holderPID int
+	if err := holder.QueryRow(ctx, `SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock(4242)) l`).Scan(&holderPID); err != nil {
+		t.Fatal(err)
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- flushOne(103, 0, 10) }()
+	pgtest.WaitBlocked(t, v.pool, holderPID) // both statements ran; the commit waits
+
+	rollupCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := audience.Rollup(rollupCtx, v.pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := audience.Rollup(ctx, v.pool); err != nil {
+		t.Fatal(err)
+	}
+	a, err := audience.NewStore(v.pool).Media(ctx, id, auth.Identity{MemberID: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows, marks int
+	if err := v.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM playback WHERE media_id = $1), (SELECT count(*) FROM audience_dirty)`, id).
+		Scan(&rows, &marks); err != nil {
+		t.Fatal(err)
+	}
+	if a.Views != int64(rows) {
+		t.Errorf("after every rollup: %d views, but %d playback rows are committed (%d marks left): the position committed during a rollup is never rolled up",
+			a.Views, rows, marks)
+	}
+}
+
+// lessonsOf places the media in a collection (an import of admin 1), in order.
+func lessonsOf(t *testing.T, v *viewing, name string, media ...int64) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := v.pool.Exec(ctx, `INSERT INTO members (id) VALUES (1) ON CONFLICT DO NOTHING`); err != nil {
+		t.Fatal(err)
+	}
+	var importID int64
+	if err := v.pool.QueryRow(ctx, `INSERT INTO imports (created_by, filename, total_rows, accepted, rejected) VALUES (1, 'c.xlsx', $1, $1, 0) RETURNING id`,
+		len(media)).Scan(&importID); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range media {
+		if _, err := v.pool.Exec(ctx, `INSERT INTO import_rows (import_id, row_number, collection, chapter, position, video_url, media_id)
+			VALUES ($1, $2, $3, 1, $2, 'https://example.com/v.mp4', $4)`, importID, i+1, name, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A collection is read only by an admin or the owner of every lesson: the owner of some of
+// them (first, last or middle) gets 404 like a stranger, whoever owns the others; the owner of
+// all of them reads it. (The package's test checked only a member owning none.)
+func TestCollection_APartOwnerReadsNothing(t *testing.T) {
+	t.Parallel()
+	v := setup(t)
+	ctx := context.Background()
+	const a, b = 50, 60
+	mine1, mine2, theirs := v.video(t, a, "a1"), v.video(t, a, "a2"), v.video(t, b, "b1")
+	lessonsOf(t, v, "theirs last", mine1, mine2, theirs)
+	lessonsOf(t, v, "theirs first", theirs, mine1, mine2)
+	lessonsOf(t, v, "theirs between", mine1, theirs, mine2)
+	lessonsOf(t, v, "all mine", mine1, mine2)
+	store := audience.NewStore(v.pool)
+	for _, name := range []string{"theirs last", "theirs first", "theirs between"} {
+		for _, who := range []int64{a, b} {
+			if c, err := store.Collection(ctx, name, auth.Identity{MemberID: who}); apperr.CodeOf(err) != apperr.NotFound {
+				t.Errorf("member %d, owner of part of %q: %+v, %v; want not found", who, name, c, err)
+			}
+		}
+		if _, err := store.Collection(ctx, name, auth.Identity{MemberID: 999, Admin: true}); err != nil {
+			t.Errorf("an admin reading %q: %v", name, err)
+		}
+	}
+	if c, err := store.Collection(ctx, "all mine", auth.Identity{MemberID: a}); err != nil || len(c.Lessons) != 2 {
+		t.Errorf("the owner of every lesson: %+v, %v; want both lessons", c, err)
+	}
+}
+
+// README, "Audience": "the figures are aggregates; no route names a member or returns one
+// member's ranges". With one viewer, the retention curve is that viewer's bitmap: the owner of
+// a public media reads exactly which seconds the one other member played (and, by comparing
+// two rollups, those of any member who was the only new viewer between them).
+func TestMedia_OneViewersRetentionIsNotTheirRanges(t *testing.T) {
+	t.Parallel()
+	v := setup(t)
+	ctx := context.Background()
+	const owner = 7
+	id := v.video(t, owner, "public lecture")
+	reports, _ := play(nil, 300, id, 0, 20, 40) // member 300 watched 20 s to 40 s
+	v.flush(t, reports)
+	if _, err := audience.Rollup(ctx, v.pool); err != nil {
+		t.Fatal(err)
+	}
+	a, err := audience.NewStore(v.pool).Media(ctx, id, auth.Identity{MemberID: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact := a.Viewers == 1
+	for i, share := range a.Retention {
+		want := 0.0
+		if i >= 20 && i <= 40 {
+			want = 1
+		}
+		exact = exact && share == want
+	}
+	if exact {
+		t.Errorf("the owner reads one viewer and a retention curve of 1 on buckets 20-40, 0 elsewhere: member 300's watched ranges, bucket for bucket")
+	}
+}
+
+// PLAYHEAD_FLUSH_INTERVAL is any positive duration, and the buffer keeps only the last report
+// of each flush; the continuity window is a constant 15 s (playhead_watch_continuity). At a
+// flush interval of 20 s (or after any flush that waited 15 s: an outage, a retry, a flush
+// blocked behind a rollup), consecutive stored reports are 20 s apart, and a viewer who
+// played the whole video continuously is recorded as having watched one bucket in twenty.
+func TestRetention_AContinuousViewerAtAnAcceptedFlushInterval(t *testing.T) {
+	t.Parallel()
+	v := setup(t)
+	ctx := context.Background()
+	const owner = 7
+	id := v.video(t, owner, "lecture")
+	const flushEvery = 20 // seconds
+	key := playback.Key{Member: 400, Media: id}
+	var last *buffer.Entry[playback.Key, playback.Position]
+	for at := 0; at <= 100; at += 5 { // a report every 5 s, playing at real time
+		last = &buffer.Entry[playback.Key, playback.Position]{Key: key,
+			Value: playback.Position{PositionMS: int32(at * 1000), EventTime: v.start.Add(time.Duration(at) * time.Second)}}
+		if at%flushEvery == 0 || at == 100 {
+			if err := v.store.Flush(ctx, []buffer.Entry[playback.Key, playback.Position]{*last}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := audience.Rollup(ctx, v.pool); err != nil {
+		t.Fatal(err)
+	}
+	a, err := audience.NewStore(v.pool).Media(ctx, id, auth.Identity{MemberID: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var watched int
+	for _, share := range a.Retention {
+		if share > 0 {
+			watched++
+		}
+	}
+	if watched != audience.Buckets {
+		t.Errorf("a viewer who played all 100 s, flushed every %d s: %d buckets of %d watched (watch time %d ms of 100 000)",
+			flushEvery, watched, audience.Buckets, a.WatchTimeMS)
+	}
+}
+
+// Two rollups at once (a retry on another worker while the first is still running, or the
+// periodic run of a node whose clock is ahead): the second skips the media the first holds
+// and returns, instead of waiting for it. The first is held at its commit by a deferred
+// trigger on media_audience waiting for an advisory lock the test holds.
+func TestRollup_ASecondRollupSkipsWhatTheFirstHolds(t *testing.T) {
+	t.Parallel()
+	v := setup(t)
+	ctx := context.Background()
+	id := v.video(t, 7, "lecture")
+	reports, _ := play(nil, 101, id, 0, 0, 10)
+	v.flush(t, reports)
+	if _, err := v.pool.Exec(ctx, `
+		CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN PERFORM pg_advisory_xact_lock(4343); RETURN NULL; END $$;
+		CREATE CONSTRAINT TRIGGER hold_commit AFTER INSERT OR UPDATE ON media_audience
+		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION hold_commit()`); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := v.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	var holderPID int
+	if err := holder.QueryRow(ctx, `SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock(4343)) l`).Scan(&holderPID); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { _, err := audience.Rollup(ctx, v.pool); first <- err }()
+	pgtest.WaitBlocked(t, v.pool, holderPID) // the first holds the media's mark, at its commit
+	var firstPID int
+	if err := v.pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND $1 = ANY(pg_blocking_pids(pid))`,
+		holderPID).Scan(&firstPID); err != nil {
+		t.Fatal(err)
+	}
+	secondCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	second := make(chan error, 1)
+	go func() { _, err := audience.Rollup(secondCtx, v.pool); second <- err }()
+	for waiting := false; !waiting; {
+		select {
+		case err := <-second:
+			if err != nil {
+				t.Errorf("the second rollup: %v", err)
+			}
+			waiting = true
+			continue
+		default:
+		}
+		var n int
+		if err := v.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND $1 = ANY(pg_blocking_pids(pid))`,
+			firstPID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			t.Errorf("the second rollup waits for the first one's marks")
+			cancel()
+			<-second
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock(4343)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+}
