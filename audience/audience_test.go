@@ -56,8 +56,9 @@ func TestRollup_ScriptedViewersGiveTheHandComputedFigures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Views != 200 || a.Viewers != 200 || a.Finished != 100 || a.CompletionRate != 0.5 || a.WatchTimeMS != 11_450_000 || a.ComputedAt == nil {
-		t.Errorf("figures %+v; want 200 views and viewers, 100 finished, completion 0.5, watch time 11 450 s", a)
+	if a.Views != 200 || a.Viewers != 200 || a.Withheld || a.Finished == nil || *a.Finished != 100 || a.CompletionRate == nil || *a.CompletionRate != 0.5 ||
+		a.WatchTimeMS == nil || *a.WatchTimeMS != 11_450_000 || a.ComputedAt == nil || len(a.Retention) != 100 {
+		t.Fatalf("figures %+v; want 200 views and viewers, 100 finished, completion 0.5, watch time 11 450 s, 100 points", a)
 	}
 	for i, share := range a.Retention {
 		var want float64

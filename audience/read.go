@@ -13,20 +13,29 @@ import (
 	"github.com/playhead/playhead/auth"
 )
 
+// MinViewers is the fewest viewers whose figures a media shows: below it, who finished, the
+// watch time and the retention curve are withheld, because with one viewer the curve is that
+// member's watched ranges, bucket for bucket (issue 35's review), and with a few an owner who
+// knows them could tell them apart.
+const MinViewers = 5
+
 // Media is one media's audience, as of its last rollup.
 type Media struct {
 	MediaID    int64  `json:"media_id"`
 	DurationMS *int64 `json:"duration_ms"`
 	// Views are the members with a playback row (who opened it or reported a position);
-	// Viewers those who played a part of it or finished it; Finished those who reached its
-	// completion point.
-	Views    int64 `json:"views"`
-	Viewers  int64 `json:"viewers"`
-	Finished int64 `json:"finished"`
-	// CompletionRate is Finished / Viewers (0 without viewers).
-	CompletionRate float64 `json:"completion_rate"`
-	// WatchTimeMS is the viewers' watched parts added up: buckets × duration / 100.
-	WatchTimeMS int64 `json:"watch_time_ms"`
+	// Viewers those who played a part of it or finished it.
+	Views   int64 `json:"views"`
+	Viewers int64 `json:"viewers"`
+	// Withheld is true when the figures below are null because Viewers < MinViewers.
+	Withheld bool `json:"withheld"`
+	// Finished are the viewers who reached its completion point; CompletionRate is Finished /
+	// Viewers (0 without viewers).
+	Finished       *int64   `json:"finished"`
+	CompletionRate *float64 `json:"completion_rate"`
+	// WatchTimeMS is the viewers' watched parts added up: buckets × duration / 100 (null also
+	// when the duration is unknown).
+	WatchTimeMS *int64 `json:"watch_time_ms"`
 	// Retention is, for each 1 % of the video, the share of viewers who watched it.
 	Retention []float64 `json:"retention"`
 	// ComputedAt is when it was rolled up; nil when it has not been yet.
@@ -83,19 +92,24 @@ func (s *Store) Media(ctx context.Context, id int64, who auth.Identity) (Media, 
 	if err != nil {
 		return Media{}, fmt.Errorf("read audience of media %d: %w", id, err)
 	}
-	a.Retention = make([]float64, Buckets)
 	if views == nil {
-		return a, nil // not rolled up yet
+		// Not rolled up yet: nobody's figures to withhold, nothing to show.
+		return a, nil
 	}
-	a.Views, a.Viewers, a.Finished = *views, *viewers, *finished
-	if a.Viewers > 0 {
-		a.CompletionRate = float64(a.Finished) / float64(a.Viewers)
-		for i, n := range retention {
-			a.Retention[i] = float64(n) / float64(a.Viewers)
-		}
+	a.Views, a.Viewers = *views, *viewers
+	if a.Viewers < MinViewers {
+		a.Withheld = true
+		return a, nil
+	}
+	rate := float64(*finished) / float64(a.Viewers)
+	a.Finished, a.CompletionRate = finished, &rate
+	a.Retention = make([]float64, Buckets)
+	for i, n := range retention {
+		a.Retention[i] = float64(n) / float64(a.Viewers)
 	}
 	if a.DurationMS != nil {
-		a.WatchTimeMS = *buckets * *a.DurationMS / Buckets
+		watched := *buckets * *a.DurationMS / Buckets
+		a.WatchTimeMS = &watched
 	}
 	return a, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/playback"
 )
 
@@ -142,76 +143,64 @@ func TestCollection_APartOwnerReadsNothing(t *testing.T) {
 }
 
 // README, "Audience": "the figures are aggregates; no route names a member or returns one
-// member's ranges". With one viewer, the retention curve is that viewer's bitmap: the owner of
-// a public media reads exactly which seconds the one other member played (and, by comparing
-// two rollups, those of any member who was the only new viewer between them).
-func TestMedia_OneViewersRetentionIsNotTheirRanges(t *testing.T) {
+// member's ranges". With one viewer, the retention curve was that viewer's bitmap: the owner of
+// a public media read exactly which seconds the one other member played. Below
+// audience.MinViewers viewers the curve, the watch time and who finished are withheld; from
+// MinViewers on they are shown.
+func TestMedia_FewViewersFiguresAreWithheld(t *testing.T) {
 	t.Parallel()
 	v := setup(t)
 	ctx := context.Background()
 	const owner = 7
 	id := v.video(t, owner, "public lecture")
-	reports, _ := play(nil, 300, id, 0, 20, 40) // member 300 watched 20 s to 40 s
-	v.flush(t, reports)
-	if _, err := audience.Rollup(ctx, v.pool); err != nil {
-		t.Fatal(err)
-	}
-	a, err := audience.NewStore(v.pool).Media(ctx, id, auth.Identity{MemberID: owner})
-	if err != nil {
-		t.Fatal(err)
-	}
-	exact := a.Viewers == 1
-	for i, share := range a.Retention {
-		want := 0.0
-		if i >= 20 && i <= 40 {
-			want = 1
+	for member := int64(300); member < 300+audience.MinViewers; member++ {
+		reports, _ := play(nil, member, id, 0, 20, 40) // watched 20 s to 40 s
+		v.flush(t, reports)
+		if _, err := audience.Rollup(ctx, v.pool); err != nil {
+			t.Fatal(err)
 		}
-		exact = exact && share == want
-	}
-	if exact {
-		t.Errorf("the owner reads one viewer and a retention curve of 1 on buckets 20-40, 0 elsewhere: member 300's watched ranges, bucket for bucket")
+		a, err := audience.NewStore(v.pool).Media(ctx, id, auth.Identity{MemberID: owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		few := a.Viewers < audience.MinViewers
+		if a.Viewers != member-299 || a.Withheld != few || few != (a.Retention == nil) || few != (a.WatchTimeMS == nil) ||
+			few != (a.Finished == nil) || few != (a.CompletionRate == nil) {
+			t.Errorf("with %d viewers: %+v; want the curve, watch time and finishes withheld below %d viewers and shown from there",
+				member-299, a, audience.MinViewers)
+		}
 	}
 }
 
 // PLAYHEAD_FLUSH_INTERVAL is any positive duration, and the buffer keeps only the last report
-// of each flush; the continuity window is a constant 15 s (playhead_watch_continuity). At a
-// flush interval of 20 s (or after any flush that waited 15 s: an outage, a retry, a flush
-// blocked behind a rollup), consecutive stored reports are 20 s apart, and a viewer who
-// played the whole video continuously is recorded as having watched one bucket in twenty.
+// of each flush. With a fixed 15 s window, at a flush interval of 20 s consecutive stored
+// reports were 20 s apart, and a viewer who played the whole video continuously was recorded
+// as having watched one bucket in twenty. The window follows the flush interval now
+// (playback.WatchedWindow, which cmd/api passes from PLAYHEAD_FLUSH_INTERVAL).
 func TestRetention_AContinuousViewerAtAnAcceptedFlushInterval(t *testing.T) {
 	t.Parallel()
 	v := setup(t)
 	ctx := context.Background()
-	const owner = 7
-	id := v.video(t, owner, "lecture")
-	const flushEvery = 20 // seconds
+	id := v.video(t, 7, "lecture")
+	const flushEvery = 20 * time.Second
+	store := playback.NewStore(v.pool, media.DefaultCompletion).WatchedWithin(playback.WatchedWindow(flushEvery))
 	key := playback.Key{Member: 400, Media: id}
-	var last *buffer.Entry[playback.Key, playback.Position]
-	for at := 0; at <= 100; at += 5 { // a report every 5 s, playing at real time
-		last = &buffer.Entry[playback.Key, playback.Position]{Key: key,
-			Value: playback.Position{PositionMS: int32(at * 1000), EventTime: v.start.Add(time.Duration(at) * time.Second)}}
-		if at%flushEvery == 0 || at == 100 {
-			if err := v.store.Flush(ctx, []buffer.Entry[playback.Key, playback.Position]{*last}); err != nil {
-				t.Fatal(err)
-			}
+	for at := time.Duration(0); at <= 100*time.Second; at += playback.ReportInterval { // playing at real time
+		if at%flushEvery != 0 && at != 100*time.Second {
+			continue // coalesced in the buffer: only the last report of a flush is written
 		}
-	}
-	if _, err := audience.Rollup(ctx, v.pool); err != nil {
-		t.Fatal(err)
-	}
-	a, err := audience.NewStore(v.pool).Media(ctx, id, auth.Identity{MemberID: owner})
-	if err != nil {
-		t.Fatal(err)
+		err := store.Flush(ctx, []buffer.Entry[playback.Key, playback.Position]{{Key: key,
+			Value: playback.Position{PositionMS: int32(at.Milliseconds()), EventTime: v.start.Add(at)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	var watched int
-	for _, share := range a.Retention {
-		if share > 0 {
-			watched++
-		}
+	if err := v.pool.QueryRow(ctx, `SELECT bit_count(watched) FROM playback WHERE member_id = $1 AND media_id = $2`, key.Member, key.Media).Scan(&watched); err != nil {
+		t.Fatal(err)
 	}
 	if watched != audience.Buckets {
-		t.Errorf("a viewer who played all 100 s, flushed every %d s: %d buckets of %d watched (watch time %d ms of 100 000)",
-			flushEvery, watched, audience.Buckets, a.WatchTimeMS)
+		t.Errorf("a viewer who played all 100 s, flushed every %s: %d buckets of %d watched", flushEvery, watched, audience.Buckets)
 	}
 }
 

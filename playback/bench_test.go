@@ -51,13 +51,15 @@ WHERE p.event_time < excluded.event_time`
 // plain UPDATE … FROM and only the others go through INSERT … ON CONFLICT (a conflicting insert
 // probes the key, locks the row it found, then updates it). Its conflict clause and
 // last-finished step are production's; the UPDATE's SET applies the same rules to the reported
-// row. What it saves in CPU and why it was not kept (it takes row locks in two passes, so
+// row (but for the watched ranges, which its UPDATE pass does not compute: the experiment
+// predates them). What it saves in CPU and why it was not kept (it takes row locks in two passes, so
 // concurrent flushes deadlock) is in docs/performance.md.
 const benchUpdateFirstSQL = `
 WITH reported AS (
 	SELECT r.*, CASE WHEN r.finished THEN r.event_time END AS watched_at, $5::timestamptz AS updated_at
 	FROM (
-		SELECT u.*, coalesce(u.position_ms >= playhead_completion_point(m.duration_ms, $6, $7), false) AS finished
+		SELECT u.*, coalesce(u.position_ms >= playhead_completion_point(m.duration_ms, $6, $7), false) AS finished,
+		       CASE WHEN $8 AND m.duration_ms > 0 THEN least(99, u.position_ms::bigint * 100 / m.duration_ms)::smallint END AS watched_bucket
 		FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::timestamptz[]) AS u(member_id, media_id, position_ms, event_time)
 		LEFT JOIN media m ON m.id = u.media_id
 	) r
@@ -76,8 +78,8 @@ updated AS (
 	RETURNING p.member_id, p.media_id
 ),
 inserted AS (
-	INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished)
-	SELECT t.member_id, t.media_id, t.position_ms, t.event_time, t.updated_at, t.watched_at, t.finished
+	INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, watched_bucket)
+	SELECT t.member_id, t.media_id, t.position_ms, t.event_time, t.updated_at, t.watched_at, t.finished, t.watched_bucket
 	FROM reported t
 	WHERE NOT EXISTS (SELECT 1 FROM updated w WHERE w.member_id = t.member_id AND w.media_id = t.media_id)
 	ORDER BY t.member_id, t.media_id
@@ -141,7 +143,8 @@ var benchMethods = []benchMethod{
 				members[i], medias[i], positions[i], times[i] = e.Key.Member, e.Key.Media, e.Value.PositionMS, e.Value.EventTime
 			}
 			c := media.DefaultCompletion
-			_, err := pool.Exec(ctx, benchUpdateFirstSQL, members, medias, positions, times, time.Now(), c.Ratio, c.TailMS())
+			_, err := pool.Exec(ctx, benchUpdateFirstSQL, members, medias, positions, times, time.Now(), c.Ratio, c.TailMS(),
+				true, playback.WatchedWindow(5*time.Second))
 			return err
 		}, func() {}
 	}},

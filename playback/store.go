@@ -20,14 +20,36 @@ type Store struct {
 	// lists is the pool List reads on: pool unless ListOn gave another.
 	lists      *pgxpool.Pool
 	completion media.Completion
-	// watchedRanges is whether the flush records the parts of videos members played.
+	// watchedRanges is whether the flush records the parts of videos members played, and
+	// watchedWithin how far apart two reports may be and still mark the range between them.
 	watchedRanges bool
+	watchedWithin time.Duration
 }
 
+// ReportInterval is how often a player reports its position (the players' contract: every
+// 5 s while playing).
+const ReportInterval = 5 * time.Second
+
 // NewStore returns a Store on pool that marks media watched by completion and records the
-// parts of videos members played (WithoutWatchedRanges turns that off).
+// parts of videos members played (WithoutWatchedRanges turns that off), for a flush every
+// 5 s (WatchedWithin changes that).
 func NewStore(pool *pgxpool.Pool, completion media.Completion) *Store {
-	return &Store{pool: pool, lists: pool, completion: completion, watchedRanges: true}
+	return &Store{pool: pool, lists: pool, completion: completion, watchedRanges: true, watchedWithin: WatchedWindow(5 * time.Second)}
+}
+
+// WatchedWindow is how far apart two consecutive reports can be stored when the buffer
+// flushes every flushInterval: it keeps only the last of the reports one flush gathers, so
+// twice the report interval plus the flush interval.
+func WatchedWindow(flushInterval time.Duration) time.Duration {
+	return 2*ReportInterval + flushInterval
+}
+
+// WatchedWithin makes two reports at most d apart consecutive for the watched ranges
+// (WatchedWindow of the flush interval) and returns s. A longer gap (a flush that waited,
+// an outage) marks only where the later report landed.
+func (s *Store) WatchedWithin(d time.Duration) *Store {
+	s.watchedWithin = d
+	return s
 }
 
 // WithoutWatchedRanges makes s keep no watched ranges (PLAYHEAD_WATCHED_RANGES=off): positions
@@ -116,7 +138,7 @@ SET position_ms = CASE WHEN p.event_time < excluded.event_time THEN excluded.pos
     hidden      = p.hidden AND p.event_time >= excluded.event_time,
     watched     = CASE WHEN p.event_time < excluded.event_time
                        THEN playhead_watched(p.watched, p.watched_bucket, p.position_ms, p.event_time,
-                                             excluded.watched_bucket, excluded.position_ms, excluded.event_time)
+                                             excluded.watched_bucket, excluded.position_ms, excluded.event_time, $9::interval)
                        ELSE p.watched END,
     watched_bucket = CASE WHEN p.event_time < excluded.event_time THEN excluded.watched_bucket ELSE p.watched_bucket END
 WHERE p.event_time < excluded.event_time
@@ -137,7 +159,7 @@ func (s *Store) Flush(ctx context.Context, batch []buffer.Entry[Key, Position]) 
 	// One round trip, one implicit transaction: the positions and the audience's marks of
 	// their media (audience_dirty, migration 00019) commit together.
 	var b pgx.Batch
-	b.Queue(flushSQL, members, medias, positions, times, time.Now(), s.completion.Ratio, s.completion.TailMS(), s.watchedRanges)
+	b.Queue(flushSQL, members, medias, positions, times, time.Now(), s.completion.Ratio, s.completion.TailMS(), s.watchedRanges, s.watchedWithin)
 	b.Queue(markAudienceSQL, medias)
 	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 		return flushError(len(batch), err)
@@ -146,8 +168,14 @@ func (s *Store) Flush(ctx context.Context, batch []buffer.Entry[Key, Position]) 
 }
 
 // markAudienceSQL marks the media of a batch as having new positions for the audience
-// rollups. A media already marked costs an index probe and no write.
-const markAudienceSQL = `INSERT INTO audience_dirty (media_id) SELECT DISTINCT unnest($1::bigint[]) ORDER BY 1 ON CONFLICT DO NOTHING`
+// rollups. A media already marked is not written again, but its mark is locked until the
+// flush commits (DO UPDATE … WHERE false locks the row it does not update): a rollup skips a
+// locked mark (SKIP LOCKED), so it never takes a mark whose flush it cannot see yet. With DO
+// NOTHING a rollup could delete the mark between the flush's statements and its commit and
+// read a snapshot without them: that media's last positions were never rolled up. Marks are
+// locked in media order, so concurrent flushes cannot deadlock on them.
+const markAudienceSQL = `INSERT INTO audience_dirty (media_id) SELECT DISTINCT unnest($1::bigint[]) ORDER BY 1
+ON CONFLICT (media_id) DO UPDATE SET media_id = excluded.media_id WHERE false`
 
 // flushError tells the buffer whether a failed flush was the batch's fault: a database error
 // whose SQLSTATE says the data was refused (apperr's one classification: class 22, data
@@ -183,7 +211,8 @@ FROM reported t
 // UpsertOne writes one position on the request path (the synchronous baseline).
 func (s *Store) UpsertOne(ctx context.Context, key Key, pos Position) error {
 	var b pgx.Batch
-	b.Queue(upsertOneSQL, key.Member, key.Media, pos.PositionMS, pos.EventTime, time.Now(), s.completion.Ratio, s.completion.TailMS(), s.watchedRanges)
+	b.Queue(upsertOneSQL, key.Member, key.Media, pos.PositionMS, pos.EventTime, time.Now(), s.completion.Ratio, s.completion.TailMS(),
+		s.watchedRanges, s.watchedWithin)
 	b.Queue(markAudienceSQL, []int64{key.Media})
 	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("write playback row: %w", err)

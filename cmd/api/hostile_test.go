@@ -132,6 +132,7 @@ var routeTable = []hostileRoute{
 	{method: "GET", pattern: "/course", access: public, target: fixed("/course")},
 	{method: "GET", pattern: "/imports", access: public, target: fixed("/imports")},
 	{method: "GET", pattern: "/jobs", access: public, target: fixed("/jobs")},
+	{method: "GET", pattern: "/insights", access: public, target: fixed("/insights")},
 	{method: "GET", pattern: "/watch/:mediaID", access: public, target: idTarget("/watch/%s", mineID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/static/*", access: public, hasParam: true, target: func(_ *hostileFixture, p string) string {
 		if p == "" {

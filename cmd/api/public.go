@@ -170,9 +170,9 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 }
 
 // playbackStoreOn is a playback store on pool with cfg's completion point, recording watched
-// ranges unless PLAYHEAD_WATCHED_RANGES is off.
+// ranges unless PLAYHEAD_WATCHED_RANGES is off, with the window cfg's flush interval makes.
 func playbackStoreOn(pool *pgxpool.Pool, cfg Config) *playback.Store {
-	s := playback.NewStore(pool, cfg.Completion)
+	s := playback.NewStore(pool, cfg.Completion).WatchedWithin(playback.WatchedWindow(cfg.FlushInterval))
 	if !cfg.WatchedRanges {
 		s.WithoutWatchedRanges()
 	}

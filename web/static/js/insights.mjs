@@ -11,6 +11,13 @@ const charts = {};
 
 const percent = (share) => `${(share * 100).toFixed(1)} %`;
 
+// MIN_VIEWERS is audience.MinViewers: below it the API withholds all but the counts.
+const MIN_VIEWERS = 5;
+
+// pathPart escapes a collection name for a path: encodeURIComponent leaves "." alone, and a
+// name "." or ".." would then be resolved away by the URL parser.
+const pathPart = (name) => encodeURIComponent(name).replace(/\./g, '%2E');
+
 // draw replaces the chart on canvas id with one of config.
 function draw(id, config) {
   charts[id]?.destroy();
@@ -24,14 +31,18 @@ const scale = (title, extra = {}) => ({ ticks: { color: axisColor }, grid: { col
 function showMedia(a) {
   $('media-title').textContent = `Media #${a.media_id}`;
   $('media-computed').textContent = a.computed_at ? `Rolled up ${new Date(a.computed_at).toLocaleString()}` : 'Not rolled up yet';
-  const figures = [['Views', a.views], ['Viewers', a.viewers], ['Finished', a.finished], ['Completion rate', percent(a.completion_rate)],
-    ['Watch time', clock(a.watch_time_ms)], ['Duration', a.duration_ms ? clock(a.duration_ms) : 'unknown']];
+  const hidden = a.withheld ? `withheld (fewer than ${MIN_VIEWERS} viewers)` : '—';
+  const figures = [['Views', a.views], ['Viewers', a.viewers], ['Finished', a.finished ?? hidden],
+    ['Completion rate', a.completion_rate === null ? hidden : percent(a.completion_rate)],
+    ['Watch time', a.watch_time_ms === null ? hidden : clock(a.watch_time_ms)], ['Duration', a.duration_ms ? clock(a.duration_ms) : 'unknown']];
   $('media-figures').replaceChildren(...figures.flatMap(([k, v]) => [el('dt', {}, k), el('dd', { dataset: { figure: k } }, v)]));
-  $('retention-body').replaceChildren(...a.retention.map((share, i) => el('tr', {}, el('th', { scope: 'row' }, `${i} %`), el('td', {}, percent(share)))));
+  const retention = a.retention ?? [];
+  $('retention-body').replaceChildren(...retention.map((share, i) => el('tr', {}, el('th', { scope: 'row' }, `${i} %`), el('td', {}, percent(share)))));
+  $('retention-note').textContent = a.retention ? '' : `The retention curve is ${hidden}.`;
   $('media').hidden = false;
   draw('retention-chart', {
     type: 'line',
-    data: { labels: a.retention.map((_, i) => `${i} %`), datasets: [{ label: 'Viewers who watched', data: a.retention.map((s) => s * 100),
+    data: { labels: retention.map((_, i) => `${i} %`), datasets: [{ label: 'Viewers who watched', data: retention.map((s) => s * 100),
       borderColor: '#8b7cf6', backgroundColor: 'rgba(139, 124, 246, 0.25)', fill: true, pointRadius: 0, tension: 0.2 }] },
     options: { animation: false, maintainAspectRatio: false, plugins: { legend: { labels: { color: axisColor } } },
       scales: { x: scale('Point of the video'), y: scale('Share of viewers (%)', { min: 0, max: 100 }) } },
@@ -74,7 +85,7 @@ async function show() {
   }
   if (collection) {
     try {
-      showCollection(await api('GET', `/v1/collections/${encodeURIComponent(collection)}/audience`));
+      showCollection(await api('GET', `/v1/collections/${pathPart(collection)}/audience`));
     } catch (err) {
       fail(err, `Reading the audience of ${collection}`);
     }
