@@ -7,7 +7,7 @@
 #   localhost/playhead-go:<go version>  the base with this machine's Go toolchain (GOROOT)
 #   localhost/playhead:latest           Dockerfile: ./cmd/api on the base with ffmpeg
 #   localhost/playhead-postgres:15, localhost/playhead-prometheus:2.42,
-#   localhost/playhead-seaweedfs:<ver>  container/*.Containerfile, Debian packages on the base
+#   localhost/playhead-seaweedfs:latest container/*.Containerfile, Debian packages on the base
 #                                       (SeaweedFS: the binary scripts/weed.sh builds)
 #
 # The base's root file system is cached as a tarball in ~/.cache/playhead (never in the

@@ -40,9 +40,18 @@ api_url=http://127.0.0.1:$PLAYHEAD_HTTP_PORT
 players=200
 rounds=8
 
+# One run per machine: the project name and ports are fixed, and the start removes whatever the
+# project has, so a second run would tear down a first one's containers mid-test.
+mkdir -p "$cache"
+exec 9>"$cache/test-image.lock"
+flock -n 9 || { echo "test-image: FAIL: another make test-image runs on this machine ($cache/test-image.lock)" >&2; exit 1; }
 work=$(mktemp -d)
 started=$SECONDS
-say() { echo "test-image: $*" >&2; }
+# fd 8: the script's own stderr, for messages from a check that wait_for runs with stderr on
+# /dev/null (exited_ok's fail: without it a container's non-zero exit ended the run silently,
+# finish's logs included).
+exec 8>&2
+say() { echo "test-image: $*" >&8; }
 fail() {
   say "FAIL: $*"
   exit 1
@@ -68,6 +77,7 @@ remove_project() {
 
 finish() {
   local status=$?
+  exec 1>&8 2>&8
   if [ "$status" -ne 0 ]; then
     say "the last lines of podman-compose's output, then of each container's log:"
     tail -n 20 "$work/compose.log" >&2 || true
@@ -116,6 +126,32 @@ json() { /usr/bin/python3 -c "import json, sys; print(json.load(sys.stdin)$1)"; 
 remove_project
 podman_usable localhost/playhead:latest
 
+# The published ports must be free: podman-compose 1.0.3 logs a failed `podman run` and exits 0,
+# and the wait below would then time out on "no 200" (or talk to whatever holds the port).
+for port in $PLAYHEAD_HTTP_PORT $PLAYHEAD_API_METRICS_PORT $PLAYHEAD_WORKER_METRICS_PORT $PLAYHEAD_PROMETHEUS_PORT; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    fail "127.0.0.1:$port is in use (PLAYHEAD_TEST_IMAGE_BASE_PORT picks other ports)"
+  fi
+done
+
+# compose.yaml's stop grace of the nodes, as a duration in seconds, must exceed the default
+# PLAYHEAD_SHUTDOWN_TIMEOUT it sets (podman-compose ignores stop_grace_period, so the stops
+# below use it explicitly, as an operator following README would).
+seconds() { /usr/bin/python3 -c 'import re, sys
+m = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", sys.argv[1])
+sys.exit("not a duration: " + sys.argv[1]) if not m or not sys.argv[1] else print(int(m[1] or 0) * 60 + int(m[2] or 0))' "$1"; }
+compose_value() { /usr/bin/python3 -c 'import sys, yaml
+c = yaml.safe_load(open("compose.yaml"))
+v = c["services"][sys.argv[1]]
+for k in sys.argv[2:]: v = v[k]
+print(v)' "$@"; }
+grace=$(seconds "$(compose_value api stop_grace_period)")
+drain_default=$(compose_value api environment PLAYHEAD_SHUTDOWN_TIMEOUT | sed -n 's/^.*:-\(.*\)}$/\1/p')
+[ "$grace" -gt "$(seconds "$drain_default")" ] ||
+  fail "compose.yaml: the api's stop_grace_period (${grace}s) is not longer than PLAYHEAD_SHUTDOWN_TIMEOUT's default ($drain_default)"
+[ "$(seconds "$(compose_value worker stop_grace_period)")" -gt "$(seconds "$drain_default")" ] ||
+  fail "compose.yaml: the worker's stop_grace_period is not longer than PLAYHEAD_SHUTDOWN_TIMEOUT's default ($drain_default)"
+
 # The services in three steps, each waited on, since podman-compose 1.0.3 ignores the conditions
 # of depends_on. It also starts the named services' dependencies: for one already running its
 # `podman run` fails on the name (in compose.log) and it starts the existing container, a no-op.
@@ -151,7 +187,7 @@ wait_for "worker healthy (its HEALTHCHECK)" 90 healthy "$(ctr worker)"
 for node in api worker; do
   name=$(ctr "$node")
   uid=$(timeout 10 podman exec "$name" id -u)
-  [ "$uid" != 0 ] || fail "$node runs as root"
+  [ "$uid" = 10001 ] || fail "$node runs as uid $uid, not the image's 10001"
   [ "$(timeout 10 podman inspect -f '{{.HostConfig.ReadonlyRootfs}}' "$name")" = true ] ||
     fail "$node: root file system not read-only"
   # As root, whom only a read-only file system stops.
@@ -160,6 +196,14 @@ for node in api worker; do
   fi
   case $out in *"Read-only file system"*) ;; *) fail "$node: a write to / failed, but not as read-only: $out" ;; esac
   say "$node: uid $uid, read-only root file system (even root's write to / fails: read-only)"
+  # Published on loopback only (compose.yaml's promise).
+  ports=$(timeout 10 podman port "$name")
+  [ -n "$ports" ] || fail "$node: no published port"
+  if grep -v -- '-> 127\.0\.0\.1:' <<<"$ports" >&2; then fail "$node: a port published beyond 127.0.0.1"; fi
+  # No capability in any set, and no way back to one (setuid binaries: su, mount, passwd).
+  status=$(timeout 10 podman exec "$name" cat /proc/1/status)
+  grep -Eq '^CapBnd:[[:space:]]+0+$' <<<"$status" || fail "$node: capabilities not all dropped: $(grep ^CapBnd <<<"$status")"
+  grep -Eq '^NoNewPrivs:[[:space:]]+1$' <<<"$status" || fail "$node: no-new-privileges not set"
 done
 
 admin=$(timeout 10 podman exec "$(ctr api)" playhead token --member 1 --admin)
@@ -250,7 +294,7 @@ held=$(metric playhead_playback_buffer_held_keys)
 say "stopping the api container (SIGTERM) after $(wc -l <"$work/answers") answers, $held keys held in its buffer"
 [ "${held:-0}" -gt 0 ] || fail "nothing held in the buffer before the stop: the test would prove nothing"
 stop_at=$SECONDS
-timeout 60 podman stop -t 40 "$(ctr api)" >/dev/null
+timeout $((grace + 20)) podman stop -t "$grace" "$(ctr api)" >/dev/null
 wait "$writer_pid"
 wait_for "api exited 0" 60 exited_ok "$(ctr api)"
 say "api stopped in $((SECONDS - stop_at)) s, exit code 0"
@@ -289,7 +333,11 @@ while read -r token; do
   [ "$code" = 204 ] || fail "PUT with PostgreSQL stopped: $code, want 204 (buffered for retry)"
   spilled=$((spilled + 1))
 done < <(head -n 20 "$work/tokens")
-timeout 60 podman stop -t 40 "$(ctr api)" >/dev/null
+# The HEALTHCHECK must fail when the node is not ready (here: /readyz 503, its database stopped),
+# not only pass when it is.
+! healthy "$(ctr api)" >/dev/null 2>&1 || fail "api's HEALTHCHECK passes with PostgreSQL stopped (/readyz 503)"
+say "api's HEALTHCHECK fails while PostgreSQL is stopped"
+timeout $((grace + 20)) podman stop -t "$grace" "$(ctr api)" >/dev/null
 wait_for "api exited 0" 60 exited_ok "$(ctr api)"
 volume=$(timeout 10 podman volume inspect -f '{{.Mountpoint}}' "${project}_api-spill")
 files=$(find "$volume" -name 'playback-*.spill' | wc -l)
@@ -297,7 +345,10 @@ files=$(find "$volume" -name 'playback-*.spill' | wc -l)
 say "spill: $spilled positions accepted without PostgreSQL, $files spill file(s) in the api's volume after its stop"
 timeout 60 podman start "$(ctr postgres)" >/dev/null
 wait_for "postgres healthy again" 90 healthy "$(ctr postgres)"
-timeout 60 podman start "$(ctr api)" >/dev/null
+# A new container (as after an image upgrade), not a restart of the old one: an anonymous
+# volume would be gone with it; only compose.yaml's named volume carries the spill file over.
+timeout 60 podman rm -f -t 0 "$(ctr api)" >/dev/null
+compose up -d --no-deps api
 wait_for "api ready after the replay" 60 api_ready
 replayed=$(curl -fs --max-time 5 "http://127.0.0.1:$PLAYHEAD_API_METRICS_PORT/readyz" | json "['playback_buffer']['replayed_rows']")
 stored=$(timeout 30 podman exec "$(ctr postgres)" psql -U postgres -d playhead -tA -c \
