@@ -16,7 +16,7 @@
 #     the limit conmon (podman's container monitor) was found to run with there.
 podman_usable() {
   local image=$1 conf nofile nproc
-  if podman run --rm --network none --entrypoint true "$image" >/dev/null 2>&1; then
+  if timeout 120 podman run --rm --network none --entrypoint true "$image" >/dev/null 2>&1; then
     return 0
   fi
   if ! command -v runc >/dev/null 2>&1; then
@@ -37,7 +37,7 @@ default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
 runtime = "runc"
 EOF
   export CONTAINERS_CONF=$conf
-  if ! podman run --rm --network none --entrypoint true "$image"; then
+  if ! timeout 120 podman run --rm --network none --entrypoint true "$image"; then
     echo "podman cannot start a container from $image, even with $conf" >&2
     exit 1
   fi

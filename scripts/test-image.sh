@@ -64,13 +64,14 @@ compose() { timeout 300 podman-compose -p "$project" -f compose.yaml "$@" >>"$wo
 # volumes of the containers it removes.
 remove_project() {
   local label=label=io.podman.compose.project=$project ids
-  ids=$(podman ps -aq --filter "$label")
+  # Every podman call bounded: a stuck podman lock must fail CI, not hang it.
+  ids=$(timeout 60 podman ps -aq --filter "$label")
   # shellcheck disable=SC2086
   [ -z "$ids" ] || timeout 120 podman rm -f -v -t 0 $ids >/dev/null 2>&1 || true
-  ids=$(podman volume ls -q --filter "$label")
+  ids=$(timeout 60 podman volume ls -q --filter "$label")
   # shellcheck disable=SC2086
   [ -z "$ids" ] || timeout 60 podman volume rm -f $ids >/dev/null 2>&1 || true
-  ids=$(podman network ls -q --filter "$label")
+  ids=$(timeout 60 podman network ls -q --filter "$label")
   # shellcheck disable=SC2086
   [ -z "$ids" ] || timeout 60 podman network rm -f $ids >/dev/null 2>&1 || true
 }
@@ -81,8 +82,8 @@ finish() {
   if [ "$status" -ne 0 ]; then
     say "the last lines of podman-compose's output, then of each container's log:"
     tail -n 20 "$work/compose.log" >&2 || true
-    for name in $(podman ps -a --filter "label=io.podman.compose.project=$project" --format '{{.Names}}'); do
-      echo "--- $name ($(podman inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$name" 2>/dev/null))" >&2
+    for name in $(timeout 60 podman ps -a --filter "label=io.podman.compose.project=$project" --format '{{.Names}}'); do
+      echo "--- $name ($(timeout 10 podman inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$name" 2>/dev/null))" >&2
       timeout 10 podman logs --tail 30 "$name" >&2 2>&1 || true
     done
   fi
