@@ -9,9 +9,7 @@ package audience
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -26,23 +24,26 @@ const KindRollup = "audience"
 // Buckets is how many parts of a video the watched ranges and the retention curve have.
 const Buckets = 100
 
-// rollupBatch is how many media one step of a rollup takes.
-const rollupBatch = 200
+// rollupBatch is how many media one step of a rollup takes: a flush marking one of them
+// waits for the step's transaction (its insert meets the mark being deleted), so a step is
+// kept to the reading of a few media; the flush is behind the request, so a PUT never waits.
+const rollupBatch = 20
 
-// takeSQL takes up to $1 marks, in a transaction of its own that lasts as long as the DELETE:
-// a flush marking one of them waits for it (its insert meets the mark being deleted), so the
-// wait is short, and the reading that follows holds no mark. A mark a flush in progress holds
-// (markAudienceSQL locks it until the flush commits) is skipped: its media waits for the next
-// run, so no rollup reads a snapshot without a flush whose mark it took.
+// takeSQL takes up to $1 marks. A mark a flush in progress holds (markAudienceSQL locks it
+// until the flush commits) is skipped, and so is one another rollup has taken and not yet
+// committed: its media waits for the next step or run. The marks taken stay locked, by their
+// deletion, until the step commits, so no flush of those media and no other rollup can come
+// between this step's reading and its write; a step that fails rolls its marks back.
 const takeSQL = `
 DELETE FROM audience_dirty
 WHERE media_id IN (SELECT media_id FROM audience_dirty ORDER BY media_id LIMIT $1 FOR UPDATE SKIP LOCKED)
 RETURNING media_id`
 
-// rollupSQL rewrites the media_audience rows of the media $1 from their playback rows, in one
-// statement, and counts the rows written. Viewers are the members who played a part (a
-// watched bucket) or finished it; views every member with a row (an open included). A media
-// deleted since it was marked is skipped.
+// rollupSQL rewrites the media_audience rows of the media $1 from their playback rows. It
+// reads playback by media ids alone (no coordinator table in the statement: Citus can run it
+// across shards). Viewers are the members who played a part (a watched bucket) or finished
+// it; views every member with a row (an open included). A media deleted since it was marked
+// is skipped.
 const rollupSQL = `
 WITH taken AS (
     SELECT DISTINCT unnest($1::bigint[]) AS media_id
@@ -79,46 +80,38 @@ ON CONFLICT (media_id) DO UPDATE
 SET views = excluded.views, viewers = excluded.viewers, finished = excluded.finished,
     watched_buckets = excluded.watched_buckets, retention = excluded.retention, computed_at = excluded.computed_at`
 
-// remarkSQL puts back the marks of media a failed rollup step had taken.
-const remarkSQL = `INSERT INTO audience_dirty (media_id) SELECT DISTINCT unnest($1::bigint[]) ORDER BY 1 ON CONFLICT DO NOTHING`
-
-// maxRollupBatches bounds one run: 400 000 media. The next period goes on with the rest.
+// maxRollupBatches bounds one run: 40 000 media. The next period goes on with the rest.
 const maxRollupBatches = 2000
 
 // Rollup rolls up every media marked as having new positions and reports how many it
-// rewrote. Each step takes a batch of marks (a short transaction), then rewrites their rows
-// (one statement); a step whose rewrite fails puts its marks back (if that fails too, those
-// media wait for their next position). Running it twice is harmless: a row is always
+// rewrote. Each step takes a batch of marks and rewrites their rows in one transaction
+// (takeSQL, rollupSQL), so a step that fails or is cut off keeps its marks, and two rollups
+// never write the same media out of order. Running it twice is harmless: a row is always
 // recomputed from the playback rows as they are. It reads every row of each media it takes,
 // about 16–20 µs per row measured (issue 35's review): a media with a million viewers costs
-// some 20 s of one database core per run that finds it marked.
+// some 20 s of one database core per run that finds it marked, and its flushes wait for that
+// step.
 func Rollup(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 	var total int64
 	for range maxRollupBatches {
-		rows, err := pool.Query(ctx, takeSQL, rollupBatch)
-		if err != nil {
-			return total, fmt.Errorf("audience rollup: take marks: %w", err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return total, fmt.Errorf("audience rollup: take marks: %w", err)
-		}
-		if len(ids) == 0 {
-			break
-		}
-		tag, err := pool.Exec(ctx, rollupSQL, ids)
-		if err != nil {
-			// Not ctx alone: a cancelled run must still give its marks back.
-			putBack, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			_, rerr := pool.Exec(putBack, remarkSQL, ids)
-			cancel()
-			if rerr != nil {
-				err = errors.Join(err, fmt.Errorf("put %d marks back: %w", len(ids), rerr))
+		var taken int
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, takeSQL, rollupBatch)
+			if err != nil {
+				return err
 			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if taken = len(ids); err != nil || taken == 0 {
+				return err
+			}
+			tag, err := tx.Exec(ctx, rollupSQL, ids)
+			total += tag.RowsAffected()
+			return err
+		})
+		if err != nil {
 			return total, fmt.Errorf("audience rollup: %w", err)
 		}
-		total += tag.RowsAffected()
-		if len(ids) < rollupBatch {
+		if taken < rollupBatch {
 			break
 		}
 	}

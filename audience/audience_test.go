@@ -158,7 +158,7 @@ func TestCollection_TheFunnelShowsWhereStudentsStop(t *testing.T) {
 		t.Fatalf("funnel %+v, want five lessons rolled up", c)
 	}
 	for i, l := range c.Lessons {
-		if l.MediaID != lessons[i] || l.Started != wantStarted[i] || l.Finished != wantFinished[i] {
+		if l.MediaID != lessons[i] || l.Started != wantStarted[i] || l.Finished == nil || *l.Finished != wantFinished[i] {
 			t.Errorf("lesson %d: %+v, want media %d started by %d, finished by %d", i+1, l, lessons[i], wantStarted[i], wantFinished[i])
 		}
 		switch {

@@ -48,9 +48,11 @@ type Lesson struct {
 	Position *int32 `json:"position"`
 	MediaID  int64  `json:"media_id"`
 	Title    string `json:"title"`
-	// Started are the lesson's viewers, Finished those who reached its completion point.
-	Started  int64 `json:"started"`
-	Finished int64 `json:"finished"`
+	// Started are the lesson's viewers, Finished those who reached its completion point:
+	// withheld (null, Withheld true) below MinViewers viewers, as a media's are.
+	Started  int64  `json:"started"`
+	Finished *int64 `json:"finished"`
+	Withheld bool   `json:"withheld"`
 	// Dropped is Started minus the next lesson's Started (absent for the last lesson): the
 	// viewers lost between them (negative when more started the next one).
 	Dropped *int64 `json:"dropped,omitempty"`
@@ -130,11 +132,15 @@ func (s *Store) Collection(ctx context.Context, name string, who auth.Identity) 
 	type lessonRow struct {
 		Lesson
 		owner      int64
+		finished   int64
 		computedAt *time.Time
 	}
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (lessonRow, error) {
 		var l lessonRow
-		err := row.Scan(&l.Chapter, &l.Position, &l.MediaID, &l.Title, &l.owner, &l.Started, &l.Finished, &l.computedAt)
+		err := row.Scan(&l.Chapter, &l.Position, &l.MediaID, &l.Title, &l.owner, &l.Started, &l.finished, &l.computedAt)
+		if l.Withheld = l.Started < MinViewers; !l.Withheld {
+			l.Finished = &l.finished
+		}
 		return l, err
 	})
 	if err != nil {

@@ -107,22 +107,31 @@ func (s *Scheduler) enqueueDue(ctx context.Context, k Kind) (scheduledRun, error
 	var run scheduledRun
 	err := pgx.BeginFunc(ctx, s.q.pool, func(tx pgx.Tx) error {
 		run = scheduledRun{}
-		// A schedule seen for the first time starts now: its first run is its first run time
-		// after that.
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO job_schedules (kind, schedule, last_run) VALUES ($1, $2, statement_timestamp())
-			ON CONFLICT (kind) DO NOTHING`, k.Name, sched.String()); err != nil {
-			return err
-		}
 		// SKIP LOCKED: a node holding the row (or a transaction left open on it) is
 		// enqueuing, or will roll back; waiting for it would stall this node's other kinds.
+		// The look comes before any write: an INSERT … ON CONFLICT would wait on a row another
+		// transaction has updated and not committed (issue 35's second review).
 		var last, now time.Time
 		var was string
 		err := tx.QueryRow(ctx, `SELECT last_run, schedule, statement_timestamp() FROM job_schedules WHERE kind = $1 FOR UPDATE SKIP LOCKED`,
 			k.Name).Scan(&last, &was, &now)
 		if errors.Is(err, pgx.ErrNoRows) {
+			// Held by another transaction, or never seen. A plain read waits for nothing.
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM job_schedules WHERE kind = $1)`, k.Name).Scan(&exists); err != nil {
+				return err
+			}
 			run.busy = true
-			return nil
+			if exists {
+				return nil
+			}
+			// Seen for the first time: it starts now, and its first run is its first run time
+			// after that. Two nodes seeing it at once: the second waits for the first's short
+			// transaction and inserts nothing.
+			_, err := tx.Exec(ctx, `
+				INSERT INTO job_schedules (kind, schedule, last_run) VALUES ($1, $2, statement_timestamp())
+				ON CONFLICT (kind) DO NOTHING`, k.Name, sched.String())
+			return err
 		}
 		if err != nil {
 			return err

@@ -54,7 +54,7 @@ function showCollection(c) {
   $('course-computed').textContent = c.computed_at ? `Rolled up ${new Date(c.computed_at).toLocaleString()}` : 'Not every lesson rolled up yet';
   const name = (l, i) => `${i + 1}. ${l.title}`;
   $('funnel-body').replaceChildren(...c.lessons.map((l, i) => el('tr', { dataset: { media: l.media_id } },
-    el('th', { scope: 'row' }, String(i + 1)), el('td', {}, l.title), el('td', {}, l.started), el('td', {}, l.finished),
+    el('th', { scope: 'row' }, String(i + 1)), el('td', {}, l.title), el('td', {}, l.started), el('td', {}, l.finished ?? 'withheld'),
     el('td', {}, l.dropped ?? '—'))));
   $('course').hidden = false;
   draw('funnel-chart', {

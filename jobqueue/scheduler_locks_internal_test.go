@@ -9,13 +9,14 @@ import (
 	"github.com/playhead/playhead/internal/pgtest"
 )
 
-// Review 5: SKIP LOCKED is only on the SELECT. The INSERT … ON CONFLICT DO NOTHING before it
+// SKIP LOCKED is only on the SELECT. The INSERT … ON CONFLICT DO NOTHING before it
 // waits for any in-progress transaction that has *written* the row (the dirty-snapshot
 // uniqueness check waits on an in-progress xmin/xmax that is not lock-only). The scheduler's
 // own transaction always ends with an UPDATE of the row, so a node frozen after that UPDATE
-// and before COMMIT (or an operator's UPDATE left open) stalls every other node's tick on
-// this kind, and since a tick takes the kinds one after the other, every periodic kind.
-func TestReview5_SchedulerWaitsOnARowAnotherTransactionUpdated(t *testing.T) {
+// and before COMMIT (or an operator's UPDATE left open) stalled every other node's tick on
+// this kind, and since a tick takes the kinds one after the other, every periodic kind. The
+// scheduler looks first (SKIP LOCKED) and inserts only a kind it has never seen.
+func TestScheduler_ARowAnotherTransactionUpdatedDoesNotStallIt(t *testing.T) {
 	pool, _ := pgtest.Pool(t)
 	ctx := context.Background()
 	k := Kind{Name: "a-updated", Periodic: &Periodic{Schedule: mustEvery(t, time.Second)}}
@@ -32,17 +33,16 @@ func TestReview5_SchedulerWaitsOnARowAnotherTransactionUpdated(t *testing.T) {
 	if _, err := holder.Exec(ctx, `UPDATE job_schedules SET next_run = now() WHERE kind = 'a-updated'`); err != nil {
 		t.Fatal(err)
 	}
-	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	// A safety net only: an enqueue that waits on the holder fails with the deadline.
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	start := time.Now()
-	run, err := s.enqueueDue(tctx, k)
-	if took := time.Since(start); err != nil || took > 2*time.Second {
-		t.Errorf("enqueueDue on a row another open transaction updated: busy=%v err=%v after %s (want busy, at once)", run.busy, err, took)
+	if run, err := s.enqueueDue(tctx, k); err != nil || !run.busy {
+		t.Errorf("enqueueDue on a row another open transaction updated: busy=%v err=%v (want busy, without waiting)", run.busy, err)
 	}
 }
 
 // The arithmetic skipped count for Every against the walk it replaced.
-func TestReview5_EverySkippedMatchesTheWalk(t *testing.T) {
+func TestDueRunTime_EverySkippedMatchesTheWalk(t *testing.T) {
 	r := rand.New(rand.NewSource(5))
 	for i := 0; i < 20000; i++ {
 		d := time.Duration(1+r.Intn(7200)) * time.Second
