@@ -2,6 +2,7 @@ package audience_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,22 +44,7 @@ func TestRollup_APositionCommittedDuringARollupIsRolledUpLater(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := v.pool.Exec(ctx, `
-		CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS
-		$$ BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;
-		CREATE CONSTRAINT TRIGGER hold_commit AFTER INSERT OR UPDATE ON playback
-		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION hold_commit()`); err != nil {
-		t.Fatal(err)
-	}
-	holder, err := v.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Release()
-	var holderPID int
-	if err := holder.QueryRow(ctx, `SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock(4242)) l`).Scan(&holderPID); err != nil {
-		t.Fatal(err)
-	}
+	holderPID, release := holdCommits(t, v, "playback")
 	flushed := make(chan error, 1)
 	go func() { flushed <- flushOne(103, 0, 10) }()
 	pgtest.WaitBlocked(t, v.pool, holderPID) // both statements ran; the commit waits
@@ -68,9 +54,7 @@ func TestRollup_APositionCommittedDuringARollupIsRolledUpLater(t *testing.T) {
 	if _, err := audience.Rollup(rollupCtx, v.pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock(4242)`); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if err := <-flushed; err != nil {
 		t.Fatal(err)
 	}
@@ -215,22 +199,7 @@ func TestRollup_ASecondRollupSkipsWhatTheFirstHolds(t *testing.T) {
 	id := v.video(t, 7, "lecture")
 	reports, _ := play(nil, 101, id, 0, 0, 10)
 	v.flush(t, reports)
-	if _, err := v.pool.Exec(ctx, `
-		CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS
-		$$ BEGIN PERFORM pg_advisory_xact_lock(4343); RETURN NULL; END $$;
-		CREATE CONSTRAINT TRIGGER hold_commit AFTER INSERT OR UPDATE ON media_audience
-		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION hold_commit()`); err != nil {
-		t.Fatal(err)
-	}
-	holder, err := v.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Release()
-	var holderPID int
-	if err := holder.QueryRow(ctx, `SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock(4343)) l`).Scan(&holderPID); err != nil {
-		t.Fatal(err)
-	}
+	holderPID, release := holdCommits(t, v, "media_audience")
 	first := make(chan error, 1)
 	go func() { _, err := audience.Rollup(ctx, v.pool); first <- err }()
 	pgtest.WaitBlocked(t, v.pool, holderPID) // the first holds the media's mark, at its commit
@@ -266,10 +235,42 @@ func TestRollup_ASecondRollupSkipsWhatTheFirstHolds(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock(4343)`); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// holdCommits makes every transaction that writes table wait at its commit (a deferred
+// constraint trigger that takes an advisory lock) until release; it returns the backend that
+// holds the lock, for pgtest.WaitBlocked. release is also run when the test ends.
+func holdCommits(t *testing.T, v *viewing, table string) (holderPID int, release func()) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := v.pool.Exec(ctx, `
+		CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;
+		CREATE CONSTRAINT TRIGGER hold_commit AFTER INSERT OR UPDATE ON `+table+`
+		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION hold_commit()`); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := v.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.QueryRow(ctx, `SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock(4242)) l`).Scan(&holderPID); err != nil {
+		holder.Release()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock(4242)`); err != nil {
+				t.Error(err)
+			}
+			holder.Release()
+		})
+	}
+	t.Cleanup(release)
+	return holderPID, release
 }
