@@ -1,8 +1,6 @@
 package audience
 
 import (
-	"net/url"
-
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/playhead/playhead/auth"
@@ -36,12 +34,8 @@ func (h *Handler) media(c *fiber.Ctx) error {
 }
 
 func (h *Handler) collection(c *fiber.Ctx) error {
-	// Fiber leaves path parameters escaped; collection names are often Korean ("레벨1").
-	name, err := url.PathUnescape(c.Params("collection"))
+	name, err := collection.NameParam(c)
 	if err != nil {
-		name = ""
-	}
-	if err := collection.CheckName("collection", name); err != nil {
 		return err
 	}
 	a, err := h.Store.Collection(c.UserContext(), name, auth.From(c))

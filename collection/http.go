@@ -25,13 +25,19 @@ func (h *Handler) Register(router fiber.Router) {
 	httpserver.Get(router, "/me/collections", h.started)
 }
 
-func (h *Handler) get(c *fiber.Ctx) error {
-	// Fiber leaves path parameters escaped; collection names are often Korean ("레벨1").
+// NameParam is the route's :collection parameter, unescaped (Fiber leaves path parameters
+// escaped; collection names are often Korean, "레벨1") and checked by CheckName.
+func NameParam(c *fiber.Ctx) (string, error) {
 	name, err := url.PathUnescape(c.Params("collection"))
 	if err != nil {
 		name = ""
 	}
-	if err := CheckName("collection", name); err != nil {
+	return name, CheckName("collection", name)
+}
+
+func (h *Handler) get(c *fiber.Ctx) error {
+	name, err := NameParam(c)
+	if err != nil {
 		return err
 	}
 	member := auth.From(c).MemberID

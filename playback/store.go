@@ -156,15 +156,21 @@ func (s *Store) Flush(ctx context.Context, batch []buffer.Entry[Key, Position]) 
 		members[i], medias[i] = e.Key.Member, e.Key.Media
 		positions[i], times[i] = e.Value.PositionMS, e.Value.EventTime
 	}
-	// One round trip, one implicit transaction: the positions and the audience's marks of
-	// their media (audience_dirty, migration 00019) commit together.
-	var b pgx.Batch
-	b.Queue(flushSQL, members, medias, positions, times, time.Now(), s.completion.Ratio, s.completion.TailMS(), s.watchedRanges, s.watchedWithin)
-	b.Queue(markAudienceSQL, medias)
-	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
+	if err := s.writeMarked(ctx, medias, flushSQL, members, medias, positions, times); err != nil {
 		return flushError(len(batch), err)
 	}
 	return nil
+}
+
+// writeMarked runs an upsert (flushSQL or upsertOneSQL) with its positions' args ($1–$4) and
+// the store's ($5–$9), and marks medias for the audience rollups, in one round trip and one
+// implicit transaction: the positions and the marks of their media (audience_dirty,
+// migration 00019) commit together.
+func (s *Store) writeMarked(ctx context.Context, medias []int64, upsert string, args ...any) error {
+	var b pgx.Batch
+	b.Queue(upsert, append(args, time.Now(), s.completion.Ratio, s.completion.TailMS(), s.watchedRanges, s.watchedWithin)...)
+	b.Queue(markAudienceSQL, medias)
+	return s.pool.SendBatch(ctx, &b).Close()
 }
 
 // markAudienceSQL marks the media of a batch as having new positions for the audience
@@ -210,11 +216,7 @@ FROM reported t
 
 // UpsertOne writes one position on the request path (the synchronous baseline).
 func (s *Store) UpsertOne(ctx context.Context, key Key, pos Position) error {
-	var b pgx.Batch
-	b.Queue(upsertOneSQL, key.Member, key.Media, pos.PositionMS, pos.EventTime, time.Now(), s.completion.Ratio, s.completion.TailMS(),
-		s.watchedRanges, s.watchedWithin)
-	b.Queue(markAudienceSQL, []int64{key.Media})
-	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
+	if err := s.writeMarked(ctx, []int64{key.Media}, upsertOneSQL, key.Member, key.Media, pos.PositionMS, pos.EventTime); err != nil {
 		return fmt.Errorf("write playback row: %w", err)
 	}
 	return nil
