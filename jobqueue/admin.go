@@ -2,6 +2,7 @@ package jobqueue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -32,6 +33,15 @@ type Row struct {
 	LastError    *string    `json:"last_error,omitempty"`
 	// Errors are the errors of its last attempts (at most keptErrors), the newest last.
 	Errors []AttemptError `json:"errors"`
+	// GroupID is the job's group (the id of its first job), absent for a job on its own.
+	GroupID *int64 `json:"group_id,omitempty"`
+	// Args are the job's own parameters, absent when it has none.
+	Args json.RawMessage `json:"args,omitempty"`
+	// WaitingOn is how many of its parents are not COMPLETED yet (WAITING jobs only).
+	WaitingOn int `json:"waiting_on"`
+	// Parents are the jobs it waits for, Dependants the jobs that wait for it.
+	Parents    []int64 `json:"parents"`
+	Dependants []int64 `json:"dependants"`
 }
 
 // AttemptError is the error one attempt of a job ended with (a retry, its death, the
@@ -42,23 +52,27 @@ type AttemptError struct {
 	Error   string    `json:"error"`
 }
 
-// Filter selects the jobs List returns: of Kind and Status when set, with an id below Before
-// when set (the next page), at most Limit.
+// Filter selects the jobs List returns: of Kind, Status and Group when set, with an id below
+// Before when set (the next page), at most Limit.
 type Filter struct {
 	Kind   string
 	Status Status
+	Group  int64
 	Before int64
 	Limit  int
 }
 
 const rowColumns = `id, kind, subject_id, status, attempt_count, max_attempts, available_at, enqueued_at,
-		       claimed_by, lease_until, completed_at, last_error, errors`
+		       claimed_by, lease_until, completed_at, last_error, errors, group_id, args, waiting_on,
+		       ARRAY(SELECT parent_id FROM job_dependencies WHERE job_id = jobs.id ORDER BY parent_id),
+		       ARRAY(SELECT job_id FROM job_dependencies WHERE parent_id = jobs.id ORDER BY job_id)`
 
 // List returns the jobs f selects, newest first.
 func (q *Queue) List(ctx context.Context, f Filter) ([]Row, error) {
 	rows, err := q.pool.Query(ctx, `SELECT `+rowColumns+` FROM jobs
 		WHERE ($1 = '' OR kind = $1) AND ($2 = '' OR status = $2) AND ($3::bigint = 0 OR id < $3)
-		ORDER BY id DESC LIMIT $4`, f.Kind, f.Status, f.Before, f.Limit)
+		  AND ($5::bigint = 0 OR group_id = $5)
+		ORDER BY id DESC LIMIT $4`, f.Kind, f.Status, f.Before, f.Limit, f.Group)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -101,16 +115,17 @@ func (q *Queue) Counts(ctx context.Context) ([]Count, error) {
 }
 
 // Statuses are every status of a job, in the order of its life.
-var Statuses = []Status{StatusPending, StatusProcessing, StatusCompleted, StatusDead}
+var Statuses = []Status{StatusWaiting, StatusPending, StatusProcessing, StatusCompleted, StatusDead}
 
 // CancelReason is the error, and the reason its owner is told, of a job an administrator
 // cancelled.
 const CancelReason = "cancelled by an administrator"
 
-// Cancel ends a PENDING or PROCESSING job now: DEAD, with its kind's Fail writes (its media
-// FAILED, its owner told), as a transition like every finish. A worker still running it loses
-// its claim: its fenced finish changes nothing, and its outputs are discarded. A job in
-// another status is refused.
+// Cancel ends a WAITING, PENDING or PROCESSING job now: DEAD, with its kind's Fail writes
+// (its media FAILED, its owner told), as a transition like every finish, and the jobs that
+// wait for it with it (their kinds' OnParentDead). A worker still running it loses its claim:
+// its fenced finish changes nothing, and its outputs are discarded. A job in another status
+// is refused.
 func (q *Queue) Cancel(ctx context.Context, id int64) error {
 	j, kind, err := q.adminJob(ctx, id)
 	if err != nil {
@@ -121,15 +136,15 @@ func (q *Queue) Cancel(ctx context.Context, id int64) error {
 	if kind.Fail != nil {
 		fail = func(ctx context.Context, tx pgx.Tx) error { return kind.Fail(ctx, tx, j, cause) }
 	}
-	changed, err := q.transition(ctx, j, fail, `
+	changed, err := q.transition(ctx, j, change{to: StatusDead, cause: cause}, fail, `
 		UPDATE jobs SET status = 'DEAD', completed_at = statement_timestamp(), claim_token = NULL, claimed_by = NULL,
 		       lease_until = NULL, last_error = $2, `+appendError("$2")+`
-		WHERE id = $1 AND status IN ('PENDING', 'PROCESSING')`, id, CancelReason)
+		WHERE id = $1 AND status IN ('WAITING', 'PENDING', 'PROCESSING')`, id, CancelReason)
 	switch {
 	case err != nil:
 		return fmt.Errorf("cancel job %d: %w", id, err)
 	case !changed:
-		return apperr.Errorf(apperr.Conflict, "job %d is not PENDING or PROCESSING: only a job still to run or running can be cancelled", id)
+		return apperr.Errorf(apperr.Conflict, "job %d is not WAITING, PENDING or PROCESSING: only a job still to run or running can be cancelled", id)
 	}
 	return nil
 }
@@ -138,11 +153,13 @@ func (q *Queue) Cancel(ctx context.Context, id int64) error {
 // domain side stays as its death left it (the media FAILED). A job in another status is
 // refused.
 func (q *Queue) Discard(ctx context.Context, id int64) error {
-	tag, err := q.pool.Exec(ctx, `DELETE FROM jobs WHERE id = $1 AND status = 'DEAD'`, id)
+	var deleted int64
+	err := q.pool.QueryRow(ctx, `WITH gone AS (DELETE FROM jobs WHERE id = $1 AND status = 'DEAD' RETURNING id, group_id)
+		`+forgetEdges, id).Scan(&deleted)
 	if err != nil {
 		return fmt.Errorf("discard job %d: %w", id, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if deleted == 0 {
 		if _, err := q.Get(ctx, id); err != nil {
 			return err
 		}
@@ -155,7 +172,7 @@ func (q *Queue) Discard(ctx context.Context, id int64) error {
 // node does not know is refused, since its domain side could not be written.
 func (q *Queue) adminJob(ctx context.Context, id int64) (Job, Kind, error) {
 	j := Job{ID: id}
-	err := q.pool.QueryRow(ctx, `SELECT kind, subject_id, max_attempts FROM jobs WHERE id = $1`, id).Scan(&j.Kind, &j.Subject, &j.MaxAttempts)
+	err := q.pool.QueryRow(ctx, `SELECT kind, subject_id, max_attempts, coalesce(group_id, 0) FROM jobs WHERE id = $1`, id).Scan(&j.Kind, &j.Subject, &j.MaxAttempts, &j.Group)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return j, Kind{}, apperr.Errorf(apperr.NotFound, "job %d not found", id)
 	}
@@ -169,9 +186,12 @@ func (q *Queue) adminJob(ctx context.Context, id int64) (Job, Kind, error) {
 	return j, kind, nil
 }
 
-// RetryDead gives a DEAD job fresh attempts: PENDING now, with its kind's Revive writes (its
-// media PROCESSING again), as a transition like every finish (its kind's Lock first). A job of
-// a kind this node does not know is refused: its domain side could not be revived.
+// RetryDead gives a DEAD job fresh attempts: PENDING now (WAITING when a job it waits for is
+// not COMPLETED yet), with its kind's Revive writes (its media PROCESSING again), as a
+// transition like every finish (its kind's Lock first); the jobs that wait for it and were
+// cancelled with it wait again. A job of a kind this node does not know is refused: its domain
+// side could not be revived. So is a job that waits for a DEAD job: that one is to be retried
+// first.
 func (q *Queue) RetryDead(ctx context.Context, id int64) error {
 	j, kind, err := q.adminJob(ctx, id)
 	if err != nil {
@@ -185,14 +205,22 @@ func (q *Queue) RetryDead(ctx context.Context, id int64) error {
 		}
 		return notify.Send(ctx, tx, Channel, j.Kind)
 	}
-	changed, err := q.transition(ctx, j, revive, `
-		UPDATE jobs SET status = 'PENDING', attempt_count = 0, available_at = statement_timestamp(),
+	changed, err := q.transition(ctx, j, change{to: StatusPending}, revive, `
+		UPDATE jobs SET status = CASE WHEN w.n > 0 THEN 'WAITING' ELSE 'PENDING' END, waiting_on = w.n,
+		       attempt_count = 0, available_at = statement_timestamp(),
 		       completed_at = NULL, claim_token = NULL, claimed_by = NULL, lease_until = NULL
-		WHERE id = $1 AND status = 'DEAD'`, id)
+		FROM (SELECT count(*) FILTER (WHERE p.status <> 'COMPLETED') AS n, count(*) FILTER (WHERE p.status = 'DEAD') AS dead
+		      FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id WHERE d.job_id = $1) w
+		WHERE id = $1 AND status = 'DEAD' AND w.dead = 0`, id)
 	switch {
 	case err != nil:
 		return fmt.Errorf("retry job %d: %w", id, err)
 	case !changed:
+		var parent int64
+		if q.pool.QueryRow(ctx, `SELECT p.id FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id
+			WHERE d.job_id = $1 AND p.status = 'DEAD' ORDER BY p.id LIMIT 1`, id).Scan(&parent) == nil {
+			return apperr.Errorf(apperr.Conflict, "job %d waits for job %d, which is DEAD: retry that one first", id, parent)
+		}
 		// Not DEAD any more, or deleted by retention since it was read.
 		return apperr.Errorf(apperr.Conflict, "job %d is not DEAD", id)
 	}
@@ -219,13 +247,16 @@ func (h *AdminHandler) Register(router fiber.Router) {
 func (h *AdminHandler) list(c *fiber.Ctx) error {
 	f := Filter{Kind: c.Query("kind"), Status: Status(strings.ToUpper(c.Query("status")))}
 	if f.Status != "" && !slices.Contains(Statuses, f.Status) {
-		return apperr.Errorf(apperr.Invalid, "status must be PENDING, PROCESSING, COMPLETED or DEAD")
+		return apperr.Errorf(apperr.Invalid, "status must be WAITING, PENDING, PROCESSING, COMPLETED or DEAD")
 	}
 	if f.Kind != "" && !slices.Contains(h.Queue.kinds.names, f.Kind) {
 		return apperr.Errorf(apperr.Invalid, "kind must be one of %s", strings.Join(h.Queue.kinds.names, ", "))
 	}
 	var err error
 	if f.Before, err = httpserver.QueryID(c, "before"); err != nil {
+		return err
+	}
+	if f.Group, err = httpserver.QueryID(c, "group"); err != nil {
 		return err
 	}
 	if f.Limit, err = httpserver.QueryLimitUpTo(c, 100, 1000); err != nil {

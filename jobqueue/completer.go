@@ -150,6 +150,19 @@ FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
 WHERE j.id = c.id AND j.status = 'PROCESSING' AND j.claim_token = c.token AND j.lease_until > statement_timestamp()
 RETURNING j.claim_token::text`
 
+// completeBatchReleasingSQL is completeBatchSQL for a batch with jobs of a group: in the same
+// statement, the dependants of the jobs it completed count them done (releaseCTEs). Plain
+// batches keep completeBatchSQL, so jobs without a group pay nothing for dependencies.
+var completeBatchReleasingSQL = `
+WITH done AS (
+    UPDATE jobs j
+    SET status = 'COMPLETED', completed_at = statement_timestamp(), lease_until = NULL, last_error = NULL
+    FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
+    WHERE j.id = c.id AND j.status = 'PROCESSING' AND j.claim_token = c.token AND j.lease_until > statement_timestamp()
+    RETURNING j.id, j.claim_token::text AS token
+), ` + releaseCTEs(`SELECT id FROM done`) + `
+SELECT done.token FROM done CROSS JOIN (` + notifyReleased + `) notified`
+
 // completeBatch marks jobs COMPLETED in one fenced statement (its own transaction) and reports,
 // for each job in order, nil when its completion committed and ErrClaimLost when its claim was
 // lost. It is only for jobs whose kind has no Lock hook and whose completion has no domain
@@ -159,10 +172,14 @@ RETURNING j.claim_token::text`
 func (q *Queue) completeBatch(ctx context.Context, jobs []Job) ([]error, error) {
 	ids := make([]int64, len(jobs))
 	tokens := make([]string, len(jobs))
+	sql := completeBatchSQL
 	for i, j := range jobs {
 		ids[i], tokens[i] = j.ID, j.ClaimToken
+		if j.Group != 0 {
+			sql = completeBatchReleasingSQL
+		}
 	}
-	rows, err := q.pool.Query(ctx, completeBatchSQL, ids, tokens)
+	rows, err := q.pool.Query(ctx, sql, ids, tokens)
 	if err != nil {
 		return nil, fmt.Errorf("complete %d jobs: %w", len(jobs), err)
 	}

@@ -31,6 +31,7 @@ package jobqueue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -44,6 +45,8 @@ type Status string
 
 // The job statuses.
 const (
+	// StatusWaiting is a job of a group waiting for its parents (see group.go).
+	StatusWaiting    Status = "WAITING"
 	StatusPending    Status = "PENDING"
 	StatusProcessing Status = "PROCESSING"
 	StatusCompleted  Status = "COMPLETED"
@@ -66,6 +69,10 @@ type Job struct {
 	Attempt     int
 	MaxAttempts int
 	EnqueuedAt  time.Time
+	// Group is the id of the job's group, 0 for a job enqueued on its own.
+	Group int64
+	// Args are the job's own parameters (GroupJob.Args), nil when it has none.
+	Args json.RawMessage
 }
 
 // LastAttempt reports whether a failure of this attempt makes the job DEAD.
@@ -96,6 +103,9 @@ type Kind struct {
 	// Revive writes the domain side of an admin retry of the DEAD job j (its media PROCESSING
 	// again). Optional.
 	Revive TxFunc
+	// OnParentDead is what becomes of a WAITING job of this kind when a job it waits for
+	// goes DEAD. Default CancelWhenParentDead.
+	OnParentDead ParentDeadRule
 	// Periodic makes the kind's jobs enqueued by a Scheduler, one per run time of its
 	// schedule. Optional.
 	Periodic *Periodic

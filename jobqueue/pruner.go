@@ -79,13 +79,28 @@ const pruneLockKey = 0x706c6179_72657465 // "playrete"
 // its retention (a hash semi-join): each batch read the whole backlog. The locked ids, as one
 // array, make the DELETE a primary-key lookup: a batch reads a batch (and a join on the ids
 // would still be free to hash the whole table).
+//
+// A deleted job of a group takes the edges that name it as the dependant (forgetEdges).
 const pruneSQL = `
-DELETE FROM jobs
-WHERE id = ANY(ARRAY(
-    SELECT id FROM jobs
-    WHERE status = $1 AND completed_at < statement_timestamp() - $2::interval
-    ORDER BY completed_at LIMIT $3
-    FOR UPDATE))`
+WITH gone AS (
+    DELETE FROM jobs
+    WHERE id = ANY(ARRAY(
+        SELECT id FROM jobs
+        WHERE status = $1 AND completed_at < statement_timestamp() - $2::interval
+        ORDER BY completed_at LIMIT $3
+        FOR UPDATE))
+    RETURNING id, group_id
+)
+` + forgetEdges
+
+// forgetEdges follows a CTE "gone" of deleted jobs (id, group_id): it deletes the edges whose
+// dependant is one of the grouped ones, and counts the jobs deleted (as the statement's
+// command tag does not). An edge whose parent went is left: every query that counts parents
+// joins the parent's row, so it counts for nothing, and it goes with its dependant.
+const forgetEdges = `, edges AS (
+    DELETE FROM job_dependencies d USING gone WHERE gone.group_id IS NOT NULL AND d.job_id = gone.id
+)
+SELECT count(*) FROM gone`
 
 // Prune deletes finished jobs older than their retention, in batches (dbpool.Batches), each in
 // its own short transaction under a transaction advisory lock: one node prunes at a time, and
@@ -98,8 +113,9 @@ func (p *Pruner) Prune(ctx context.Context) (int64, error) {
 	}{{StatusCompleted, p.cfg.CompletedAfter}, {StatusDead, p.cfg.DeadAfter}} {
 		// Bounded: at most 1000 batches per call; the next run continues.
 		deleted, err := dbpool.Batches(ctx, p.q.pool, pruneLockKey, p.cfg.Batch, 1000, func(tx pgx.Tx) (int64, error) {
-			tag, err := tx.Exec(ctx, pruneSQL, r.status, r.age, p.cfg.Batch)
-			return tag.RowsAffected(), err
+			var deleted int64
+			err := tx.QueryRow(ctx, pruneSQL, r.status, r.age, p.cfg.Batch).Scan(&deleted)
+			return deleted, err
 		})
 		total += deleted
 		if err != nil {

@@ -107,11 +107,12 @@ RETURNING ` + jobColumns
 const expiredReason = "lease expired (the worker died or hung); claimed again"
 
 // jobColumns are the columns scanJob reads, in its order.
-const jobColumns = `j.id, j.kind, j.subject_id, j.claim_token::text, j.attempt_count, j.max_attempts, j.enqueued_at`
+const jobColumns = `j.id, j.kind, j.subject_id, coalesce(j.claim_token::text, ''), j.attempt_count, j.max_attempts, j.enqueued_at,
+	coalesce(j.group_id, 0), j.args`
 
 func scanJob(row pgx.CollectableRow) (Job, error) {
 	var j Job
-	err := row.Scan(&j.ID, &j.Kind, &j.Subject, &j.ClaimToken, &j.Attempt, &j.MaxAttempts, &j.EnqueuedAt)
+	err := row.Scan(&j.ID, &j.Kind, &j.Subject, &j.ClaimToken, &j.Attempt, &j.MaxAttempts, &j.EnqueuedAt, &j.Group, &j.Args)
 	return j, err
 }
 
@@ -177,7 +178,7 @@ func (q *Queue) Heartbeat(ctx context.Context, j Job) error {
 // Complete marks the job COMPLETED, with commit's domain writes, in one fenced transaction.
 // commit may be nil.
 func (q *Queue) Complete(ctx context.Context, j Job, commit func(ctx context.Context, tx pgx.Tx) error) error {
-	return q.fenced(ctx, j, commit,
+	return q.fenced(ctx, j, change{to: StatusCompleted}, commit,
 		`UPDATE jobs SET status = 'COMPLETED', completed_at = statement_timestamp(), lease_until = NULL, last_error = NULL WHERE `+fence)
 }
 
@@ -205,7 +206,7 @@ func (q *Queue) Dead(ctx context.Context, j Job, cause error) error {
 	if fail != nil {
 		domain = func(ctx context.Context, tx pgx.Tx) error { return fail(ctx, tx, j, cause) }
 	}
-	return q.fenced(ctx, j, domain,
+	return q.fenced(ctx, j, change{to: StatusDead, cause: cause}, domain,
 		`UPDATE jobs SET status = 'DEAD', completed_at = statement_timestamp(), lease_until = NULL, last_error = $3, `+appendError("$3")+` WHERE `+fence,
 		storableError(cause.Error()))
 }
@@ -277,8 +278,8 @@ func (q *Queue) Release(ctx context.Context, j Job) error {
 
 // fenced runs final, a fenced update of j, as a transition (see transition), with
 // ErrClaimLost when it updates no row.
-func (q *Queue) fenced(ctx context.Context, j Job, domain func(ctx context.Context, tx pgx.Tx) error, final string, args ...any) error {
-	changed, err := q.transition(ctx, j, domain, final, append([]any{j.ID, j.ClaimToken}, args...)...)
+func (q *Queue) fenced(ctx context.Context, j Job, c change, domain func(ctx context.Context, tx pgx.Tx) error, final string, args ...any) error {
+	changed, err := q.transition(ctx, j, c, domain, final, append([]any{j.ID, j.ClaimToken}, args...)...)
 	switch {
 	case err != nil:
 		return fmt.Errorf("finish job %d: %w", j.ID, err)
@@ -288,12 +289,21 @@ func (q *Queue) fenced(ctx context.Context, j Job, domain func(ctx context.Conte
 	return nil
 }
 
+// change is what a transition's update does to the job, for the job's dependants: to is its
+// new status (COMPLETED, DEAD, or PENDING for an admin retry) and cause, for DEAD, why.
+type change struct {
+	to    Status
+	cause error
+}
+
 // transition is every change of a job's status that has a domain side (completion, death,
 // the rescuer's sweep, an admin retry), in one transaction: first j's kind's Lock (its domain
 // rows, so that every writer locks members → media → jobs in that order and none can
-// deadlock), then update on the job row, then, only if update changed a row, domain's writes.
+// deadlock), then update on the job row, then, only if update changed a row, domain's writes,
+// and last, for a job of a group, what c means for its dependants: released when it
+// COMPLETED, cancelled when it went DEAD, brought back when it was retried (group.go).
 // It reports whether update changed a row; when it did not, nothing was written.
-func (q *Queue) transition(ctx context.Context, j Job, domain func(ctx context.Context, tx pgx.Tx) error, update string, args ...any) (bool, error) {
+func (q *Queue) transition(ctx context.Context, j Job, c change, domain func(ctx context.Context, tx pgx.Tx) error, update string, args ...any) (bool, error) {
 	lock := q.kinds.kinds[j.Kind].Lock
 	changed := false
 	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
@@ -308,7 +318,20 @@ func (q *Queue) transition(ctx context.Context, j Job, domain func(ctx context.C
 		}
 		changed = true
 		if domain != nil {
-			return domain(ctx, tx)
+			if err := domain(ctx, tx); err != nil {
+				return err
+			}
+		}
+		if j.Group == 0 {
+			return nil
+		}
+		switch c.to {
+		case StatusCompleted:
+			return releaseDependants(ctx, tx, j.ID)
+		case StatusDead:
+			return q.cancelBelow(ctx, tx, j, c.cause)
+		case StatusPending:
+			return q.reviveBelow(ctx, tx, j)
 		}
 		return nil
 	})

@@ -108,14 +108,13 @@ func (r *Rescuer) Sweep(ctx context.Context) ([]Job, error) {
 // sweepOne marks j DEAD if it is still the expired claim the sweep saw, as a transition:
 // the kind's domain rows locked first, then the job row, like every finish.
 func (r *Rescuer) sweepOne(ctx context.Context, j Job) (bool, error) {
+	cause := WithReason(errors.New(rescueReason), "processing stopped: the worker running it died or hung")
 	var fail func(ctx context.Context, tx pgx.Tx) error
 	if kindFail := r.q.kinds.kinds[j.Kind].Fail; kindFail != nil {
-		fail = func(ctx context.Context, tx pgx.Tx) error {
-			return kindFail(ctx, tx, j, WithReason(errors.New(rescueReason), "processing stopped: the worker running it died or hung"))
-		}
+		fail = func(ctx context.Context, tx pgx.Tx) error { return kindFail(ctx, tx, j, cause) }
 	}
 	// 0 rows: another node swept it first, or its worker came back in time.
-	return r.q.transition(ctx, j, fail, `
+	return r.q.transition(ctx, j, change{to: StatusDead, cause: cause}, fail, `
 		UPDATE jobs SET status = 'DEAD', completed_at = statement_timestamp(), lease_until = NULL, last_error = $3, `+appendError("$3")+`
 		WHERE id = $1 AND status = 'PROCESSING' AND claim_token = $2::uuid AND lease_until <= statement_timestamp()`,
 		j.ID, j.ClaimToken, rescueReason)

@@ -16,6 +16,8 @@ type Node struct {
 	RelationName string  `json:"Relation Name"`
 	ActualRows   float64 `json:"Actual Rows"`
 	ActualLoops  float64 `json:"Actual Loops"`
+	// RemovedByFilter counts the rows a scan read and dropped for its filter.
+	RemovedByFilter float64 `json:"Rows Removed by Filter"`
 	Plans        []Node  `json:"Plans"`
 }
 
@@ -50,6 +52,19 @@ func (n Node) RowsReadFrom(relation string) float64 {
 	}
 	for _, child := range n.Plans {
 		rows += child.RowsReadFrom(relation)
+	}
+	return rows
+}
+
+// RowsExaminedFrom is RowsReadFrom with the rows each scan read and dropped for its filter:
+// every row of relation the plan looked at.
+func (n Node) RowsExaminedFrom(relation string) float64 {
+	var rows float64
+	if n.RelationName == relation && n.NodeType != "ModifyTable" {
+		rows += (n.ActualRows + n.RemovedByFilter) * n.ActualLoops
+	}
+	for _, child := range n.Plans {
+		rows += child.RowsExaminedFrom(relation)
 	}
 	return rows
 }

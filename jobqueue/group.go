@@ -1,0 +1,325 @@
+package jobqueue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/playhead/playhead/notify"
+)
+
+// Job dependencies (issue 34). A group is jobs enqueued together in one transaction
+// (EnqueueGroup, or ContinueGroup from inside a job's completion); a job of a group may wait
+// for other jobs of it, its parents. It is WAITING, outside both claimable indexes, until
+// every parent is COMPLETED; the completion that finishes its last parent makes it PENDING in
+// that parent's own finishing transaction, and claims take it from there like any job. So a
+// claim reads no WAITING job at all, however many wait (TestClaim_WaitingJobsAreNeverRead),
+// and a job without a group pays nothing: each step below runs only for jobs whose Group is
+// set, and the batch completion of plain jobs is the statement it always was.
+//
+// A parent that goes DEAD (its last attempt failed, the rescuer swept it, an administrator
+// cancelled it) takes its WAITING descendants with it, in the same transaction, each by its
+// kind's OnParentDead rule. An administrator's retry of the parent brings the descendants
+// that never ran back to WAITING. Fencing, leases, retries, the rescuer and the pruner are
+// the same for every job of a group: a job is claimed, heartbeats and finishes as any other.
+
+// ParentDeadRule is what happens to a WAITING job when a job it waits for (directly or not)
+// goes DEAD. The dependant's kind chooses it.
+type ParentDeadRule int
+
+// The rules.
+const (
+	// CancelWhenParentDead makes the job DEAD without running it and without its kind's Fail
+	// hook: the parent's own Fail hook said what there is to say (the default).
+	CancelWhenParentDead ParentDeadRule = iota
+	// FailWhenParentDead makes the job DEAD with its kind's Lock and Fail hooks, Fail's cause
+	// wrapping the parent's (ReasonOf gives the parent's reason). Its Lock runs after the
+	// parent's job row is locked: when it locks rows another kind's completion locks in the
+	// opposite order, PostgreSQL may break a deadlock by failing one of the two transactions,
+	// which then retries (the runner settles its completion; a death left undone is the
+	// rescuer's once its lease expires). An admin retry of the parent runs its Revive hook.
+	FailWhenParentDead
+)
+
+// GroupJob is one job of a group to enqueue.
+type GroupJob struct {
+	// Kind and Subject are the job's kind and the id of the row it is about. Required.
+	Kind    string
+	Subject int64
+	// Args are the job's own parameters, as JSON (Job.Args). Optional.
+	Args json.RawMessage
+	// MaxAttempts is how many attempts the job has, from 1.
+	MaxAttempts int
+	// After are the indexes, in the same call, of the jobs this one waits for: it runs once
+	// all of them are COMPLETED. Only earlier jobs may be named, so a group cannot hold a
+	// cycle.
+	After []int
+}
+
+// enqueueGroupSQL inserts a group in one statement: the ids are drawn from the jobs'
+// identity first, so that the edges can name them in the same statement. $8 is the job whose
+// completion continues its group (ContinueGroup), or NULL for a new group; that job is
+// COMPLETED in this very transaction (the check is the founder CTE returning its row), takes
+// the group's id when it had none, and becomes a parent of the jobs that name no other.
+const enqueueGroupSQL = `
+WITH spec AS (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::jsonb[], $4::int[], $5::int[])
+        WITH ORDINALITY AS s(kind, subject_id, args, max_attempts, waiting_on, n)
+), ids AS MATERIALIZED (
+    SELECT n, nextval(pg_get_serial_sequence('jobs', 'id')) AS id FROM spec
+), founder AS (
+    UPDATE jobs SET group_id = coalesce(group_id, id)
+    WHERE id = $8 AND status = 'COMPLETED'
+    RETURNING id, group_id
+), inserted AS (
+    INSERT INTO jobs (id, kind, subject_id, args, max_attempts, waiting_on, status, group_id)
+    OVERRIDING SYSTEM VALUE
+    SELECT ids.id, s.kind, s.subject_id, s.args, s.max_attempts, s.waiting_on,
+           CASE WHEN s.waiting_on > 0 THEN 'WAITING' ELSE 'PENDING' END,
+           coalesce((SELECT group_id FROM founder), (SELECT id FROM ids WHERE n = 1))
+    FROM spec s JOIN ids USING (n)
+    WHERE $8::bigint IS NULL OR EXISTS (SELECT 1 FROM founder)
+), edges AS (
+    INSERT INTO job_dependencies (parent_id, job_id)
+    SELECT p.id, c.id FROM unnest($6::int[], $7::int[]) AS e(child, parent)
+    JOIN ids c ON c.n = e.child JOIN ids p ON p.n = e.parent
+    WHERE $8::bigint IS NULL OR EXISTS (SELECT 1 FROM founder)
+    UNION ALL
+    SELECT f.id, ids.id FROM founder f, ids JOIN spec s USING (n) WHERE s.waiting_on = 0
+)
+SELECT ids.id, EXISTS (SELECT 1 FROM founder) FROM ids ORDER BY n`
+
+// EnqueueGroup inserts jobs as a new group inside the caller's transaction, so the group
+// exists exactly when the caller's change commits, and wakes the idle runners of the kinds
+// that can run at once. It returns the jobs' ids, in order; the group's id is the first's.
+func EnqueueGroup(ctx context.Context, tx pgx.Tx, jobs []GroupJob) ([]int64, error) {
+	return enqueueGroup(ctx, tx, nil, jobs)
+}
+
+// ContinueGroup adds jobs to the group of from, inside from's own completion (its
+// Result.Commit, where from is already COMPLETED in the transaction): from becomes a parent of
+// every job that names no other, and the group's first job when it had none. This is how a
+// job that learns what is to be done (a probe, planning the renditions of an encode) hands
+// the work on. Called anywhere else, it fails and enqueues nothing.
+func ContinueGroup(ctx context.Context, tx pgx.Tx, from Job, jobs []GroupJob) ([]int64, error) {
+	return enqueueGroup(ctx, tx, &from.ID, jobs)
+}
+
+func enqueueGroup(ctx context.Context, tx pgx.Tx, from *int64, jobs []GroupJob) ([]int64, error) {
+	if len(jobs) == 0 {
+		return nil, errors.New("jobqueue: a group needs at least one job")
+	}
+	n := len(jobs)
+	kinds, subjects, args := make([]string, n), make([]int64, n), make([]*string, n)
+	attempts, waiting := make([]int32, n), make([]int32, n)
+	var children, parents []int32
+	for i, j := range jobs {
+		switch {
+		case j.Kind == "":
+			return nil, fmt.Errorf("jobqueue: job %d of the group has no Kind", i)
+		case j.MaxAttempts < 1:
+			return nil, fmt.Errorf("jobqueue: job %d of the group (%s) needs MaxAttempts ≥ 1", i, j.Kind)
+		case j.Args != nil && !json.Valid(j.Args):
+			return nil, fmt.Errorf("jobqueue: job %d of the group (%s) has Args that are not JSON", i, j.Kind)
+		}
+		kinds[i], subjects[i], attempts[i] = j.Kind, j.Subject, int32(j.MaxAttempts)
+		if j.Args != nil {
+			s := string(j.Args)
+			args[i] = &s
+		}
+		after := slices.Clone(j.After)
+		slices.Sort(after)
+		after = slices.Compact(after)
+		for _, p := range after {
+			if p < 0 || p >= i {
+				return nil, fmt.Errorf("jobqueue: job %d of the group (%s) waits for job %d: only an earlier job of the group", i, j.Kind, p)
+			}
+			children, parents = append(children, int32(i+1)), append(parents, int32(p+1)) // ORDINALITY counts from 1
+		}
+		waiting[i] = int32(len(after))
+	}
+	rows, err := tx.Query(ctx, enqueueGroupSQL, kinds, subjects, args, attempts, waiting, children, parents, from)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue group: %w", err)
+	}
+	ids := make([]int64, 0, n)
+	founded := true
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id, &founded); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("enqueue group: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("enqueue group: %w", err)
+	}
+	if from != nil && !founded {
+		// Nothing was inserted (the CTEs' WHERE), but the ids were drawn: the caller's
+		// transaction must not commit as if the group existed.
+		return nil, fmt.Errorf("jobqueue: ContinueGroup: job %d is not COMPLETED in this transaction (call it from its Result.Commit)", *from)
+	}
+	woken := map[string]bool{}
+	for i, j := range jobs {
+		if waiting[i] == 0 && !woken[j.Kind] {
+			woken[j.Kind] = true
+			if err := notify.Send(ctx, tx, Channel, j.Kind); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return ids, nil
+}
+
+// releaseCTEs are the common table expressions that make the WAITING dependants of parents
+// (a SQL expression listing the ids of jobs just COMPLETED) count those parents done, and
+// PENDING when none is left, naming them "released" (kind, status). The dependants are locked
+// in id order first, so that two completions sharing dependants cannot deadlock on them.
+func releaseCTEs(parents string) string {
+	return `freed AS (
+    SELECT d.job_id AS id, count(*) AS n FROM job_dependencies d WHERE d.parent_id IN (` + parents + `) GROUP BY d.job_id
+), locked AS (
+    SELECT w.id FROM jobs w WHERE w.id IN (SELECT id FROM freed) AND w.status = 'WAITING' ORDER BY w.id FOR UPDATE
+), released AS (
+    UPDATE jobs w
+    SET waiting_on = w.waiting_on - freed.n,
+        status = CASE WHEN w.waiting_on <= freed.n THEN 'PENDING' ELSE 'WAITING' END,
+        available_at = statement_timestamp()
+    FROM freed JOIN locked USING (id)
+    WHERE w.id = freed.id AND w.status = 'WAITING'
+    RETURNING w.kind, w.status
+)`
+}
+
+// notifyReleased is the select, after releaseCTEs, that wakes the idle runners of every kind
+// a dependant of which became PENDING.
+const notifyReleased = `SELECT count(pg_notify('` + Channel + `', kind)) FROM (SELECT DISTINCT kind FROM released WHERE status = 'PENDING') k`
+
+// releaseSQL is releaseCTEs for the parents in $1.
+var releaseSQL = `WITH ` + releaseCTEs(`SELECT unnest($1::bigint[])`) + "\n" + notifyReleased
+
+// releaseDependants runs releaseSQL for parents inside their completion's transaction.
+func releaseDependants(ctx context.Context, tx pgx.Tx, parents ...int64) error {
+	if _, err := tx.Exec(ctx, releaseSQL, parents); err != nil {
+		return fmt.Errorf("release the dependants of jobs %v: %w", parents, err)
+	}
+	return nil
+}
+
+// belowCTE lists, as "below", every job that waits for job $1, directly or not.
+const belowCTE = `RECURSIVE below(id) AS (
+    SELECT job_id FROM job_dependencies WHERE parent_id = $1
+    UNION
+    SELECT d.job_id FROM job_dependencies d JOIN below b ON d.parent_id = b.id
+)`
+
+// cancelBelowSQL makes DEAD every WAITING job below the job $1 that just went DEAD, with the
+// error $2, and returns them. Only WAITING ones: a job below a job that never completed has
+// never run.
+var cancelBelowSQL = `WITH ` + belowCTE + `, locked AS (
+    SELECT id FROM jobs WHERE id IN (SELECT id FROM below) AND status = 'WAITING' ORDER BY id FOR UPDATE
+)
+UPDATE jobs j SET status = 'DEAD', completed_at = statement_timestamp(), last_error = $2, ` + appendError("$2") + `
+FROM locked WHERE j.id = locked.id AND j.status = 'WAITING'
+RETURNING ` + jobColumns
+
+// reviveBelowSQL makes WAITING again every job below the job $1 that an administrator just
+// retried and that never ran (DEAD with no attempt: cancelled with its ancestor), each waiting
+// for its parents not COMPLETED (the retried job among them, or a parent of its own), and
+// returns them.
+var reviveBelowSQL = `WITH ` + belowCTE + `, locked AS (
+    SELECT id FROM jobs WHERE id IN (SELECT id FROM below) AND status = 'DEAD' AND attempt_count = 0 ORDER BY id FOR UPDATE
+), waits AS (
+    SELECT locked.id, (SELECT count(*) FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id
+                       WHERE d.job_id = locked.id AND p.status <> 'COMPLETED') AS n
+    FROM locked
+)
+UPDATE jobs j SET status = CASE WHEN waits.n > 0 THEN 'WAITING' ELSE 'PENDING' END, waiting_on = waits.n,
+       available_at = statement_timestamp(), completed_at = NULL
+FROM waits WHERE j.id = waits.id AND j.status = 'DEAD'
+RETURNING ` + jobColumns
+
+// cancelledError is the error a job cancelled with its ancestor ends with.
+type cancelledError struct {
+	ancestor int64
+	cause    error
+}
+
+func (e cancelledError) Error() string {
+	return fmt.Sprintf("cancelled: job %d, which it waits for, is DEAD", e.ancestor)
+}
+
+func (e cancelledError) Unwrap() error { return e.cause }
+
+// cancelBelow makes DEAD the WAITING descendants of j, which goes DEAD in tx because of
+// cause, each by its kind's OnParentDead rule.
+func (q *Queue) cancelBelow(ctx context.Context, tx pgx.Tx, j Job, cause error) error {
+	dead := cancelledError{ancestor: j.ID, cause: cause}
+	rows, err := tx.Query(ctx, cancelBelowSQL, j.ID, dead.Error())
+	if err != nil {
+		return fmt.Errorf("cancel the dependants of job %d: %w", j.ID, err)
+	}
+	below, err := pgx.CollectRows(rows, scanJob)
+	if err != nil {
+		return fmt.Errorf("cancel the dependants of job %d: %w", j.ID, err)
+	}
+	return q.eachFailing(ctx, tx, below, func(k Kind, d Job) error {
+		if k.Fail == nil {
+			return nil
+		}
+		return k.Fail(ctx, tx, d, dead)
+	})
+}
+
+// reviveBelow brings back the descendants of j (retried in tx) that were cancelled with it.
+func (q *Queue) reviveBelow(ctx context.Context, tx pgx.Tx, j Job) error {
+	rows, err := tx.Query(ctx, reviveBelowSQL, j.ID)
+	if err != nil {
+		return fmt.Errorf("revive the dependants of job %d: %w", j.ID, err)
+	}
+	below, err := pgx.CollectRows(rows, scanJob)
+	if err != nil {
+		return fmt.Errorf("revive the dependants of job %d: %w", j.ID, err)
+	}
+	kinds := map[string]bool{}
+	for _, d := range below {
+		kinds[d.Kind] = true
+	}
+	for kind := range kinds {
+		if err := notify.Send(ctx, tx, Channel, kind); err != nil {
+			return err
+		}
+	}
+	return q.eachFailing(ctx, tx, below, func(k Kind, d Job) error {
+		if k.Revive == nil {
+			return nil
+		}
+		return k.Revive(ctx, tx, d)
+	})
+}
+
+// eachFailing runs hook, after the kind's Lock, for each job of jobs whose kind this node
+// knows and whose rule is FailWhenParentDead. A kind this node does not know is cancelled
+// only: its hooks cannot run here.
+func (q *Queue) eachFailing(ctx context.Context, tx pgx.Tx, jobs []Job, hook func(Kind, Job) error) error {
+	for _, d := range jobs {
+		k, ok := q.kinds.kinds[d.Kind]
+		if !ok || k.OnParentDead != FailWhenParentDead {
+			continue
+		}
+		if k.Lock != nil {
+			if err := k.Lock(ctx, tx, d); err != nil {
+				return err
+			}
+		}
+		if err := hook(k, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
