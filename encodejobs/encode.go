@@ -1,13 +1,30 @@
-// Package encodejobs is the encode job kind on the queue core (jobqueue): it turns an uploaded
-// source into HLS with ffmpeg (encoder/) and makes the media READY in the fenced completion.
+// Package encodejobs is the encode job kinds on the queue core (jobqueue): they turn an
+// uploaded source into HLS with ffmpeg (encoder/) and make the media playable and READY in
+// fenced completions.
+//
+// By default an upload's encode is a group of jobs (jobqueue.ContinueGroup): the encode job
+// probes the source and plans its ladder, then hands on to one job per rendition, lowest first,
+// each on whatever worker claims it, and one finish job after all of them (thumbnail,
+// storyboard, READY). Each rendition job records its rendition (media.RecordRendition) as it
+// completes: the media is playable once the first can play, and its master playlist, assembled
+// from those rows, gains the others as they finish. A worker killed mid-rendition costs that
+// rendition's attempt; a rendition that fails for good fails the media with its reason, its
+// finish job is cancelled with it, and the renditions already written are kept (their rows
+// name them, so the orphan sweep keeps their files) for an administrator's retry of the dead
+// rendition, which finishes the group. With Single, an encode is the one job it was before
+// (every rendition in one ffmpeg run, nothing playable before the whole ladder is done): less
+// CPU in all, since the source is decoded once, but no faster with more workers.
 package encodejobs
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 
 	"github.com/jackc/pgx/v5"
@@ -20,26 +37,40 @@ import (
 	"github.com/playhead/playhead/storage"
 )
 
-// KindEncode is the job that turns an uploaded source into HLS.
-const KindEncode = "encode"
+// The encode kinds: KindEncode is the job every upload enqueues (the probe of a group, or the
+// whole encode with Single); KindRendition one rendition of a group, KindFinish its last job.
+const (
+	KindEncode    = "encode"
+	KindRendition = "encode_rendition"
+	KindFinish    = "encode_finish"
+)
 
-// Encode runs encode jobs: fetch the media's source from storage, encode it into a scratch
-// directory, upload the outputs under a prefix unique to the claim, and make the media READY
-// in the fenced completion.
+// Kinds are the names of the encode kinds, for a node's hooks and the orphan sweep.
+var Kinds = []string{KindEncode, KindRendition, KindFinish}
+
+// Encode runs the encode kinds: each job fetches the media's source from storage, encodes its
+// part into a scratch directory, uploads the outputs under a prefix unique to the claim, and
+// records them in its fenced completion.
 type Encode struct {
 	Pool    *pgxpool.Pool
 	Store   storage.Store
 	Encoder *encoder.Encoder
 	// ScratchDir holds each encode's temporary files; the system's temp dir when empty.
 	ScratchDir string
+	// Single makes an encode the one job of before: every rendition in one ffmpeg run.
+	Single bool
+	// MaxAttempts is the attempts of each job of a group. Default 3.
+	MaxAttempts int
 }
 
-// Kind returns the encode job kind for the queue: media.JobKind's hooks (lock the media's
-// owner and media rows, fail the media when DEAD, revive it on an admin retry) and Run.
-func (e *Encode) Kind() jobqueue.Kind {
-	k := media.JobKind(KindEncode)
-	k.Run = e.run
-	return k
+// Kinds returns the encode kinds for the queue, each with media.JobKind's hooks (lock the
+// media's owner and media rows, fail the media when DEAD, revive it on an admin retry) and its
+// Run. A finish job whose rendition died is cancelled with it (the rendition's Fail hook told
+// the owner).
+func (e *Encode) Kinds() []jobqueue.Kind {
+	probe, rendition, finish := media.JobKind(KindEncode), media.JobKind(KindRendition), media.JobKind(KindFinish)
+	probe.Run, rendition.Run, finish.Run = e.run, e.runRendition, e.runFinish
+	return []jobqueue.Kind{probe, rendition, finish}
 }
 
 // OutputPrefix is where one claim's outputs go. The claim token makes it unique, so a worker
@@ -48,35 +79,194 @@ func OutputPrefix(mediaID int64, claimToken string) string {
 	return fmt.Sprintf("hls/%d/%s/", mediaID, claimToken)
 }
 
-func (e *Encode) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
+// renditionArgs are a rendition job's Args: its rung of the ladder (0 the highest), the
+// height the probe planned for it, and whether it writes the audio too.
+type renditionArgs struct {
+	Rung   int  `json:"rung"`
+	Height int  `json:"height"`
+	Audio  bool `json:"audio"`
+}
+
+// source is a job's copy of its media's source, in a scratch directory of its own.
+type source struct {
+	path, scratch string
+}
+
+// fetchSource copies media id's uploaded source into a fresh scratch directory; the caller
+// removes it (close).
+func (e *Encode) fetchSource(ctx context.Context, id int64) (source, error) {
 	var sourceKey *string
-	if err := e.Pool.QueryRow(ctx, `SELECT source_key FROM media WHERE id = $1`, j.Subject).Scan(&sourceKey); err != nil {
-		return jobqueue.Result{}, fmt.Errorf("read media %d: %w", j.Subject, err)
+	if err := e.Pool.QueryRow(ctx, `SELECT source_key FROM media WHERE id = $1`, id).Scan(&sourceKey); err != nil {
+		return source{}, fmt.Errorf("read media %d: %w", id, err)
 	}
 	if sourceKey == nil {
-		return jobqueue.Result{}, jobqueue.Permanent(jobqueue.WithReason(errors.New("media has no uploaded source"), "the upload is missing"))
+		return source{}, jobqueue.Permanent(jobqueue.WithReason(errors.New("media has no uploaded source"), "the upload is missing"))
 	}
 	scratch, err := os.MkdirTemp(e.ScratchDir, "playhead-encode-*")
 	if err != nil {
-		return jobqueue.Result{}, err
+		return source{}, err
 	}
-	defer os.RemoveAll(scratch)
+	src := source{path: filepath.Join(scratch, "source"), scratch: scratch}
+	if err := e.fetch(ctx, *sourceKey, src.path); err != nil {
+		src.close()
+		return source{}, err
+	}
+	return src, nil
+}
 
-	src := filepath.Join(scratch, "source")
-	if err := e.fetch(ctx, *sourceKey, src); err != nil {
+func (s source) close() { _ = os.RemoveAll(s.scratch) }
+
+// store uploads dir's files under j's own prefix, and returns the prefix and the Discard that
+// removes them.
+func (e *Encode) store(ctx context.Context, j jobqueue.Job, dir string) (string, func(context.Context), error) {
+	prefix := OutputPrefix(j.Subject, j.ClaimToken)
+	discard := func(ctx context.Context) { _ = e.Store.DeletePrefix(ctx, prefix) }
+	if err := storage.PutDir(ctx, e.Store, prefix, dir); err != nil {
+		discard(context.WithoutCancel(ctx))
+		return "", nil, fmt.Errorf("store outputs: %w", err)
+	}
+	return prefix, discard, nil
+}
+
+// run is the encode job: with Single the whole encode, else the probe that plans the group.
+func (e *Encode) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
+	if e.Single {
+		return e.runWhole(ctx, j)
+	}
+	src, err := e.fetchSource(ctx, j.Subject)
+	if err != nil {
 		return jobqueue.Result{}, err
 	}
-	outDir := filepath.Join(scratch, "out")
-	out, err := e.Encoder.Encode(ctx, src, outDir)
+	defer src.close()
+	plan, err := e.Encoder.Plan(ctx, src.path)
 	if err != nil {
 		return jobqueue.Result{}, encodeFailure(err)
 	}
+	// Lowest first: the group's jobs are claimed in id order, and the lowest rung (with the
+	// audio) is the one that makes the media playable soonest.
+	attempts := cmp.Or(e.MaxAttempts, 3)
+	var group []jobqueue.GroupJob
+	var renditions []int
+	for rung := len(plan.Ladder) - 1; rung >= 0; rung-- {
+		args, err := json.Marshal(renditionArgs{Rung: rung, Height: plan.Ladder[rung].Height, Audio: rung == len(plan.Ladder)-1})
+		if err != nil {
+			return jobqueue.Result{}, err
+		}
+		renditions = append(renditions, len(group))
+		group = append(group, jobqueue.GroupJob{Kind: KindRendition, Subject: j.Subject, Args: args, MaxAttempts: attempts})
+	}
+	group = append(group, jobqueue.GroupJob{Kind: KindFinish, Subject: j.Subject, MaxAttempts: attempts, After: renditions})
+	return jobqueue.Result{Commit: func(ctx context.Context, tx pgx.Tx) error {
+		if err := media.PlanRenditions(ctx, tx, j.Subject, plan.Probe.DurationMS); err != nil {
+			return err
+		}
+		_, err := jobqueue.ContinueGroup(ctx, tx, j, group)
+		return err
+	}}, nil
+}
 
-	prefix := OutputPrefix(j.Subject, j.ClaimToken)
-	discard := func(ctx context.Context) { _ = e.Store.DeletePrefix(ctx, prefix) }
-	if err := storage.PutDir(ctx, e.Store, prefix, outDir); err != nil {
-		discard(context.WithoutCancel(ctx))
-		return jobqueue.Result{}, fmt.Errorf("store outputs: %w", err)
+
+// runRendition encodes one rendition of its group and records it in its completion.
+func (e *Encode) runRendition(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
+	var args renditionArgs
+	if err := json.Unmarshal(j.Args, &args); err != nil {
+		return jobqueue.Result{}, jobqueue.Permanent(fmt.Errorf("rendition job %d: args %q: %w", j.ID, j.Args, err))
+	}
+	src, err := e.fetchSource(ctx, j.Subject)
+	if err != nil {
+		return jobqueue.Result{}, err
+	}
+	defer src.close()
+	plan, err := e.Encoder.Plan(ctx, src.path)
+	if err != nil {
+		return jobqueue.Result{}, encodeFailure(err)
+	}
+	if args.Rung >= len(plan.Ladder) || plan.Ladder[args.Rung].Height != args.Height {
+		return jobqueue.Result{}, jobqueue.Permanent(fmt.Errorf("rendition job %d: rung %d of %dp is not in the ladder planned now (%d rungs)",
+			j.ID, args.Rung, args.Height, len(plan.Ladder)))
+	}
+	outDir := filepath.Join(src.scratch, "out")
+	out, err := e.Encoder.EncodeRendition(ctx, src.path, outDir, plan, args.Rung, args.Audio)
+	if err != nil {
+		return jobqueue.Result{}, encodeFailure(err)
+	}
+	prefix, discard, err := e.store(ctx, j, outDir)
+	if err != nil {
+		return jobqueue.Result{}, err
+	}
+	return jobqueue.Result{
+		Commit: func(ctx context.Context, tx pgx.Tx) error {
+			for _, part := range out.Parts {
+				r := media.RecordedRendition{Folder: prefix, Part: part, StartUS: -1}
+				if part.Video != nil {
+					r.Name, r.StartUS = path.Dir(part.Video.URI), out.StartUS
+				} else {
+					r.Name = path.Dir(part.Audio.URI)
+				}
+				if err := media.RecordRendition(ctx, tx, j.Subject, r, map[string]any{"job_id": j.ID}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		Discard: discard,
+	}, nil
+}
+
+// runFinish writes the thumbnail and the storyboard, once every rendition is done, and makes
+// the media READY.
+func (e *Encode) runFinish(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
+	src, err := e.fetchSource(ctx, j.Subject)
+	if err != nil {
+		return jobqueue.Result{}, err
+	}
+	defer src.close()
+	plan, err := e.Encoder.Plan(ctx, src.path)
+	if err != nil {
+		return jobqueue.Result{}, encodeFailure(err)
+	}
+	outDir := filepath.Join(src.scratch, "out")
+	pictures, err := e.Encoder.EncodePictures(ctx, src.path, outDir, plan)
+	if err != nil {
+		return jobqueue.Result{}, encodeFailure(err)
+	}
+	prefix, discard, err := e.store(ctx, j, outDir)
+	if err != nil {
+		return jobqueue.Result{}, err
+	}
+	return jobqueue.Result{
+		Commit: func(ctx context.Context, tx pgx.Tx) error {
+			start, err := media.StartOfRenditions(ctx, tx, j.Subject)
+			if err != nil {
+				return err
+			}
+			encoded := media.Encoded{HLSKey: media.AssembledMaster(j.Subject), ThumbnailKey: prefix + pictures.Thumbnail,
+				DurationMS: plan.Probe.DurationMS, StartUS: start}
+			if pictures.Storyboard != "" {
+				encoded.StoryboardKey = prefix + pictures.Storyboard
+			}
+			return media.MarkReady(ctx, tx, j.Subject, encoded, map[string]any{"job_id": j.ID})
+		},
+		Discard: discard,
+	}, nil
+}
+
+// runWhole is the encode of Single: every rendition, the thumbnail and the storyboard in one
+// job, the media READY in its completion.
+func (e *Encode) runWhole(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
+	src, err := e.fetchSource(ctx, j.Subject)
+	if err != nil {
+		return jobqueue.Result{}, err
+	}
+	defer src.close()
+	outDir := filepath.Join(src.scratch, "out")
+	out, err := e.Encoder.Encode(ctx, src.path, outDir)
+	if err != nil {
+		return jobqueue.Result{}, encodeFailure(err)
+	}
+	prefix, discard, err := e.store(ctx, j, outDir)
+	if err != nil {
+		return jobqueue.Result{}, err
 	}
 	return jobqueue.Result{
 		Commit: func(ctx context.Context, tx pgx.Tx) error {

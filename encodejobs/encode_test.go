@@ -20,8 +20,8 @@ import (
 	"github.com/playhead/playhead/storage"
 )
 
-// The encode job makes the media READY with outputs under its own claim's prefix, and removes
-// what a worker killed mid-encode left under its claim's prefix.
+// The encode job of Single makes the media READY with outputs under its own claim's prefix,
+// and removes what a worker killed mid-encode left under its claim's prefix.
 func TestEncode_CompletesAndRemovesDeadClaimsOutputs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -64,7 +64,7 @@ func TestEncode_CompletesAndRemovesDeadClaimsOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kind := (&encodejobs.Encode{Pool: b.pool, Store: store, Encoder: enc, ScratchDir: dir}).Kind()
+	kind := (&encodejobs.Encode{Pool: b.pool, Store: store, Encoder: enc, ScratchDir: dir, Single: true}).Kinds()[0]
 	runner := startRunner(t, b, kind)
 	waitFor(t, "READY", func() bool {
 		got, err := b.media.Get(ctx, m.ID)
@@ -158,8 +158,9 @@ func TestEncode_FailureReasonIsForTheUploader(t *testing.T) {
 	if err := os.Mkdir(scratch, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	kind := (&encodejobs.Encode{Pool: b.pool, Store: store, Encoder: enc, ScratchDir: scratch}).Kind()
-	startRunner(t, b, kind)
+	for _, kind := range (&encodejobs.Encode{Pool: b.pool, Store: store, Encoder: enc, ScratchDir: scratch}).Kinds() {
+		startRunner(t, b, kind)
+	}
 	waitFor(t, "every upload FAILED", func() bool {
 		return b.count(t, `SELECT count(*) FROM media WHERE status = 'FAILED'`) == len(sources)
 	})

@@ -18,11 +18,13 @@ const orphanSweepLockKey = 0x706c6179_6f727068 // "playorph"
 // OrphanRules are the storage folders the media pipeline writes, with what keeps each group
 // of objects in use:
 //
-//   - hls/{media}/{claim}/ — an encode's outputs. In use while a media row points at them (its
-//     hls_key or thumbnail_key, whatever its status: an administrator's status change must not
-//     destroy a video) or while the claim that writes them is running (its job is PROCESSING
-//     with that claim token). A claim token is never reused, so a group nothing holds now can
-//     never be needed again.
+//   - hls/{media}/{claim}/ — an encode job's outputs. In use while a media row points at them
+//     (its hls_key or thumbnail_key, whatever its status: an administrator's status change
+//     must not destroy a video), while a rendition row of the media names the folder (an
+//     encode group's rendition, kept while its media exists, playable or FAILED, until a new
+//     encode of the media plans its ladder afresh), or while the claim that writes them is
+//     running (a job of an encode kind PROCESSING with that claim token). A claim token is
+//     never reused, so a group nothing holds now can never be needed again.
 //   - hls/{media}/captions-{token}/ — a caption track's files (captions.Folder), beside the
 //     encodes' folders and swept by the same rule. In use while a captions row names the
 //     folder; the handler writes the files before the row, so a folder nothing names is what
@@ -45,9 +47,10 @@ func OrphanRules(pool *pgxpool.Pool) []storage.SweepRule {
 				SELECT g.prefix FROM unnest($1::text[], $2::bigint[], $3::text[]) AS g(prefix, media_id, claim)
 				WHERE EXISTS (SELECT 1 FROM media m WHERE m.id = g.media_id
 				              AND (starts_with(m.hls_key, g.prefix) OR starts_with(m.thumbnail_key, g.prefix)))
-				   OR EXISTS (SELECT 1 FROM jobs j WHERE j.kind = $4 AND j.subject_id = g.media_id
+				   OR EXISTS (SELECT 1 FROM jobs j WHERE j.kind = ANY($4) AND j.subject_id = g.media_id
 				              AND j.status = 'PROCESSING' AND j.claim_token::text = g.claim)
-				   OR EXISTS (SELECT 1 FROM captions c WHERE c.folder = g.prefix)`, groups, ids, claims, KindEncode)
+				   OR EXISTS (SELECT 1 FROM media_renditions r WHERE r.media_id = g.media_id AND r.folder = g.prefix)
+				   OR EXISTS (SELECT 1 FROM captions c WHERE c.folder = g.prefix)`, groups, ids, claims, Kinds)
 		}},
 		{Prefix: "uploads/", Depth: 1, InUse: func(ctx context.Context, groups []string) (map[string]bool, error) {
 			return inUse(ctx, pool, `

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/playhead/playhead/hls"
 )
 
 // Format is how an encode packages its segments.
@@ -89,42 +91,60 @@ const (
 
 func variantDir(i int) string { return "v" + strconv.Itoa(i) }
 
-// Encode writes HLS into outDir: master.m3u8; per rendition v<i>/index.m3u8 with its media (and
-// in FormatFMP4 v<i>/iframes.m3u8 and audio/ for the audio rendition); thumb.jpg; and the
-// storyboard under storyboard/.
-func (e *Encoder) Encode(ctx context.Context, input, outDir string) (Output, error) {
+// Plan is what an encode decides from its probe: the input's facts and its ladder.
+type Plan struct {
+	Probe  Probe
+	Ladder []Rendition
+}
+
+// Plan probes input, checks it against the limits and plans its ladder.
+func (e *Encoder) Plan(ctx context.Context, input string) (Plan, error) {
 	probe, err := e.Probe(ctx, input)
+	if err != nil {
+		return Plan{}, err
+	}
+	if err := e.CheckLimits(probe); err != nil {
+		return Plan{}, err
+	}
+	return Plan{Probe: probe, Ladder: PlanLadder(probe.Height)}, nil
+}
+
+// Encode writes HLS into outDir in one ffmpeg run that decodes the source once: master.m3u8;
+// per rendition v<i>/index.m3u8 with its media (and in FormatFMP4 v<i>/iframes.m3u8 and
+// audio/ for the audio rendition); thumb.jpg; and the storyboard under storyboard/. It is the
+// cheapest encode in CPU; EncodeRendition and EncodePictures split the same work into jobs
+// that run apart (an encode group).
+func (e *Encoder) Encode(ctx context.Context, input, outDir string) (Output, error) {
+	plan, err := e.Plan(ctx, input)
 	if err != nil {
 		return Output{}, err
 	}
-	if err := e.CheckLimits(probe); err != nil {
-		return Output{}, err
-	}
-	ladder := PlanLadder(probe.Height)
-	// The storyboard's frames are tiled after the encode; they wait beside outDir, whose every
-	// file is uploaded.
+	probe, ladder := plan.Probe, plan.Ladder
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return Output{}, err
 	}
+	// The storyboard's frames are tiled after the encode; they wait beside outDir, whose every
+	// file is uploaded.
 	frames, err := os.MkdirTemp(filepath.Dir(outDir), "storyboard-frames-*")
 	if err != nil {
 		return Output{}, err
 	}
 	defer os.RemoveAll(frames)
 	board := planStoryboard(probe)
-	if _, err := e.run(ctx, e.cfg.EncodeTimeout, e.cfg.FFmpeg, e.ffmpegArgs(input, outDir, frames, probe, ladder, board)...); err != nil {
+	run := ffmpegRun{input: input, outDir: outDir, probe: probe, ladder: ladder, rungs: allRungs(len(ladder)),
+		audio: probe.HasAudio, frames: frames, board: board}
+	if _, err := e.run(ctx, e.cfg.EncodeTimeout, e.cfg.FFmpeg, e.ffmpegArgs(run)...); err != nil {
 		return Output{}, fmt.Errorf("encode hls: %w", err)
 	}
-	// A frame from a little way in is more telling than the first (often black) one.
-	at := min(1.0, float64(probe.DurationMS)/2000)
-	thumbHeight := min(360, probe.Height&^1)
-	thumb := append([]string{"-nostdin", "-v", "error", "-y", "-ss", strconv.FormatFloat(at, 'f', 3, 64)}, e.inputArgs(input)...)
-	thumb = append(thumb, "-frames:v", "1", "-vf", fmt.Sprintf("scale=-2:%d", thumbHeight), filepath.Join(outDir, thumbnailName))
-	if _, err := e.run(ctx, e.cfg.ThumbnailTimeout, e.cfg.FFmpeg, thumb...); err != nil {
-		return Output{}, fmt.Errorf("thumbnail: %w", err)
+	if err := e.thumbnail(ctx, input, outDir, probe); err != nil {
+		return Output{}, err
 	}
-	start, err := e.writePlaylists(ctx, outDir, len(ladder), probe.HasAudio)
+	parts, start, err := e.packageRungs(ctx, outDir, run.rungs, probe.HasAudio, run.audio)
 	if err != nil {
+		return Output{}, fmt.Errorf("package hls: %w", err)
+	}
+	master, _ := hls.Assemble(parts)
+	if err := writePlaylist(filepath.Join(outDir, masterName), master.Marshal); err != nil {
 		return Output{}, fmt.Errorf("package hls: %w", err)
 	}
 	out := Output{Probe: probe, Renditions: ladder, Master: masterName, Thumbnail: thumbnailName, StartUS: start}
@@ -138,53 +158,182 @@ func (e *Encoder) Encode(ctx context.Context, input, outDir string) (Output, err
 	return out, nil
 }
 
-// ffmpegArgs is the one ffmpeg run of an encode: the source decoded once, split into every
-// rung's scaler and x264 encoder, the audio encoded once, HLS written by ffmpeg's muxer (whose
-// playlists writePlaylists then replaces), and a small frame every board.interval for the
-// storyboard.
+// RenditionOutput is what EncodeRendition wrote, relative to its output directory.
+type RenditionOutput struct {
+	// Parts are the rendition's entries of a master playlist (hls.Assemble): its video, and
+	// its separate audio rendition when it wrote one.
+	Parts []hls.Part
+	// StartUS is the presentation time (µs) of the video's first frame in the segments'
+	// timestamps.
+	StartUS int64
+}
+
+// EncodeRendition writes rung (an index into plan.Ladder) of input's HLS into outDir as
+// v<rung>/, in an ffmpeg run of its own: the same encode settings and keyframe instants as
+// every other rung, so renditions encoded apart, on different machines, switch at the same
+// segment boundaries. withAudio also writes the separate audio rendition (audio/) in
+// FormatFMP4; in FormatTS every rendition carries its audio. plan is the source's Plan.
+func (e *Encoder) EncodeRendition(ctx context.Context, input, outDir string, plan Plan, rung int, withAudio bool) (RenditionOutput, error) {
+	if rung < 0 || rung >= len(plan.Ladder) {
+		return RenditionOutput{}, fmt.Errorf("encoder: rung %d of a ladder of %d", rung, len(plan.Ladder))
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return RenditionOutput{}, err
+	}
+	run := ffmpegRun{input: input, outDir: outDir, probe: plan.Probe, ladder: plan.Ladder, rungs: []int{rung},
+		audio: plan.Probe.HasAudio && (withAudio || e.cfg.Format == FormatTS)}
+	if _, err := e.run(ctx, e.cfg.EncodeTimeout, e.cfg.FFmpeg, e.ffmpegArgs(run)...); err != nil {
+		return RenditionOutput{}, fmt.Errorf("encode %dp: %w", plan.Ladder[rung].Height, err)
+	}
+	parts, start, err := e.packageRungs(ctx, outDir, run.rungs, plan.Probe.HasAudio, run.audio)
+	if err != nil {
+		return RenditionOutput{}, fmt.Errorf("package %dp: %w", plan.Ladder[rung].Height, err)
+	}
+	return RenditionOutput{Parts: parts, StartUS: start}, nil
+}
+
+// Pictures is what EncodePictures wrote, relative to its output directory.
+type Pictures struct {
+	// Thumbnail is a JPEG; Storyboard the storyboard's WebVTT, empty when the video was too
+	// short to give a frame.
+	Thumbnail, Storyboard string
+}
+
+// EncodePictures writes input's thumbnail (thumb.jpg) and storyboard (storyboard/) into
+// outDir: the stills of an encode group, beside its renditions.
+func (e *Encoder) EncodePictures(ctx context.Context, input, outDir string, plan Plan) (Pictures, error) {
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return Pictures{}, err
+	}
+	frames, err := os.MkdirTemp(filepath.Dir(outDir), "storyboard-frames-*")
+	if err != nil {
+		return Pictures{}, err
+	}
+	defer os.RemoveAll(frames)
+	board := planStoryboard(plan.Probe)
+	run := ffmpegRun{input: input, probe: plan.Probe, frames: frames, board: board}
+	if _, err := e.run(ctx, e.cfg.EncodeTimeout, e.cfg.FFmpeg, e.ffmpegArgs(run)...); err != nil {
+		return Pictures{}, fmt.Errorf("storyboard frames: %w", err)
+	}
+	if err := e.thumbnail(ctx, input, outDir, plan.Probe); err != nil {
+		return Pictures{}, err
+	}
+	out := Pictures{Thumbnail: thumbnailName}
+	written, err := e.writeStoryboard(ctx, frames, filepath.Join(outDir, storyboardDir), board, plan.Probe)
+	if err != nil {
+		return Pictures{}, fmt.Errorf("storyboard: %w", err)
+	}
+	if written {
+		out.Storyboard = storyboardDir + "/" + storyboardName
+	}
+	return out, nil
+}
+
+// thumbnail writes thumb.jpg into outDir: a frame from a little way in, more telling than the
+// first (often black) one.
+func (e *Encoder) thumbnail(ctx context.Context, input, outDir string, probe Probe) error {
+	at := min(1.0, float64(probe.DurationMS)/2000)
+	thumbHeight := min(360, probe.Height&^1)
+	thumb := append([]string{"-nostdin", "-v", "error", "-y", "-ss", strconv.FormatFloat(at, 'f', 3, 64)}, e.inputArgs(input)...)
+	thumb = append(thumb, "-frames:v", "1", "-vf", fmt.Sprintf("scale=-2:%d", thumbHeight), filepath.Join(outDir, thumbnailName))
+	if _, err := e.run(ctx, e.cfg.ThumbnailTimeout, e.cfg.FFmpeg, thumb...); err != nil {
+		return fmt.Errorf("thumbnail: %w", err)
+	}
+	return nil
+}
+
+func allRungs(n int) []int {
+	rungs := make([]int, n)
+	for i := range rungs {
+		rungs[i] = i
+	}
+	return rungs
+}
+
+// ffmpegRun is one ffmpeg run of an encode: the rungs of the ladder it writes into outDir
+// (none for a run of storyboard frames only), whether it writes the audio, and the directory
+// of the storyboard's frames ("" for none).
+type ffmpegRun struct {
+	input, outDir string
+	probe         Probe
+	ladder        []Rendition
+	rungs         []int
+	audio         bool
+	frames        string
+	board         storyboard
+}
+
+// ffmpegArgs is one ffmpeg run (r): the source decoded once, split into each rung's scaler and
+// x264 encoder, the audio encoded once (FormatFMP4) or into each rung (FormatTS), HLS written
+// by ffmpeg's muxer (whose playlists packageRungs then replaces), and a small frame every
+// board.interval for the storyboard.
 //
 // Keyframes are forced at the same instants in every rendition (every KeyframeSeconds, closed
 // GOPs, no scene-cut keyframes), so a player switching renditions at a segment boundary lands
-// on a keyframe. In FormatFMP4 ffmpeg writes one fragment per keyframe into one file per
-// rendition, and the segments served are groups of those fragments (hls.Group): a fragment is
-// then the byte range of one I-frame, which Apple's I-frame playlists need and ffmpeg's own
-// segments, one fragment each, cannot give.
-func (e *Encoder) ffmpegArgs(input, outDir, frames string, p Probe, ladder []Rendition, board storyboard) []string {
-	n := len(ladder)
+// on a keyframe, whether the renditions were encoded in one run or apart. In FormatFMP4 ffmpeg
+// writes one fragment per keyframe into one file per rendition, and the segments served are
+// groups of those fragments (hls.Group): a fragment is then the byte range of one I-frame,
+// which Apple's I-frame playlists need and ffmpeg's own segments, one fragment each, cannot
+// give.
+func (e *Encoder) ffmpegArgs(r ffmpegRun) []string {
+	n := len(r.rungs)
+	outputs := n
+	if r.frames != "" {
+		outputs++
+	}
 	var filter strings.Builder
-	fmt.Fprintf(&filter, "[0:v]split=%d", n+1)
-	for i := range n {
-		fmt.Fprintf(&filter, "[s%d]", i)
+	fmt.Fprintf(&filter, "[0:v]split=%d", outputs)
+	for k := range n {
+		fmt.Fprintf(&filter, "[s%d]", k)
 	}
-	filter.WriteString("[sb]")
-	for i, r := range ladder {
-		fmt.Fprintf(&filter, ";[s%d]scale=-2:%d,format=yuv420p[v%d]", i, r.Height, i)
+	if r.frames != "" {
+		filter.WriteString("[sb]")
 	}
-	fmt.Fprintf(&filter, ";[sb]fps=1/%d,scale=%d:%d:force_original_aspect_ratio=decrease:force_divisible_by=2[board]",
-		board.interval, storyboardTileBox, storyboardTileBox)
-	limit := strconv.FormatFloat(e.outputLimit(p).Seconds(), 'f', 3, 64)
-	args := append([]string{"-nostdin", "-v", "error", "-y"}, e.inputArgs(input)...)
+	for k, i := range r.rungs {
+		fmt.Fprintf(&filter, ";[s%d]scale=-2:%d,format=yuv420p[v%d]", k, r.ladder[i].Height, k)
+	}
+	if r.frames != "" {
+		fmt.Fprintf(&filter, ";[sb]fps=1/%d,scale=%d:%d:force_original_aspect_ratio=decrease:force_divisible_by=2[board]",
+			r.board.interval, storyboardTileBox, storyboardTileBox)
+	}
+	limit := strconv.FormatFloat(e.outputLimit(r.probe).Seconds(), 'f', 3, 64)
+	args := append([]string{"-nostdin", "-v", "error", "-y"}, e.inputArgs(r.input)...)
 	args = append(args, "-filter_complex", filter.String())
-	streamMap := make([]string, n)
-	for i, r := range ladder {
-		args = append(args, "-map", fmt.Sprintf("[v%d]", i),
-			fmt.Sprintf("-b:v:%d", i), fmt.Sprintf("%dk", r.VideoKbps),
-			fmt.Sprintf("-maxrate:v:%d", i), fmt.Sprintf("%dk", r.VideoKbps*107/100),
-			fmt.Sprintf("-bufsize:v:%d", i), fmt.Sprintf("%dk", r.VideoKbps*3/2))
-		streamMap[i] = fmt.Sprintf("v:%d,name:%s", i, variantDir(i))
+	if n > 0 {
+		args = append(args, e.hlsArgs(r, limit)...)
+	}
+	if r.frames == "" {
+		return args
+	}
+	// The storyboard's frames: another output of the same run, so the source is decoded once.
+	return append(args, "-map", "[board]", "-t", limit, "-c:v", "mjpeg", "-q:v", "3",
+		"-f", "image2", "-start_number", "0", filepath.Join(r.frames, "%05d.jpg"))
+}
+
+// hlsArgs are the HLS output of r: its rungs' streams and the audio.
+func (e *Encoder) hlsArgs(r ffmpegRun, limit string) []string {
+	var args []string
+	streamMap := make([]string, len(r.rungs))
+	for k, i := range r.rungs {
+		kbps := r.ladder[i].VideoKbps
+		args = append(args, "-map", fmt.Sprintf("[v%d]", k),
+			fmt.Sprintf("-b:v:%d", k), fmt.Sprintf("%dk", kbps),
+			fmt.Sprintf("-maxrate:v:%d", k), fmt.Sprintf("%dk", kbps*107/100),
+			fmt.Sprintf("-bufsize:v:%d", k), fmt.Sprintf("%dk", kbps*3/2))
+		streamMap[k] = fmt.Sprintf("v:%d,name:%s", k, variantDir(i))
 	}
 	fmp4 := e.cfg.Format == FormatFMP4
-	if p.HasAudio {
+	if r.audio {
 		if fmp4 {
 			args = append(args, "-map", "0:a:0", "-b:a:0", fmt.Sprintf("%dk", AudioGroupKbps))
-			for i := range streamMap {
-				streamMap[i] += ",agroup:audio"
+			for k := range streamMap {
+				streamMap[k] += ",agroup:audio"
 			}
 			streamMap = append(streamMap, "a:0,agroup:audio,name:"+audioDir)
 		} else {
-			for i, r := range ladder {
-				args = append(args, "-map", "0:a:0", fmt.Sprintf("-b:a:%d", i), fmt.Sprintf("%dk", r.AudioKbps))
-				streamMap[i] += fmt.Sprintf(",a:%d", i)
+			for k, i := range r.rungs {
+				args = append(args, "-map", "0:a:0", fmt.Sprintf("-b:a:%d", k), fmt.Sprintf("%dk", r.ladder[i].AudioKbps))
+				streamMap[k] += fmt.Sprintf(",a:%d", k)
 			}
 		}
 		args = append(args, "-c:a", "aac", "-ac", "2")
@@ -197,15 +346,12 @@ func (e *Encoder) ffmpegArgs(input, outDir, frames string, p Probe, ladder []Ren
 	if fmp4 {
 		args = append(args, "-hls_segment_type", "fmp4", "-hls_flags", "independent_segments+single_file",
 			"-hls_time", strconv.Itoa(e.cfg.KeyframeSeconds),
-			"-hls_segment_filename", filepath.Join(outDir, "%v", fmp4MediaName))
+			"-hls_segment_filename", filepath.Join(r.outDir, "%v", fmp4MediaName))
 	} else {
 		args = append(args, "-hls_flags", "independent_segments", "-hls_time", strconv.Itoa(e.cfg.SegmentSeconds),
-			"-hls_segment_filename", filepath.Join(outDir, "%v", "seg_%03d.ts"))
+			"-hls_segment_filename", filepath.Join(r.outDir, "%v", "seg_%03d.ts"))
 	}
-	args = append(args, filepath.Join(outDir, "%v", playlistName))
-	// The storyboard's frames: a second output of the same run, so the source is decoded once.
-	return append(args, "-map", "[board]", "-t", limit, "-c:v", "mjpeg", "-q:v", "3",
-		"-f", "image2", "-start_number", "0", filepath.Join(frames, "%05d.jpg"))
+	return append(args, filepath.Join(r.outDir, "%v", playlistName))
 }
 
 // outputLimit is the longest output an encode may write: the probed duration with a margin,

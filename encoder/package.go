@@ -20,8 +20,12 @@ import (
 // aacCodec is the CODECS name of the audio every encode writes: AAC-LC.
 const aacCodec = "mp4a.40.2"
 
-// writePlaylists replaces the playlists ffmpeg's HLS muxer wrote with Playhead's own, and
-// returns the video's start time (µs) in the segments' timestamps.
+// packageRungs replaces the playlists ffmpeg's HLS muxer wrote in outDir for rungs (indexes
+// of the ladder, v<i>/) and, when audio, for the separate audio rendition, and returns each
+// one's entry of a master playlist (hls.Part) and the video's start time (µs) in the
+// segments' timestamps. hasAudio says whether the source has audio: muxed into each rung's
+// segments in FormatTS, the separate rendition in FormatFMP4 (written by the run whose audio
+// is set).
 //
 // ffmpeg computes a variant's BANDWIDTH from its target bit rates, and x264's output runs
 // above them: a 240p rendition declared 510 400 bit/s while 5 of its 7 segments carried up
@@ -29,71 +33,69 @@ const aacCodec = "mp4a.40.2"
 // every rate is measured from the segments as written (hls.PeakRate, RFC 8216 4.3.4.2), and in
 // FormatFMP4 the 2-second fragments ffmpeg wrote become 6-second segments and the I-frame
 // playlists' byte ranges.
-func (e *Encoder) writePlaylists(ctx context.Context, outDir string, rungs int, hasAudio bool) (int64, error) {
+func (e *Encoder) packageRungs(ctx context.Context, outDir string, rungs []int, hasAudio, audio bool) ([]hls.Part, int64, error) {
 	fmp4 := e.cfg.Format == FormatFMP4
-	master := hls.Master{Version: 3, Independent: true}
-	var audioPeak, audioAverage *big.Rat
+	version := 3
 	if fmp4 {
-		master.Version = 7
-		if hasAudio {
-			audio, _, err := e.regroup(outDir, audioDir)
-			if err != nil {
-				return 0, fmt.Errorf("audio: %w", err)
-			}
-			audioPeak, audioAverage = peakAndAverage(audio)
-			master.Media = append(master.Media, hls.Rendition{Type: "AUDIO", GroupID: "audio", Name: "Audio",
-				Default: true, Autoselect: true, Channels: "2", URI: audioDir + "/" + playlistName})
+		version = 7
+	}
+	var parts []hls.Part
+	if fmp4 && audio {
+		media, _, err := e.regroup(outDir, audioDir)
+		if err != nil {
+			return nil, 0, fmt.Errorf("audio: %w", err)
 		}
+		peak, average := peakAndAverage(media)
+		parts = append(parts, hls.Part{Audio: &hls.Rendition{Type: "AUDIO", GroupID: "audio", Name: "Audio",
+			Default: true, Autoselect: true, Channels: "2", URI: audioDir + "/" + playlistName},
+			Peak: peak, Average: average, Version: version})
 	}
 	start := int64(-1)
-	for i := range rungs {
+	for _, i := range rungs {
 		dir := variantDir(i)
-		var media, parts hls.MediaPlaylist
+		var media, fragments hls.MediaPlaylist
 		var err error
 		if fmp4 {
-			media, parts, err = e.regroup(outDir, dir)
+			media, fragments, err = e.regroup(outDir, dir)
 		} else {
 			media, err = e.measureFiles(outDir, dir)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w", dir, err)
+			return nil, 0, fmt.Errorf("%s: %w", dir, err)
 		}
 		first := filepath.Join(outDir, dir, media.Segments[0].URI)
 		video, err := e.probeRendition(ctx, first)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w", dir, err)
+			return nil, 0, fmt.Errorf("%s: %w", dir, err)
 		}
-		if i == 0 {
+		if start < 0 {
 			start = video.startUS
 		}
 		peak, average := peakAndAverage(media)
 		v := hls.Variant{URI: dir + "/" + playlistName, Codecs: []string{video.codec},
 			Width: video.width, Height: video.height, FrameRate: video.frameRate}
-		switch {
-		case audioPeak != nil:
-			v.Audio = "audio"
+		if hasAudio {
+			// Muxed into the segments (FormatTS, measured with them), or the separate
+			// rendition whose rates hls.Assemble adds.
 			v.Codecs = append(v.Codecs, aacCodec)
-			v.Bandwidth, v.AverageBandwidth = hls.BitsPerSecond(peak, audioPeak), hls.BitsPerSecond(average, audioAverage)
-		case hasAudio: // muxed into the video's segments
-			v.Codecs = append(v.Codecs, aacCodec)
-			fallthrough
-		default:
-			v.Bandwidth, v.AverageBandwidth = hls.BitsPerSecond(peak), hls.BitsPerSecond(average)
+			if fmp4 {
+				v.Audio = "audio"
+			}
 		}
-		master.Variants = append(master.Variants, v)
-		if !fmp4 {
-			continue
+		part := hls.Part{Video: &v, Peak: peak, Average: average, Version: version}
+		if fmp4 {
+			iframes, err := e.iframePlaylist(ctx, outDir, dir, fragments)
+			if err != nil {
+				return nil, 0, fmt.Errorf("%s: i-frames: %w", dir, err)
+			}
+			iPeak, iAverage := peakAndAverage(iframes)
+			part.IFrames = &hls.IFrameVariant{URI: dir + "/" + iframesName,
+				Bandwidth: hls.BitsPerSecond(iPeak), AverageBandwidth: hls.BitsPerSecond(iAverage),
+				Codecs: []string{video.codec}, Width: video.width, Height: video.height}
 		}
-		iframes, err := e.iframePlaylist(ctx, outDir, dir, parts)
-		if err != nil {
-			return 0, fmt.Errorf("%s: i-frames: %w", dir, err)
-		}
-		peak, average = peakAndAverage(iframes)
-		master.IFrames = append(master.IFrames, hls.IFrameVariant{URI: dir + "/" + iframesName,
-			Bandwidth: hls.BitsPerSecond(peak), AverageBandwidth: hls.BitsPerSecond(average),
-			Codecs: []string{video.codec}, Width: video.width, Height: video.height})
+		parts = append(parts, part)
 	}
-	return start, writePlaylist(filepath.Join(outDir, masterName), master.Marshal)
+	return parts, start, nil
 }
 
 func peakAndAverage(p hls.MediaPlaylist) (peak, average *big.Rat) {

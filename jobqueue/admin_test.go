@@ -194,7 +194,7 @@ func TestAdmin_ListAndCounts(t *testing.T) {
 		got[c.Kind+" "+string(c.Status)] = c.Jobs
 	}
 	want := map[string]int64{"a PENDING": 2, "a DEAD": 1, "b PENDING": 2, "a PROCESSING": 0, "a COMPLETED": 0,
-		"b PROCESSING": 0, "b COMPLETED": 0, "b DEAD": 0}
+		"b PROCESSING": 0, "b COMPLETED": 0, "b DEAD": 0, "a WAITING": 0, "b WAITING": 0}
 	if len(counts) != len(want) {
 		t.Errorf("Counts has %d entries, want %d: %+v", len(counts), len(want), counts)
 	}

@@ -5,17 +5,19 @@ import "time"
 // The event types: what a member's media outbox rows are called to the outside, by webhooks
 // and by the live event stream alike.
 const (
-	EventReady  = "media.ready"
-	EventFailed = "media.failed"
+	EventPlayable = "media.playable"
+	EventReady    = "media.ready"
+	EventFailed   = "media.failed"
 )
 
 // EventTypes are every event type, in the order the API lists them.
-var EventTypes = []string{EventReady, EventFailed}
+var EventTypes = []string{EventPlayable, EventReady, EventFailed}
 
 // eventOf maps an outbox kind to its event type.
 var eventOf = map[string]string{
-	OutboxReady:  EventReady,
-	OutboxFailed: EventFailed,
+	OutboxPlayable: EventPlayable,
+	OutboxReady:    EventReady,
+	OutboxFailed:   EventFailed,
 }
 
 // EventType returns the event type of an outbox kind ("" for a kind that has none).
@@ -67,6 +69,9 @@ func (r OutboxRow) Event() Event {
 		Data:      EventData{EventID: r.ID, MediaID: r.MediaID, OwnerID: r.MemberID},
 	}
 	switch r.Kind {
+	case OutboxPlayable:
+		// Still encoding its other renditions; playable from now on.
+		e.Data.Status = string(StatusProcessing)
 	case OutboxReady:
 		e.Data.Status = string(StatusReady)
 	case OutboxFailed:

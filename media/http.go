@@ -217,7 +217,8 @@ func (h *Handler) get(c *fiber.Ctx) error {
 	// has just become READY. Then this node's entry goes: the playlist link this answer gives
 	// is checked against the cache (ObjectsHandler), and a player that follows it at once
 	// must not be refused by the older entry until the notification arrives.
-	row := Access{OwnerID: m.OwnerID, DurationMS: m.DurationMS, Status: m.Status, Visibility: m.Visibility}
+	row := Access{OwnerID: m.OwnerID, DurationMS: m.DurationMS, Status: m.Status, Visibility: m.Visibility,
+		Encoding: m.Status == StatusProcessing && m.Playable}
 	if row != access {
 		h.Access.Evict(id)
 	}
@@ -225,10 +226,11 @@ func (h *Handler) get(c *fiber.Ctx) error {
 		return apperr.Errorf(apperr.NotFound, "media %d not found", id)
 	}
 	v := View{Media: m}
+	if m.Playable && m.HLSKey != "" {
+		// While it encodes too: the assembled master lists the renditions done so far.
+		v.HLSURL = h.Links.Playlist(member, m.HLSKey, time.Duration(m.DurationMS)*time.Millisecond)
+	}
 	if m.Status == StatusReady {
-		if m.HLSKey != "" {
-			v.HLSURL = h.Links.Playlist(member, m.HLSKey, time.Duration(m.DurationMS)*time.Millisecond)
-		}
 		if m.ThumbnailKey != "" {
 			if v.ThumbnailURL, err = h.Links.File(c.UserContext(), member, m.ThumbnailKey, 0); err != nil {
 				return err

@@ -9,7 +9,8 @@ import (
 // Status is where a media item is in its life.
 type Status string
 
-// The media statuses. Only READY media is playable.
+// The media statuses. READY media is playable, and so is PROCESSING media whose encode has
+// finished a first rendition (Media.Playable).
 const (
 	StatusUploaded   Status = "UPLOADED"
 	StatusProcessing Status = "PROCESSING"
@@ -59,6 +60,9 @@ type Media struct {
 	HLSStartUS int64 `json:"-"`
 	// FailureReason says why the media is FAILED.
 	FailureReason string `json:"failure_reason,omitempty"`
+	// Playable is true when the media can be played: READY, or PROCESSING with its first
+	// renditions encoded (the others are added to its master playlist as they finish).
+	Playable bool `json:"playable"`
 }
 
 // Access is the part of a media row that decides who may play it: small, so that a cache of
@@ -68,9 +72,13 @@ type Access struct {
 	DurationMS int64
 	Status     Status
 	Visibility Visibility
+	// Encoding is true for PROCESSING media that can already play (its first renditions).
+	Encoding bool
 }
 
-// PlayableBy reports whether member may play the media: READY, and public or owned.
+// PlayableBy reports whether member may play the media: READY, or playable while it encodes,
+// and public or owned.
 func (a Access) PlayableBy(member int64) bool {
-	return a.Status == StatusReady && (a.Visibility == VisibilityPublic || a.OwnerID == member)
+	return (a.Status == StatusReady || a.Status == StatusProcessing && a.Encoding) &&
+		(a.Visibility == VisibilityPublic || a.OwnerID == member)
 }

@@ -46,6 +46,15 @@ type ObjectsHandler struct {
 	// Subtitles lists a media item's caption tracks, which every master playlist served gets
 	// as a SUBTITLES group (withSubtitles). Nil: none.
 	Subtitles Subtitles
+	// Masters assembles the master playlists of media encoded as a group, served at their
+	// AssembledMaster key (Store.AssembledMaster). Nil: none are.
+	Masters Masters
+}
+
+// Masters assembles a media item's master playlist from its recorded renditions; nil when
+// none can play yet.
+type Masters interface {
+	AssembledMaster(ctx context.Context, id int64) ([]byte, error)
 }
 
 // defaultStoreTimeout is ObjectsHandler.StoreTimeout's default: far above an object store's
@@ -118,6 +127,17 @@ func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	if h.Masters != nil && key == AssembledMaster(id) {
+		master, err := h.Masters.AssembledMaster(c.UserContext(), id)
+		if err != nil {
+			return err
+		}
+		if master == nil {
+			return apperr.Errorf(apperr.NotFound, "not found")
+		}
+		return h.sendRewritten(c, member, id, key, master, access, contentType)
+	}
 	// The store's wait is bounded by a timer, not a deadline, so that a streamed object's
 	// context can outlive the handler: a segment's body is sent after it returns.
 	ctx, cancel := context.WithCancel(c.UserContext())
@@ -132,8 +152,7 @@ func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 		cancel()
 		return errStoreDown(c, err)
 	}
-	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
-	if rewrite := rewriterOf(key); rewrite != nil {
+	if rewriterOf(key) != nil {
 		defer cancel()
 		defer r.Close()
 		body, err := io.ReadAll(io.LimitReader(r, maxPlaylistBytes+1))
@@ -143,19 +162,7 @@ func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 		if len(body) > maxPlaylistBytes {
 			return fmt.Errorf("playlist %s is over %d bytes", key, maxPlaylistBytes)
 		}
-		duration := time.Duration(access.DurationMS) * time.Millisecond
-		signed, err := rewrite(c.UserContext(), h.Links, member, id, key, body, duration)
-		if err != nil {
-			return err
-		}
-		if h.Subtitles != nil && isMaster(body) {
-			if signed, err = h.addSubtitles(c.UserContext(), member, id, signed, duration); err != nil {
-				return err
-			}
-		}
-		c.Set(fiber.HeaderContentType, contentType)
-		c.Set(fiber.HeaderCacheControl, playlistCacheControl)
-		return c.Send(signed)
+		return h.sendRewritten(c, member, id, key, body, access, contentType)
 	}
 	if !timer.Stop() { // it fired as the store answered: the stream's context is gone
 		r.Close()
@@ -177,6 +184,24 @@ func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 	// fasthttp closes the reader once the body is sent (or the client is gone).
 	c.Context().SetBodyStream(cancelOnClose{ReadCloser: r, cancel: cancel}, size)
 	return nil
+}
+
+// sendRewritten sends body, the file at key of media id (a playlist, the storyboard), rewritten
+// for member (its rewriter), with the caption tracks added to a master playlist.
+func (h *ObjectsHandler) sendRewritten(c *fiber.Ctx, member, id int64, key string, body []byte, access Access, contentType string) error {
+	duration := time.Duration(access.DurationMS) * time.Millisecond
+	signed, err := rewriterOf(key)(c.UserContext(), h.Links, member, id, key, body, duration)
+	if err != nil {
+		return err
+	}
+	if h.Subtitles != nil && isMaster(body) {
+		if signed, err = h.addSubtitles(c.UserContext(), member, id, signed, duration); err != nil {
+			return err
+		}
+	}
+	c.Set(fiber.HeaderContentType, contentType)
+	c.Set(fiber.HeaderCacheControl, playlistCacheControl)
+	return c.Send(signed)
 }
 
 // serveRange answers a Range request for an object the store can seek in (the local store's

@@ -22,12 +22,12 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 const mediaColumns = `id, owner_id, title, status, visibility, coalesce(duration_ms, 0), created_at, updated_at,
 	coalesce(hls_key, ''), coalesce(thumbnail_key, ''), coalesce(storyboard_key, ''), coalesce(hls_start_us, -1),
-	coalesce(failure_reason, '')`
+	coalesce(failure_reason, ''), status = 'READY' OR status = 'PROCESSING' AND playable_at IS NOT NULL`
 
 func scanMedia(row pgx.Row) (Media, error) {
 	var m Media
 	err := row.Scan(&m.ID, &m.OwnerID, &m.Title, &m.Status, &m.Visibility, &m.DurationMS, &m.CreatedAt, &m.UpdatedAt,
-		&m.HLSKey, &m.ThumbnailKey, &m.StoryboardKey, &m.HLSStartUS, &m.FailureReason)
+		&m.HLSKey, &m.ThumbnailKey, &m.StoryboardKey, &m.HLSStartUS, &m.FailureReason, &m.Playable)
 	return m, err
 }
 
@@ -120,8 +120,8 @@ func (s *Store) Get(ctx context.Context, id int64) (Media, error) {
 // It is the media cache's loader.
 func (s *Store) LookupAccess(ctx context.Context, id int64) (Access, bool, error) {
 	var a Access
-	err := s.pool.QueryRow(ctx, `SELECT owner_id, coalesce(duration_ms, 0), status, visibility FROM media WHERE id = $1`, id).
-		Scan(&a.OwnerID, &a.DurationMS, &a.Status, &a.Visibility)
+	err := s.pool.QueryRow(ctx, `SELECT owner_id, coalesce(duration_ms, 0), status, visibility, status = 'PROCESSING' AND playable_at IS NOT NULL
+		FROM media WHERE id = $1`, id).Scan(&a.OwnerID, &a.DurationMS, &a.Status, &a.Visibility, &a.Encoding)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Access{}, false, nil
 	}

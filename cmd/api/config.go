@@ -173,6 +173,11 @@ type Config struct {
 	EncodeTimeout time.Duration
 	// EncodePreset is the x264 preset (PLAYHEAD_ENCODE_PRESET). Default veryfast.
 	EncodePreset string
+	// EncodeMode is how an upload is encoded (PLAYHEAD_ENCODE_MODE): renditions (the
+	// default: a group of jobs, one per rendition, the media playable at its first) or single
+	// (one job, one ffmpeg run for every rendition: the least CPU, nothing playable before
+	// the whole ladder is done).
+	EncodeMode string
 	// HLSFormat packages new encodes' segments (PLAYHEAD_HLS_FORMAT): fmp4 (CMAF, the
 	// default) or ts (MPEG-TS, for players before iOS 10). Media encoded before keep theirs.
 	HLSFormat encoder.Format
@@ -395,6 +400,7 @@ func loadConfig(args []string) (Config, error) {
 		EncodeConcurrency:  e.int("PLAYHEAD_ENCODE_CONCURRENCY", 1),
 		EncodeTimeout:      e.duration("PLAYHEAD_ENCODE_TIMEOUT", 30*time.Minute),
 		EncodePreset:       e.str("PLAYHEAD_ENCODE_PRESET", "veryfast"),
+		EncodeMode:         e.str("PLAYHEAD_ENCODE_MODE", "renditions"),
 		HLSFormat:          encoder.Format(e.str("PLAYHEAD_HLS_FORMAT", string(encoder.FormatFMP4))),
 		RetentionCompleted: e.duration("PLAYHEAD_RETENTION_COMPLETED", 7*24*time.Hour),
 		RetentionDead:      e.duration("PLAYHEAD_RETENTION_DEAD", 30*24*time.Hour),
@@ -488,6 +494,7 @@ func (c Config) validate(e *env) error {
 	e.check(c.EncodeConcurrency >= 1, "PLAYHEAD_ENCODE_CONCURRENCY: must be at least 1")
 	e.check(c.EncodeTimeout > 0, "PLAYHEAD_ENCODE_TIMEOUT: must be positive")
 	e.check(c.HLSFormat == encoder.FormatFMP4 || c.HLSFormat == encoder.FormatTS, "PLAYHEAD_HLS_FORMAT: must be fmp4 or ts")
+	e.check(c.EncodeMode == "renditions" || c.EncodeMode == "single", "PLAYHEAD_ENCODE_MODE: must be renditions or single")
 	e.check(c.RetentionCompleted > 0 && c.RetentionDead > 0 && c.RetentionInterval > 0,
 		"PLAYHEAD_RETENTION_COMPLETED/_DEAD/_INTERVAL: must be positive")
 	e.check(c.OutboxRetention > 0, "PLAYHEAD_OUTBOX_RETENTION: must be positive")

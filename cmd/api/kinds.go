@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/playhead/playhead/audience"
@@ -38,20 +39,9 @@ type workerParts struct {
 
 // jobKinds are the kinds of jobs, in the order their runners start (and stop in reverse).
 var jobKinds = []jobKind{
-	{
-		name:  encodejobs.KindEncode,
-		hooks: func(Config) jobqueue.Kind { return media.JobKind(encodejobs.KindEncode) },
-		worker: func(w workerParts) (jobqueue.Kind, error) {
-			cfg := w.node.cfg
-			enc, err := encoder.New(encoder.Config{EncodeTimeout: cfg.EncodeTimeout, Preset: cfg.EncodePreset, Format: cfg.HLSFormat, Limits: cfg.VideoLimits})
-			if err != nil {
-				return jobqueue.Kind{}, err
-			}
-			return (&encodejobs.Encode{Pool: w.node.pool, Store: w.store, Encoder: enc}).Kind(), nil
-		},
-		concurrency: func(cfg Config) int { return cfg.EncodeConcurrency },
-		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
-	},
+	encodeKind(encodejobs.KindEncode),
+	encodeKind(encodejobs.KindRendition),
+	encodeKind(encodejobs.KindFinish),
 	{
 		name:  ingest.KindIngest,
 		hooks: func(Config) jobqueue.Kind { return media.JobKind(ingest.KindIngest) },
@@ -95,6 +85,33 @@ var jobKinds = []jobKind{
 		concurrency: func(Config) int { return 1 },
 		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
 	},
+}
+
+// encodeKind is one of the encode kinds (encodejobs.Kinds), each with PLAYHEAD_ENCODE_CONCURRENCY
+// jobs at a time: a node runs that many renditions of any uploads at once, beside their
+// (short) probes and finishes.
+func encodeKind(name string) jobKind {
+	return jobKind{
+		name:  name,
+		hooks: func(Config) jobqueue.Kind { return media.JobKind(name) },
+		worker: func(w workerParts) (jobqueue.Kind, error) {
+			cfg := w.node.cfg
+			enc, err := encoder.New(encoder.Config{EncodeTimeout: cfg.EncodeTimeout, Preset: cfg.EncodePreset, Format: cfg.HLSFormat, Limits: cfg.VideoLimits})
+			if err != nil {
+				return jobqueue.Kind{}, err
+			}
+			e := &encodejobs.Encode{Pool: w.node.pool, Store: w.store, Encoder: enc,
+				Single: cfg.EncodeMode == "single", MaxAttempts: cfg.JobMaxAttempts}
+			for _, k := range e.Kinds() {
+				if k.Name == name {
+					return k, nil
+				}
+			}
+			return jobqueue.Kind{}, fmt.Errorf("no encode kind %q", name)
+		},
+		concurrency: func(cfg Config) int { return cfg.EncodeConcurrency },
+		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
+	}
 }
 
 // kindHooks returns every kind's hooks, for a node that runs no jobs.

@@ -111,7 +111,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	// Encoded files are fetched by players with signed URLs (GET /v1/media/{id} gives them),
 	// checked for the member they were issued to, who must still be allowed to play the media.
 	captionStore := captions.NewStore(n.pool)
-	(&media.ObjectsHandler{Store: store, Access: mediaCache, Links: links, Subtitles: captionStore}).Register(app)
+	(&media.ObjectsHandler{Store: store, Access: mediaCache, Links: links, Subtitles: captionStore, Masters: mediaStore}).Register(app)
 	// The player pages (/, /watch/:id, /static/…) load without a token; their scripts send it.
 	// With S3 storage they fetch segments and thumbnails from the store's origin.
 	var mediaOrigins []string
