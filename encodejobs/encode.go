@@ -165,7 +165,6 @@ func (e *Encode) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, erro
 	}}, nil
 }
 
-
 // runRendition encodes one rendition of its group and records it in its completion.
 func (e *Encode) runRendition(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
 	var args renditionArgs

@@ -18,7 +18,7 @@ type Node struct {
 	ActualLoops  float64 `json:"Actual Loops"`
 	// RemovedByFilter counts the rows a scan read and dropped for its filter.
 	RemovedByFilter float64 `json:"Rows Removed by Filter"`
-	Plans        []Node  `json:"Plans"`
+	Plans           []Node  `json:"Plans"`
 }
 
 // Analyze runs EXPLAIN (ANALYZE) of sql with args in a transaction it rolls back, so that a
