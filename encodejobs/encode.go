@@ -80,11 +80,13 @@ func OutputPrefix(mediaID int64, claimToken string) string {
 }
 
 // renditionArgs are a rendition job's Args: its rung of the ladder (0 the highest), the
-// height the probe planned for it, and whether it writes the audio too.
+// height the probe planned for it, and whether it writes the audio and the pictures
+// (thumbnail, storyboard) too: the lowest rung does, from its own decode of the source.
 type renditionArgs struct {
-	Rung   int  `json:"rung"`
-	Height int  `json:"height"`
-	Audio  bool `json:"audio"`
+	Rung     int  `json:"rung"`
+	Height   int  `json:"height"`
+	Audio    bool `json:"audio"`
+	Pictures bool `json:"pictures"`
 }
 
 // source is a job's copy of its media's source, in a scratch directory of its own.
@@ -148,7 +150,8 @@ func (e *Encode) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, erro
 	var group []jobqueue.GroupJob
 	var renditions []int
 	for rung := len(plan.Ladder) - 1; rung >= 0; rung-- {
-		args, err := json.Marshal(renditionArgs{Rung: rung, Height: plan.Ladder[rung].Height, Audio: rung == len(plan.Ladder)-1})
+		lowest := rung == len(plan.Ladder)-1
+		args, err := json.Marshal(renditionArgs{Rung: rung, Height: plan.Ladder[rung].Height, Audio: lowest, Pictures: lowest})
 		if err != nil {
 			return jobqueue.Result{}, err
 		}
@@ -185,7 +188,8 @@ func (e *Encode) runRendition(ctx context.Context, j jobqueue.Job) (jobqueue.Res
 			j.ID, args.Rung, args.Height, len(plan.Ladder)))
 	}
 	outDir := filepath.Join(src.scratch, "out")
-	out, err := e.Encoder.EncodeRendition(ctx, src.path, outDir, plan, args.Rung, args.Audio)
+	out, err := e.Encoder.EncodeRendition(ctx, src.path, outDir, plan, args.Rung,
+		encoder.RenditionOptions{Audio: args.Audio, Pictures: args.Pictures})
 	if err != nil {
 		return jobqueue.Result{}, encodeFailure(err)
 	}
@@ -206,48 +210,25 @@ func (e *Encode) runRendition(ctx context.Context, j jobqueue.Job) (jobqueue.Res
 					return err
 				}
 			}
-			return nil
+			if out.Thumbnail == "" {
+				return nil
+			}
+			storyboard := ""
+			if out.Storyboard != "" {
+				storyboard = prefix + out.Storyboard
+			}
+			return media.RecordPictures(ctx, tx, j.Subject, prefix+out.Thumbnail, storyboard)
 		},
 		Discard: discard,
 	}, nil
 }
 
-// runFinish writes the thumbnail and the storyboard, once every rendition is done, and makes
-// the media READY.
+// runFinish makes the media READY once every rendition is done: the group's join, with
+// nothing left to encode (the lowest rendition wrote the pictures).
 func (e *Encode) runFinish(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
-	src, err := e.fetchSource(ctx, j.Subject)
-	if err != nil {
-		return jobqueue.Result{}, err
-	}
-	defer src.close()
-	plan, err := e.Encoder.Plan(ctx, src.path)
-	if err != nil {
-		return jobqueue.Result{}, encodeFailure(err)
-	}
-	outDir := filepath.Join(src.scratch, "out")
-	pictures, err := e.Encoder.EncodePictures(ctx, src.path, outDir, plan)
-	if err != nil {
-		return jobqueue.Result{}, encodeFailure(err)
-	}
-	prefix, discard, err := e.store(ctx, j, outDir)
-	if err != nil {
-		return jobqueue.Result{}, err
-	}
-	return jobqueue.Result{
-		Commit: func(ctx context.Context, tx pgx.Tx) error {
-			start, err := media.StartOfRenditions(ctx, tx, j.Subject)
-			if err != nil {
-				return err
-			}
-			encoded := media.Encoded{HLSKey: media.AssembledMaster(j.Subject), ThumbnailKey: prefix + pictures.Thumbnail,
-				DurationMS: plan.Probe.DurationMS, StartUS: start}
-			if pictures.Storyboard != "" {
-				encoded.StoryboardKey = prefix + pictures.Storyboard
-			}
-			return media.MarkReady(ctx, tx, j.Subject, encoded, map[string]any{"job_id": j.ID})
-		},
-		Discard: discard,
-	}, nil
+	return jobqueue.Result{Commit: func(ctx context.Context, tx pgx.Tx) error {
+		return media.MarkRenditionsReady(ctx, tx, j.Subject, map[string]any{"job_id": j.ID})
+	}}, nil
 }
 
 // runWhole is the encode of Single: every rendition, the thumbnail and the storyboard in one

@@ -112,8 +112,8 @@ func (e *Encoder) Plan(ctx context.Context, input string) (Plan, error) {
 // Encode writes HLS into outDir in one ffmpeg run that decodes the source once: master.m3u8;
 // per rendition v<i>/index.m3u8 with its media (and in FormatFMP4 v<i>/iframes.m3u8 and
 // audio/ for the audio rendition); thumb.jpg; and the storyboard under storyboard/. It is the
-// cheapest encode in CPU; EncodeRendition and EncodePictures split the same work into jobs
-// that run apart (an encode group).
+// cheapest encode in CPU; EncodeRendition splits the same work into jobs that run apart (an
+// encode group).
 func (e *Encoder) Encode(ctx context.Context, input, outDir string) (Output, error) {
 	plan, err := e.Plan(ctx, input)
 	if err != nil {
@@ -166,65 +166,70 @@ type RenditionOutput struct {
 	// StartUS is the presentation time (µs) of the video's first frame in the segments'
 	// timestamps.
 	StartUS int64
+	// Thumbnail (a JPEG) and Storyboard (its WebVTT; empty when the video was too short to
+	// give a frame) are set when the rendition wrote the pictures.
+	Thumbnail, Storyboard string
+}
+
+// RenditionOptions say what a rendition's run writes besides its video.
+type RenditionOptions struct {
+	// Audio writes the separate audio rendition (audio/) in FormatFMP4; in FormatTS every
+	// rendition carries its audio.
+	Audio bool
+	// Pictures writes the thumbnail and the storyboard from the same decode of the source.
+	Pictures bool
 }
 
 // EncodeRendition writes rung (an index into plan.Ladder) of input's HLS into outDir as
 // v<rung>/, in an ffmpeg run of its own: the same encode settings and keyframe instants as
 // every other rung, so renditions encoded apart, on different machines, switch at the same
-// segment boundaries. withAudio also writes the separate audio rendition (audio/) in
-// FormatFMP4; in FormatTS every rendition carries its audio. plan is the source's Plan.
-func (e *Encoder) EncodeRendition(ctx context.Context, input, outDir string, plan Plan, rung int, withAudio bool) (RenditionOutput, error) {
+// segment boundaries. plan is the source's Plan.
+func (e *Encoder) EncodeRendition(ctx context.Context, input, outDir string, plan Plan, rung int, opt RenditionOptions) (RenditionOutput, error) {
 	if rung < 0 || rung >= len(plan.Ladder) {
 		return RenditionOutput{}, fmt.Errorf("encoder: rung %d of a ladder of %d", rung, len(plan.Ladder))
 	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return RenditionOutput{}, err
 	}
+	// The audio is encoded in every rendition's run, and dropped where it is not wanted: an
+	// AAC encoder's priming delay shifts the whole output's timestamps (23 ms at 44.1 kHz), so
+	// a run without it would put its keyframes 23 ms before the other renditions'.
 	run := ffmpegRun{input: input, outDir: outDir, probe: plan.Probe, ladder: plan.Ladder, rungs: []int{rung},
-		audio: plan.Probe.HasAudio && (withAudio || e.cfg.Format == FormatTS)}
+		audio: plan.Probe.HasAudio}
+	if opt.Pictures {
+		frames, err := os.MkdirTemp(filepath.Dir(outDir), "storyboard-frames-*")
+		if err != nil {
+			return RenditionOutput{}, err
+		}
+		defer os.RemoveAll(frames)
+		run.frames, run.board = frames, planStoryboard(plan.Probe)
+	}
 	if _, err := e.run(ctx, e.cfg.EncodeTimeout, e.cfg.FFmpeg, e.ffmpegArgs(run)...); err != nil {
 		return RenditionOutput{}, fmt.Errorf("encode %dp: %w", plan.Ladder[rung].Height, err)
 	}
-	parts, start, err := e.packageRungs(ctx, outDir, run.rungs, plan.Probe.HasAudio, run.audio)
+	writeAudio := run.audio && opt.Audio
+	if run.audio && !opt.Audio && e.cfg.Format == FormatFMP4 {
+		if err := os.RemoveAll(filepath.Join(outDir, audioDir)); err != nil {
+			return RenditionOutput{}, err
+		}
+	}
+	parts, start, err := e.packageRungs(ctx, outDir, run.rungs, plan.Probe.HasAudio, writeAudio)
 	if err != nil {
 		return RenditionOutput{}, fmt.Errorf("package %dp: %w", plan.Ladder[rung].Height, err)
 	}
-	return RenditionOutput{Parts: parts, StartUS: start}, nil
-}
-
-// Pictures is what EncodePictures wrote, relative to its output directory.
-type Pictures struct {
-	// Thumbnail is a JPEG; Storyboard the storyboard's WebVTT, empty when the video was too
-	// short to give a frame.
-	Thumbnail, Storyboard string
-}
-
-// EncodePictures writes input's thumbnail (thumb.jpg) and storyboard (storyboard/) into
-// outDir: the stills of an encode group, beside its renditions.
-func (e *Encoder) EncodePictures(ctx context.Context, input, outDir string, plan Plan) (Pictures, error) {
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return Pictures{}, err
-	}
-	frames, err := os.MkdirTemp(filepath.Dir(outDir), "storyboard-frames-*")
-	if err != nil {
-		return Pictures{}, err
-	}
-	defer os.RemoveAll(frames)
-	board := planStoryboard(plan.Probe)
-	run := ffmpegRun{input: input, probe: plan.Probe, frames: frames, board: board}
-	if _, err := e.run(ctx, e.cfg.EncodeTimeout, e.cfg.FFmpeg, e.ffmpegArgs(run)...); err != nil {
-		return Pictures{}, fmt.Errorf("storyboard frames: %w", err)
-	}
-	if err := e.thumbnail(ctx, input, outDir, plan.Probe); err != nil {
-		return Pictures{}, err
-	}
-	out := Pictures{Thumbnail: thumbnailName}
-	written, err := e.writeStoryboard(ctx, frames, filepath.Join(outDir, storyboardDir), board, plan.Probe)
-	if err != nil {
-		return Pictures{}, fmt.Errorf("storyboard: %w", err)
-	}
-	if written {
-		out.Storyboard = storyboardDir + "/" + storyboardName
+	out := RenditionOutput{Parts: parts, StartUS: start}
+	if opt.Pictures {
+		if err := e.thumbnail(ctx, input, outDir, plan.Probe); err != nil {
+			return RenditionOutput{}, err
+		}
+		out.Thumbnail = thumbnailName
+		written, err := e.writeStoryboard(ctx, run.frames, filepath.Join(outDir, storyboardDir), run.board, plan.Probe)
+		if err != nil {
+			return RenditionOutput{}, fmt.Errorf("storyboard: %w", err)
+		}
+		if written {
+			out.Storyboard = storyboardDir + "/" + storyboardName
+		}
 	}
 	return out, nil
 }
@@ -250,9 +255,8 @@ func allRungs(n int) []int {
 	return rungs
 }
 
-// ffmpegRun is one ffmpeg run of an encode: the rungs of the ladder it writes into outDir
-// (none for a run of storyboard frames only), whether it writes the audio, and the directory
-// of the storyboard's frames ("" for none).
+// ffmpegRun is one ffmpeg run of an encode: the rungs of the ladder it writes into outDir,
+// whether it writes the audio, and the directory of the storyboard's frames ("" for none).
 type ffmpegRun struct {
 	input, outDir string
 	probe         Probe
@@ -299,9 +303,7 @@ func (e *Encoder) ffmpegArgs(r ffmpegRun) []string {
 	limit := strconv.FormatFloat(e.outputLimit(r.probe).Seconds(), 'f', 3, 64)
 	args := append([]string{"-nostdin", "-v", "error", "-y"}, e.inputArgs(r.input)...)
 	args = append(args, "-filter_complex", filter.String())
-	if n > 0 {
-		args = append(args, e.hlsArgs(r, limit)...)
-	}
+	args = append(args, e.hlsArgs(r, limit)...)
 	if r.frames == "" {
 		return args
 	}

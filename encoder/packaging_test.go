@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/playhead/playhead/encoder"
+	"github.com/playhead/playhead/hls"
 	"github.com/playhead/playhead/internal/testvideo"
 )
 
@@ -86,14 +88,21 @@ func TestEncoder_PlayerGradeHLS(t *testing.T) {
 		// keyframes, and encodes it with the production preset (ultrafast never places
 		// scene-cut keyframes: its scenecut is 0).
 		sceneCut bool
+		// apart encodes each rendition in an ffmpeg run of its own (EncodeRendition, the
+		// lowest with the audio and the pictures) and assembles the master from their parts
+		// (hls.Assemble), as an encode group does: the same checks hold, keyframes aligned
+		// across the renditions included.
+		apart bool
 	}{
-		{"1080p30Audio", testvideo.Spec{Seconds: 13, Width: 1920, Height: 1080, FPS: 30, Audio: true}, encoder.FormatFMP4, false},
-		{"720p60", testvideo.Spec{Seconds: 9, Width: 1280, Height: 720, FPS: 60, Audio: true}, encoder.FormatFMP4, false},
-		{"FourByThree", testvideo.Spec{Seconds: 9, Width: 640, Height: 480, Audio: true}, encoder.FormatFMP4, false},
-		{"NoAudio", testvideo.Spec{Seconds: 9, Width: 854, Height: 480}, encoder.FormatFMP4, false},
-		{"Clip3s", testvideo.Spec{Seconds: 3, Width: 1280, Height: 720, FPS: 30, Audio: true}, encoder.FormatFMP4, false},
-		{"MPEGTS", testvideo.Spec{Seconds: 13, Width: 1280, Height: 720, FPS: 30, Audio: true}, encoder.FormatTS, false},
-		{"SceneCut", testvideo.Spec{Seconds: 7, Width: 640, Height: 360}, encoder.FormatFMP4, true},
+		{"1080p30Audio", testvideo.Spec{Seconds: 13, Width: 1920, Height: 1080, FPS: 30, Audio: true}, encoder.FormatFMP4, false, false},
+		{"720p60", testvideo.Spec{Seconds: 9, Width: 1280, Height: 720, FPS: 60, Audio: true}, encoder.FormatFMP4, false, false},
+		{"FourByThree", testvideo.Spec{Seconds: 9, Width: 640, Height: 480, Audio: true}, encoder.FormatFMP4, false, false},
+		{"NoAudio", testvideo.Spec{Seconds: 9, Width: 854, Height: 480}, encoder.FormatFMP4, false, false},
+		{"Clip3s", testvideo.Spec{Seconds: 3, Width: 1280, Height: 720, FPS: 30, Audio: true}, encoder.FormatFMP4, false, false},
+		{"MPEGTS", testvideo.Spec{Seconds: 13, Width: 1280, Height: 720, FPS: 30, Audio: true}, encoder.FormatTS, false, false},
+		{"SceneCut", testvideo.Spec{Seconds: 7, Width: 640, Height: 360}, encoder.FormatFMP4, true, false},
+		{"1080p30AudioApart", testvideo.Spec{Seconds: 13, Width: 1920, Height: 1080, FPS: 30, Audio: true}, encoder.FormatFMP4, false, true},
+		{"MPEGTSApart", testvideo.Spec{Seconds: 9, Width: 854, Height: 480, FPS: 30, Audio: true}, encoder.FormatTS, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -107,7 +116,13 @@ func TestEncoder_PlayerGradeHLS(t *testing.T) {
 				t.Fatal(err)
 			}
 			outDir := filepath.Join(dir, "out")
-			res, err := e.Encode(context.Background(), input, outDir)
+			encode := e.Encode
+			if tc.apart {
+				encode = func(ctx context.Context, input, outDir string) (encoder.Output, error) {
+					return encodeApart(e, input, outDir)
+				}
+			}
+			res, err := encode(context.Background(), input, outDir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,6 +146,42 @@ func TestEncoder_PlayerGradeHLS(t *testing.T) {
 
 // sceneCutSource writes a source of spec (no audio) whose picture cuts from testsrc2 to another
 // pattern at 3 s: x264 would place a keyframe at the cut unless scene-cut detection is off.
+// encodeApart encodes input as an encode group's jobs would, each rendition in a run of its
+// own into a folder of its own under outDir (r<rung>/, as each job has its claim's), with the
+// master assembled from their parts.
+func encodeApart(e *encoder.Encoder, input, outDir string) (encoder.Output, error) {
+	ctx := context.Background()
+	plan, err := e.Plan(ctx, input)
+	if err != nil {
+		return encoder.Output{}, err
+	}
+	res := encoder.Output{Probe: plan.Probe, Renditions: plan.Ladder, Master: "master.m3u8", StartUS: -1}
+	var parts []hls.Part
+	for rung := len(plan.Ladder) - 1; rung >= 0; rung-- {
+		lowest := rung == len(plan.Ladder)-1
+		folder := fmt.Sprintf("r%d", rung)
+		out, err := e.EncodeRendition(ctx, input, filepath.Join(outDir, folder), plan, rung, encoder.RenditionOptions{Audio: lowest, Pictures: lowest})
+		if err != nil {
+			return encoder.Output{}, err
+		}
+		for _, p := range out.Parts {
+			parts = append(parts, p.Within(folder))
+		}
+		if rung == 0 {
+			res.StartUS = out.StartUS
+		}
+		if lowest {
+			res.Thumbnail, res.Storyboard = folder+"/"+out.Thumbnail, folder+"/"+out.Storyboard
+		}
+	}
+	master, _ := hls.Assemble(parts)
+	b, err := master.Marshal()
+	if err != nil {
+		return encoder.Output{}, err
+	}
+	return res, os.WriteFile(filepath.Join(outDir, res.Master), b, 0o644)
+}
+
 func sceneCutSource(t *testing.T, dir string, spec testvideo.Spec) string {
 	t.Helper()
 	out := filepath.Join(dir, "scene-cut.mp4")
@@ -193,7 +244,7 @@ func (c *packagingCheck) master(res encoder.Output) {
 		peak, average := c.rates(video)
 		switch {
 		case c.fmp4 && c.spec.Audio:
-			if len(v.Audio) != 1 || v.Audio[0].URI != "audio/index.m3u8" {
+			if len(v.Audio) != 1 || path.Base(path.Dir(v.Audio[0].URI))+"/"+path.Base(v.Audio[0].URI) != "audio/index.m3u8" {
 				t.Fatalf("%s: audio group %+v, want the one AAC rendition", v.URI, v.Audio)
 			}
 			audioPeak, audioAverage := c.rates(c.media(v.Audio[0].URI))

@@ -88,12 +88,29 @@ func PlanRenditions(ctx context.Context, tx pgx.Tx, id, durationMS int64) error 
 	return NotifyChanged(ctx, tx, id)
 }
 
-// StartOfRenditions is where the video starts in the segments' timestamps (µs) of media id's
-// recorded renditions (the lowest's), -1 when unknown.
-func StartOfRenditions(ctx context.Context, tx pgx.Tx, id int64) (int64, error) {
-	var start int64
-	err := tx.QueryRow(ctx, `SELECT coalesce(min(start_us) FILTER (WHERE start_us >= 0), -1) FROM media_renditions WHERE media_id = $1`, id).Scan(&start)
-	return start, err
+// RecordPictures records the thumbnail and the storyboard (empty: none) an encode group's
+// rendition wrote for media id; they are shown once it is READY.
+func RecordPictures(ctx context.Context, tx pgx.Tx, id int64, thumbnail, storyboard string) error {
+	if _, err := tx.Exec(ctx, `UPDATE media SET thumbnail_key = $2, storyboard_key = nullif($3, ''), updated_at = statement_timestamp() WHERE id = $1`,
+		id, thumbnail, storyboard); err != nil {
+		return fmt.Errorf("record the pictures of media %d: %w", id, err)
+	}
+	return nil
+}
+
+// MarkRenditionsReady makes media id READY with its recorded renditions (MarkReady: the
+// assembled master, the pictures recorded, where the video starts in the segments).
+func MarkRenditionsReady(ctx context.Context, tx pgx.Tx, id int64, payload map[string]any) error {
+	var out Encoded
+	err := tx.QueryRow(ctx, `
+		SELECT coalesce(m.thumbnail_key, ''), coalesce(m.storyboard_key, ''), coalesce(m.duration_ms, 0),
+		       coalesce((SELECT min(start_us) FROM media_renditions r WHERE r.media_id = m.id AND r.start_us >= 0), -1)
+		FROM media m WHERE m.id = $1`, id).Scan(&out.ThumbnailKey, &out.StoryboardKey, &out.DurationMS, &out.StartUS)
+	if err != nil {
+		return fmt.Errorf("read the renditions of media %d: %w", id, err)
+	}
+	out.HLSKey = AssembledMaster(id)
+	return MarkReady(ctx, tx, id, out, payload)
 }
 
 func renditionParts(ctx context.Context, db interface {

@@ -70,6 +70,7 @@ type mediaView struct {
 	ThumbnailURL  string `json:"thumbnail_url"`
 	StoryboardURL string `json:"storyboard_url"`
 	FailureReason string `json:"failure_reason"`
+	Playable      bool   `json:"playable"`
 }
 
 // mediaOf reads GET /v1/media/{id} as token's member.

@@ -8,7 +8,7 @@ import { api, ago, clearNotice, el, fail, initSession } from './common.mjs';
 const REFRESH_MS = 3000;
 const PAGE = 100;
 const MAX_LIMIT = 1000; // the API's; older jobs are reached with "older than job #"
-const STATUSES = ['PENDING', 'PROCESSING', 'COMPLETED', 'DEAD'];
+const STATUSES = ['WAITING', 'PENDING', 'PROCESSING', 'COMPLETED', 'DEAD'];
 
 const $ = (id) => document.getElementById(id);
 
@@ -17,7 +17,7 @@ const state = { kind: '', status: '', before: '', limit: PAGE, jobs: [], selecte
 // The actions, each with the statuses it applies to and the request that does it.
 const ACTIONS = {
   retry: { label: 'Retry', done: 'Retried', applies: ['DEAD'], call: (id) => api('POST', `/v1/admin/jobs/${id}/retry`) },
-  cancel: { label: 'Cancel', done: 'Cancelled', applies: ['PENDING', 'PROCESSING'], confirm: true,
+  cancel: { label: 'Cancel', done: 'Cancelled', applies: ['WAITING', 'PENDING', 'PROCESSING'], confirm: true,
     call: (id) => api('POST', `/v1/admin/jobs/${id}/cancel`) },
   discard: { label: 'Discard', done: 'Discarded', applies: ['DEAD'], confirm: true, call: (id) => api('DELETE', `/v1/admin/jobs/${id}`) },
 };
@@ -125,7 +125,9 @@ async function showDetail(id, focus) {
   $('detail-title').textContent = `Job #${j.id}`;
   const facts = [['Kind', j.kind], ['Subject', j.subject_id], ['Status', j.status], ['Attempts', `${j.attempt_count} of ${j.max_attempts}`],
     ['Enqueued', j.enqueued_at], ['Available at', j.available_at], ['Claimed by', j.claimed_by], ['Lease until', j.lease_until],
-    ['Ended', j.completed_at]].filter(([, v]) => v !== undefined && v !== null);
+    ['Ended', j.completed_at], ['Group', j.group_id], ['Waits for', j.parents.length ? j.parents.map((p) => `#${p}`).join(', ') : null],
+    ['Waited for by', j.dependants.length ? j.dependants.map((d) => `#${d}`).join(', ') : null],
+    ['Arguments', j.args === undefined ? null : JSON.stringify(j.args)]].filter(([, v]) => v !== undefined && v !== null);
   $('detail-facts').replaceChildren(...facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
   $('detail-errors').replaceChildren(...(j.errors.length ? j.errors.map((e) => el('tr', {},
     el('td', {}, e.attempt), el('td', { title: e.at }, ago(new Date(e.at))), el('td', { class: 'reason' }, e.error)))

@@ -6,7 +6,10 @@
 //   - also on pause, seek, pagehide and when the page is hidden (fetch with keepalive, so the
 //     last report outlives the page).
 // HLS plays through hls.js (Media Source Extensions) where it can, and natively where the
-// browser plays HLS itself and has no MSE. Errors from the API or the video are shown, never
+// browser plays HLS itself and has no MSE. A video still encoding plays as soon as its first
+// rendition is done (the API's "playable"): its master playlist lists the renditions finished
+// so far, and hls.js reads a master once, so the page polls the video and, once it is READY,
+// loads the full master again from where the video is (upgrade). Errors from the API or the video are shown, never
 // swallowed; hls.js's non-fatal errors (it recovers from them itself) are only logged.
 
 import { api, APIError, clearNotice, clock, courseHref, describe, fail, initSession, showNotice } from './common.mjs';
@@ -133,6 +136,15 @@ function attach(url, resumeS) {
         video.dataset.captions = i >= 0 ? data.subtitleTracks[i].lang || data.subtitleTracks[i].name : 'off';
       });
     });
+    // What the page plays, for the end-to-end tests: the heights of the levels hls.js knows and
+    // of the fragment on screen.
+    hls.on(Hls.Events.MANIFEST_PARSED, (_event, data) => {
+      video.dataset.levels = data.levels.map((l) => l.height).join(',');
+    });
+    hls.on(Hls.Events.FRAG_CHANGED, (_event, data) => {
+      const level = hls.levels[data.frag.level];
+      if (level) video.dataset.playingHeight = String(level.height);
+    });
     hls.on(Hls.Events.FRAG_BUFFERED, () => {
       renewals = 0;
       if (!retrying) return;
@@ -186,7 +198,7 @@ async function renewLinks() {
   hls = null;
   try {
     const m = await api('GET', `/v1/media/${mediaID}`);
-    if (m.status !== 'READY' || !m.hls_url) throw new Error('the video is no longer playable');
+    if (!m.playable || !m.hls_url) throw new Error('the video is no longer playable');
     attach(m.hls_url, at);
   } catch (err) {
     stopReporting();
@@ -216,12 +228,14 @@ function unavailable() {
   if (title.textContent === 'Loading…') title.textContent = 'Video unavailable';
 }
 
-async function readyMedia() {
+// playableMedia waits until the video can play: READY, or still encoding with its first
+// renditions done.
+async function playableMedia() {
   for (;;) {
     const m = await api('GET', `/v1/media/${mediaID}`);
     title.textContent = m.title;
     document.title = `${m.title} · Playhead`;
-    if (m.status === 'READY') return m;
+    if (m.playable && m.hls_url) return m;
     if (m.status === 'FAILED') {
       throw new Error(`this video could not be encoded: ${m.failure_reason || 'no reason given'}`);
     }
@@ -230,11 +244,45 @@ async function readyMedia() {
   }
 }
 
+// upgrade waits for a video that plays while it encodes to be READY, then loads its master
+// again, now with every rendition, from where the video is, and the storyboard. A failure of
+// the rest of the encode is shown; what plays keeps playing.
+async function upgrade() {
+  video.dataset.encoding = 'true';
+  showNotice('Still encoding: playing the qualities done so far; the others are added when they are ready.', 'info');
+  for (;;) {
+    await new Promise((r) => setTimeout(r, STATUS_POLL_MS));
+    let m;
+    try {
+      m = await api('GET', `/v1/media/${mediaID}`);
+    } catch (err) {
+      console.warn('could not check the encode:', err);
+      continue;
+    }
+    if (m.status === 'FAILED') {
+      showNotice(`The rest of this video could not be encoded: ${m.failure_reason || 'no reason given'}`, 'warn');
+      return;
+    }
+    if (m.status !== 'READY') continue;
+    clearNotice('info');
+    video.dataset.encoding = 'false';
+    if (m.storyboard_url) loadStoryboard(m.storyboard_url);
+    if (!hls) return; // native HLS, or playback failed: the next visit gets the full master
+    const at = video.currentTime;
+    const paused = video.paused;
+    hls.destroy();
+    hls = null;
+    attach(m.hls_url, at);
+    if (paused) video.pause();
+    return;
+  }
+}
+
 async function open() {
   let m;
   let resume;
   try {
-    m = await readyMedia();
+    m = await playableMedia();
     setOverlay('');
     const from = fromCollection ? `?${new URLSearchParams({ collection: fromCollection })}` : '';
     resume = await api('POST', `/v1/playback/${mediaID}${from}`);
@@ -282,6 +330,7 @@ async function open() {
     if (document.visibilityState === 'hidden') report('hidden', true);
   });
   attach(m.hls_url, resumeS);
+  if (m.status !== 'READY') upgrade();
 }
 
 if (!Number.isSafeInteger(mediaID) || mediaID <= 0) {
