@@ -209,16 +209,20 @@ func (q *Queue) RetryDead(ctx context.Context, id int64) error {
 		UPDATE jobs SET status = CASE WHEN w.n > 0 THEN 'WAITING' ELSE 'PENDING' END, waiting_on = w.n,
 		       attempt_count = 0, available_at = statement_timestamp(),
 		       completed_at = NULL, claim_token = NULL, claimed_by = NULL, lease_until = NULL
-		FROM (SELECT count(*) FILTER (WHERE p.status <> 'COMPLETED') AS n, count(*) FILTER (WHERE p.status = 'DEAD') AS dead
-		      FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id WHERE d.job_id = $1) w
-		WHERE id = $1 AND status = 'DEAD' AND w.dead = 0`, id)
+		FROM (SELECT count(*) FILTER (WHERE NOT d.done) AS n, count(*) FILTER (WHERE `+blockedParent+`) AS blocked
+		      FROM job_dependencies d LEFT JOIN jobs p ON p.id = d.parent_id WHERE d.job_id = $1) w
+		WHERE id = $1 AND status = 'DEAD' AND w.blocked = 0`, id)
 	switch {
 	case err != nil:
 		return fmt.Errorf("retry job %d: %w", id, err)
 	case !changed:
 		var parent int64
-		if q.pool.QueryRow(ctx, `SELECT p.id FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id
-			WHERE d.job_id = $1 AND p.status = 'DEAD' ORDER BY p.id LIMIT 1`, id).Scan(&parent) == nil {
+		var gone bool
+		if q.pool.QueryRow(ctx, `SELECT d.parent_id, p.id IS NULL FROM job_dependencies d LEFT JOIN jobs p ON p.id = d.parent_id
+			WHERE d.job_id = $1 AND `+blockedParent+` ORDER BY d.parent_id LIMIT 1`, id).Scan(&parent, &gone) == nil {
+			if gone {
+				return apperr.Errorf(apperr.Conflict, "job %d waits for job %d, which died and was deleted: it can never run", id, parent)
+			}
 			return apperr.Errorf(apperr.Conflict, "job %d waits for job %d, which is DEAD: retry that one first", id, parent)
 		}
 		// Not DEAD any more, or deleted by retention since it was read.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -150,19 +151,6 @@ FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
 WHERE j.id = c.id AND j.status = 'PROCESSING' AND j.claim_token = c.token AND j.lease_until > statement_timestamp()
 RETURNING j.claim_token::text`
 
-// completeBatchReleasingSQL is completeBatchSQL for a batch with jobs of a group: in the same
-// statement, the dependants of the jobs it completed count them done (releaseCTEs). Plain
-// batches keep completeBatchSQL, so jobs without a group pay nothing for dependencies.
-var completeBatchReleasingSQL = `
-WITH done AS (
-    UPDATE jobs j
-    SET status = 'COMPLETED', completed_at = statement_timestamp(), lease_until = NULL, last_error = NULL
-    FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
-    WHERE j.id = c.id AND j.status = 'PROCESSING' AND j.claim_token = c.token AND j.lease_until > statement_timestamp()
-    RETURNING j.id, j.claim_token::text AS token
-), ` + releaseCTEs(`SELECT id FROM done`) + `
-SELECT done.token FROM done CROSS JOIN (` + notifyReleased + `) notified`
-
 // completeBatch marks jobs COMPLETED in one fenced statement (its own transaction) and reports,
 // for each job in order, nil when its completion committed and ErrClaimLost when its claim was
 // lost. It is only for jobs whose kind has no Lock hook and whose completion has no domain
@@ -172,18 +160,42 @@ SELECT done.token FROM done CROSS JOIN (` + notifyReleased + `) notified`
 func (q *Queue) completeBatch(ctx context.Context, jobs []Job) ([]error, error) {
 	ids := make([]int64, len(jobs))
 	tokens := make([]string, len(jobs))
-	sql := completeBatchSQL
+	grouped := false
 	for i, j := range jobs {
 		ids[i], tokens[i] = j.ID, j.ClaimToken
-		if j.Group != 0 {
-			sql = completeBatchReleasingSQL
+		grouped = grouped || j.Group != 0
+	}
+	var won []string
+	var err error
+	if grouped {
+		// The same statement, then the dependants of the jobs it completed count them done,
+		// in its transaction: plain batches keep their one statement, so jobs without a group
+		// pay nothing for dependencies.
+		err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, completeBatchSQL, ids, tokens)
+			if err != nil {
+				return err
+			}
+			if won, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+				return err
+			}
+			completed := make([]int64, 0, len(won))
+			for i, j := range jobs {
+				if j.Group != 0 && slices.Contains(won, tokens[i]) {
+					completed = append(completed, j.ID)
+				}
+			}
+			if len(completed) == 0 {
+				return nil
+			}
+			return releaseDependants(ctx, tx, completed...)
+		})
+	} else {
+		var rows pgx.Rows
+		if rows, err = q.pool.Query(ctx, completeBatchSQL, ids, tokens); err == nil {
+			won, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		}
 	}
-	rows, err := q.pool.Query(ctx, sql, ids, tokens)
-	if err != nil {
-		return nil, fmt.Errorf("complete %d jobs: %w", len(jobs), err)
-	}
-	won, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("complete %d jobs: %w", len(jobs), err)
 	}

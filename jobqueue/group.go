@@ -176,35 +176,51 @@ func enqueueGroup(ctx context.Context, tx pgx.Tx, from *int64, jobs []GroupJob) 
 	return ids, nil
 }
 
-// releaseCTEs are the common table expressions that make the WAITING dependants of parents
-// (a SQL expression listing the ids of jobs just COMPLETED) count those parents done, and
-// PENDING when none is left, naming them "released" (kind, status). The dependants are locked
-// in id order first, so that two completions sharing dependants cannot deadlock on them.
-func releaseCTEs(parents string) string {
-	return `freed AS (
-    SELECT d.job_id AS id, count(*) AS n FROM job_dependencies d WHERE d.parent_id IN (` + parents + `) GROUP BY d.job_id
-), locked AS (
-    SELECT w.id FROM jobs w WHERE w.id IN (SELECT id FROM freed) AND w.status = 'WAITING' ORDER BY w.id FOR UPDATE
+// releaseSQL marks the edges of the parents $1 (jobs just COMPLETED) done and makes their
+// WAITING dependants count those parents done, PENDING when none is left, waking the idle
+// runners of every kind a dependant of which became PENDING. The dependants are locked
+// beforehand (lockChildrenSQL).
+const releaseSQL = `
+WITH freed AS (
+    SELECT d.job_id AS id, count(*) AS n FROM job_dependencies d WHERE d.parent_id = ANY($1::bigint[]) AND NOT d.done GROUP BY d.job_id
+), marked AS (
+    UPDATE job_dependencies d SET done = true WHERE d.parent_id = ANY($1::bigint[]) AND NOT d.done
 ), released AS (
     UPDATE jobs w
     SET waiting_on = w.waiting_on - freed.n,
         status = CASE WHEN w.waiting_on <= freed.n THEN 'PENDING' ELSE 'WAITING' END,
         available_at = statement_timestamp()
-    FROM freed JOIN locked USING (id)
+    FROM freed
     WHERE w.id = freed.id AND w.status = 'WAITING'
     RETURNING w.kind, w.status
-)`
+)
+SELECT count(pg_notify('` + Channel + `', kind)) FROM (SELECT DISTINCT kind FROM released WHERE status = 'PENDING') k`
+
+// Every change of a job of a group that reads its dependants' state (a release, a cancel, a
+// revival) first locks those dependants' rows, in a statement of its own, and reads them in the
+// next, whose snapshot is taken once it holds the locks. Two such changes that share a
+// dependant (the completion of one of its parents and the admin retry of another, which
+// revives it) are then serialized on its row, and the second sees what the first wrote. In one
+// statement the second would read from a snapshot taken before the first committed: a
+// completion would skip a dependant being revived (left waiting for a parent that already
+// completed), a death a dependant being revived (left WAITING for a DEAD parent).
+// (TestGroupChaos_ARevivalRacingTheOtherParentsEndLosesIt)
+const lockChildrenSQL = `SELECT j.id FROM jobs j WHERE j.id IN (SELECT job_id FROM job_dependencies WHERE parent_id = ANY($1::bigint[]))
+ORDER BY j.id FOR UPDATE`
+
+// lockChildren runs lockChildrenSQL for parents in tx.
+func lockChildren(ctx context.Context, tx pgx.Tx, parents []int64) error {
+	if _, err := tx.Exec(ctx, lockChildrenSQL, parents); err != nil {
+		return fmt.Errorf("lock the dependants of jobs %v: %w", parents, err)
+	}
+	return nil
 }
-
-// notifyReleased is the select, after releaseCTEs, that wakes the idle runners of every kind
-// a dependant of which became PENDING.
-const notifyReleased = `SELECT count(pg_notify('` + Channel + `', kind)) FROM (SELECT DISTINCT kind FROM released WHERE status = 'PENDING') k`
-
-// releaseSQL is releaseCTEs for the parents in $1.
-var releaseSQL = `WITH ` + releaseCTEs(`SELECT unnest($1::bigint[])`) + "\n" + notifyReleased
 
 // releaseDependants runs releaseSQL for parents inside their completion's transaction.
 func releaseDependants(ctx context.Context, tx pgx.Tx, parents ...int64) error {
+	if err := lockChildren(ctx, tx, parents); err != nil {
+		return err
+	}
 	if _, err := tx.Exec(ctx, releaseSQL, parents); err != nil {
 		return fmt.Errorf("release the dependants of jobs %v: %w", parents, err)
 	}
@@ -218,26 +234,36 @@ const belowCTE = `RECURSIVE below(id) AS (
     SELECT d.job_id FROM job_dependencies d JOIN below b ON d.parent_id = b.id
 )`
 
+// lockBelowSQL locks every job below the job $1, in id order (see lockChildrenSQL).
+var lockBelowSQL = `WITH ` + belowCTE + ` SELECT j.id FROM jobs j WHERE j.id IN (SELECT id FROM below) ORDER BY j.id FOR UPDATE`
+
 // cancelBelowSQL makes DEAD every WAITING job below the job $1 that just went DEAD, with the
 // error $2, and returns them. Only WAITING ones: a job below a job that never completed has
 // never run.
-var cancelBelowSQL = `WITH ` + belowCTE + `, locked AS (
-    SELECT id FROM jobs WHERE id IN (SELECT id FROM below) AND status = 'WAITING' ORDER BY id FOR UPDATE
-)
+var cancelBelowSQL = `WITH ` + belowCTE + `
 UPDATE jobs j SET status = 'DEAD', completed_at = statement_timestamp(), last_error = $2, ` + appendError("$2") + `
-FROM locked WHERE j.id = locked.id AND j.status = 'WAITING'
+FROM below WHERE j.id = below.id AND j.status = 'WAITING'
 RETURNING ` + jobColumns
 
-// reviveBelowSQL makes WAITING again every job below the job $1 that an administrator just
-// retried and that never ran (DEAD with no attempt: cancelled with its ancestor), each waiting
-// for its parents not COMPLETED (the retried job among them, or a parent of its own), and
-// returns them.
-var reviveBelowSQL = `WITH ` + belowCTE + `, locked AS (
-    SELECT id FROM jobs WHERE id IN (SELECT id FROM below) AND status = 'DEAD' AND attempt_count = 0 ORDER BY id FOR UPDATE
+// blockedParent is the condition, on an edge d of a job, that the job can never run: its parent
+// is DEAD, or its row is gone without having COMPLETED (deleted by retention or an
+// administrator once DEAD).
+const blockedParent = `NOT d.done AND (p.id IS NULL OR p.status = 'DEAD')`
+
+// reviveChildrenSQL makes WAITING again every child of the jobs $1 (just brought back) that
+// never ran (DEAD with no attempt: cancelled with its ancestor) and that no other parent keeps
+// from ever running (blockedParent), each waiting for its edges not done, and returns them.
+// reviveBelow runs it a generation at a time, so that a grandchild sees its revived parent.
+var reviveChildrenSQL = `
+WITH kids AS (
+    SELECT DISTINCT job_id AS id FROM job_dependencies WHERE parent_id = ANY($1::bigint[])
+), revivable AS (
+    SELECT j.id FROM jobs j JOIN kids USING (id) WHERE j.status = 'DEAD' AND j.attempt_count = 0
 ), waits AS (
-    SELECT locked.id, (SELECT count(*) FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id
-                       WHERE d.job_id = locked.id AND p.status <> 'COMPLETED') AS n
-    FROM locked
+    SELECT l.id, (SELECT count(*) FROM job_dependencies d WHERE d.job_id = l.id AND NOT d.done) AS n
+    FROM revivable l
+    WHERE NOT EXISTS (SELECT 1 FROM job_dependencies d LEFT JOIN jobs p ON p.id = d.parent_id
+                      WHERE d.job_id = l.id AND ` + blockedParent + `)
 )
 UPDATE jobs j SET status = CASE WHEN waits.n > 0 THEN 'WAITING' ELSE 'PENDING' END, waiting_on = waits.n,
        available_at = statement_timestamp(), completed_at = NULL
@@ -260,6 +286,9 @@ func (e cancelledError) Unwrap() error { return e.cause }
 // cause, each by its kind's OnParentDead rule.
 func (q *Queue) cancelBelow(ctx context.Context, tx pgx.Tx, j Job, cause error) error {
 	dead := cancelledError{ancestor: j.ID, cause: cause}
+	if _, err := tx.Exec(ctx, lockBelowSQL, j.ID); err != nil {
+		return fmt.Errorf("lock the dependants of job %d: %w", j.ID, err)
+	}
 	rows, err := tx.Query(ctx, cancelBelowSQL, j.ID, dead.Error())
 	if err != nil {
 		return fmt.Errorf("cancel the dependants of job %d: %w", j.ID, err)
@@ -276,15 +305,27 @@ func (q *Queue) cancelBelow(ctx context.Context, tx pgx.Tx, j Job, cause error) 
 	})
 }
 
-// reviveBelow brings back the descendants of j (retried in tx) that were cancelled with it.
+// reviveBelow brings back the descendants of j (retried in tx) that were cancelled with it
+// and that nothing else keeps from running, a generation at a time.
 func (q *Queue) reviveBelow(ctx context.Context, tx pgx.Tx, j Job) error {
-	rows, err := tx.Query(ctx, reviveBelowSQL, j.ID)
-	if err != nil {
-		return fmt.Errorf("revive the dependants of job %d: %w", j.ID, err)
-	}
-	below, err := pgx.CollectRows(rows, scanJob)
-	if err != nil {
-		return fmt.Errorf("revive the dependants of job %d: %w", j.ID, err)
+	var below []Job
+	for frontier := []int64{j.ID}; len(frontier) > 0; {
+		if err := lockChildren(ctx, tx, frontier); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, reviveChildrenSQL, frontier)
+		if err != nil {
+			return fmt.Errorf("revive the dependants of job %d: %w", j.ID, err)
+		}
+		revived, err := pgx.CollectRows(rows, scanJob)
+		if err != nil {
+			return fmt.Errorf("revive the dependants of job %d: %w", j.ID, err)
+		}
+		frontier = frontier[:0]
+		for _, d := range revived {
+			frontier = append(frontier, d.ID)
+		}
+		below = append(below, revived...)
 	}
 	kinds := map[string]bool{}
 	for _, d := range below {

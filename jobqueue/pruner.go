@@ -95,8 +95,8 @@ WITH gone AS (
 
 // forgetEdges follows a CTE "gone" of deleted jobs (id, group_id): it deletes the edges whose
 // dependant is one of the grouped ones, and counts the jobs deleted (as the statement's
-// command tag does not). An edge whose parent went is left: every query that counts parents
-// joins the parent's row, so it counts for nothing, and it goes with its dependant.
+// command tag does not). An edge whose parent went is kept: it still says whether that parent
+// COMPLETED (done), which is what its dependant waits for, and it goes with its dependant.
 const forgetEdges = `, edges AS (
     DELETE FROM job_dependencies d USING gone WHERE gone.group_id IS NOT NULL AND d.job_id = gone.id
 )

@@ -18,14 +18,16 @@ ALTER TABLE jobs ADD COLUMN group_id bigint,
                  ADD COLUMN args jsonb;
 CREATE INDEX jobs_group_idx ON jobs (group_id) WHERE group_id IS NOT NULL;
 
--- One row per edge: job_id waits for parent_id. No foreign keys on purpose: their per-row
--- triggers would run on every delete of every job, grouped or not, and the pruner deletes
--- jobs by the thousand; the pruner and the admin discard delete a grouped job's edges
--- themselves. An edge whose parent was pruned (a COMPLETED parent, long done) is harmless:
--- every query that counts parents joins the parent's row.
+-- One row per edge: job_id waits for parent_id; done once the parent COMPLETED (set by the
+-- parent's completion), so what a job waits for is its edges not done, whether or not the
+-- parent's row still exists (retention deletes COMPLETED jobs after 7 days, DEAD ones after
+-- 30). No foreign keys on purpose: their per-row triggers would run on every delete of every
+-- job, grouped or not, and the pruner deletes jobs by the thousand; the pruner and the admin
+-- discard delete a grouped job's edges (those naming it as the dependant) themselves.
 CREATE TABLE job_dependencies (
     parent_id bigint NOT NULL,
     job_id    bigint NOT NULL,
+    done      boolean NOT NULL DEFAULT false,
     PRIMARY KEY (parent_id, job_id),
     CHECK (parent_id <> job_id)
 );
