@@ -108,7 +108,7 @@ func (h *Handler) create(c *fiber.Ctx) (err error) {
 	if err != nil {
 		return err
 	}
-	grid, err := h.videoGrid(ctx, m.HLSKey)
+	grid, err := h.videoGrid(ctx, id, m.HLSKey)
 	if err != nil {
 		return err
 	}
@@ -288,9 +288,16 @@ func checkLabel(raw string) (string, error) {
 const maxPlaylistBytes = 4 << 20
 
 // videoGrid returns the segment durations of the media's first variant stream, read from its
-// master playlist at masterKey: the grid the caption segments are cut on.
-func (h *Handler) videoGrid(ctx context.Context, masterKey string) ([]time.Duration, error) {
-	master, err := h.read(ctx, masterKey)
+// master playlist at masterKey (assembled from its renditions for an encode group's): the grid
+// the caption segments are cut on.
+func (h *Handler) videoGrid(ctx context.Context, id int64, masterKey string) ([]time.Duration, error) {
+	var master []byte
+	var err error
+	if masterKey == media.AssembledMaster(id) {
+		master, err = h.Media.AssembledMaster(ctx, id)
+	} else {
+		master, err = h.read(ctx, masterKey)
+	}
 	if err != nil {
 		return nil, err
 	}

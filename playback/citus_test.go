@@ -66,6 +66,12 @@ var citusPlan = map[string]placement{
 	"webhook_deliveries":  {kind: coordinator},
 	"outbox_retention":    {kind: coordinator},
 	"job_schedules":       {kind: coordinator},
+	// Job dependencies (issue 34): a few edges per group, written with the group and read by
+	// its jobs' finishing transactions, like jobs.
+	"job_dependencies": {kind: coordinator},
+	// An encode group's renditions (issue 34): a few rows per media, written by its rendition
+	// jobs, read with the media row when its master playlist is served, like captions.
+	"media_renditions": {kind: reference},
 	// The audience (issue 35): media marked by every flush (a statement of its own, reading
 	// only its parameters) and their rollups, one row per media, like media.
 	"audience_dirty":   {kind: coordinator},

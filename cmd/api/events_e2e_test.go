@@ -13,8 +13,8 @@ import (
 )
 
 // TestEvents_StreamFollowsAnEncodeOnAnotherNodeEndsOnStopAndResumes is the event stream through
-// the real binaries: a stream held by a role=api node gets the media.ready of an encode a
-// role=worker node finished (the NOTIFY crosses processes); the api node's SIGTERM ends the
+// the real binaries: a stream held by a role=api node gets the media.playable and then the
+// media.ready of an encode a role=worker node finished (the NOTIFY crosses processes); the api node's SIGTERM ends the
 // stream and the node still stops cleanly (the public server does not wait on it); a new api
 // node resumes from Last-Event-ID and sends the event again.
 func TestEvents_StreamFollowsAnEncodeOnAnotherNodeEndsOnStopAndResumes(t *testing.T) {
@@ -28,6 +28,10 @@ func TestEvents_StreamFollowsAnEncodeOnAnotherNodeEndsOnStopAndResumes(t *testin
 
 	src := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 2, Width: 320, Height: 240, Audio: true})
 	id := api.Upload(t, owner, binarytest.Upload{Path: src, FileName: "events.mp4", Title: "e2e events"})
+	playable := mine.Next(t)
+	if wantPlayable := (media.EventData{EventID: playable.Data.Data.EventID, MediaID: id, OwnerID: 41, Status: "PROCESSING"}); playable.Name != media.EventPlayable || playable.Data.Data != wantPlayable {
+		t.Fatalf("the owner's stream got %+v first, want %s with %+v", playable, media.EventPlayable, wantPlayable)
+	}
 	ready := mine.Next(t)
 	want := media.EventData{EventID: ready.Data.Data.EventID, MediaID: id, OwnerID: 41, Status: "READY"}
 	if ready.Name != media.EventReady || ready.Data.Data != want || ready.ID != strconv.FormatInt(want.EventID, 10) {

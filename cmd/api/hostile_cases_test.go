@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/playhead/playhead/media"
 )
 
 // hostileParams are path parameter values no route may take for an id, and no route may
@@ -287,7 +289,7 @@ func webhookURLCases(r hostileRoute, tok string) []hostileCase {
 // old cookie instead of one, a forged, expired or altered signature (403), and a correctly
 // signed link for a member who may not play the media (404: as if it did not exist).
 func signedLinkCases(f *hostileFixture, method string, forged map[string]string) []hostileCase {
-	mineKey := f.minePrefix + "master.m3u8"
+	mineKey := media.AssembledMaster(f.mine)
 	path, query, _ := strings.Cut(f.mineURL, "?")
 	later := time.Now().Add(time.Hour)
 	sign := func(member int64, key string, expires time.Time) string { return f.signer.URL(member, key, expires) }

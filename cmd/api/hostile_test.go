@@ -186,7 +186,7 @@ var routeTable = []hostileRoute{
 	{method: "PATCH", pattern: "/v1/admin/media/:id", access: admin, target: idTarget("/v1/admin/media/%s", mineID), hasParam: true, idParam: true,
 		jsonBody: map[string]any{"title": "renamed"}, textFields: []string{"title", "status", "visibility"}},
 	{method: "GET", pattern: "/v1/admin/media/:id", access: admin, target: idTarget("/v1/admin/media/%s", mineID), hasParam: true, idParam: true},
-	{method: "GET", pattern: "/v1/admin/jobs", access: admin, target: fixed("/v1/admin/jobs"), query: []string{"status", "limit", "kind", "before"}},
+	{method: "GET", pattern: "/v1/admin/jobs", access: admin, target: fixed("/v1/admin/jobs"), query: []string{"status", "limit", "kind", "before", "group"}},
 	{method: "GET", pattern: "/v1/admin/jobs/counts", access: admin, target: fixed("/v1/admin/jobs/counts")},
 	{method: "GET", pattern: "/v1/admin/jobs/schedules", access: admin, target: fixed("/v1/admin/jobs/schedules")},
 	{method: "GET", pattern: "/v1/admin/jobs/:id", access: admin, target: idTarget("/v1/admin/jobs/%s", jobID), hasParam: true, idParam: true},
@@ -453,8 +453,11 @@ func setupHostile(t *testing.T) *hostileFixture {
 	f.mine, f.minePrefix = readyUpload(t, s, f.a, "A's clip", "PRIVATE")
 	f.mineURL = mediaOf(t, s, f.a, f.mine).HLSURL
 	theirs, theirsPrefix := readyUpload(t, s, f.b, "B's private clip", "PRIVATE")
-	f.theirs, f.theirsPath = theirs, theirsPrefix+"master.m3u8"
-	for _, file := range []string{"master.m3u8", "v0/index.m3u8", "v0/media.mp4", "thumb.jpg", "storyboard/storyboard.vtt", "storyboard/sprite_000.jpg"} {
+	f.theirs, f.theirsPath = theirs, media.AssembledMaster(theirs)
+	// B's master playlist is assembled when served: whatever form it took, it would name the
+	// folder of B's rendition.
+	f.secrets = append(f.secrets, []byte(strings.TrimSuffix(strings.TrimPrefix(theirsPrefix, fmt.Sprintf("hls/%d/", theirs)), "/")))
+	for _, file := range bFiles {
 		content, err := os.ReadFile(filepath.Join(storageDir, filepath.FromSlash(theirsPrefix+file)))
 		if err != nil {
 			t.Fatal(err)

@@ -28,13 +28,17 @@ import (
 	"github.com/playhead/playhead/media"
 )
 
-// TestPipeline_UploadBecomesPlayable uploads a small video through a role=all process and
-// follows it to a playable HLS stream: not playable while PROCESSING, then master playlist,
-// segment and thumbnail served over HTTP from the winning claim's prefix, ffprobe-able, and
-// the source never served.
+// TestPipeline_UploadBecomesPlayable uploads a small video through a role=all process in
+// PLAYHEAD_ENCODE_MODE=single (one job per upload; the default, a group of jobs, is followed by
+// encodejobs.TestEncodeGroup_*, the browser test of watching while it encodes and the workers'
+// tests) and follows it to a playable HLS stream: not playable while PROCESSING, then master
+// playlist, segment and thumbnail served over HTTP from the winning claim's prefix,
+// ffprobe-able, and the source never served.
 func TestPipeline_UploadBecomesPlayable(t *testing.T) {
 	storageDir, tmpDir := t.TempDir(), t.TempDir()
-	s := binarytest.Start(t, pipelineEnv("all", "e2e-all", storageDir, tmpDir, "ultrafast"))
+	env := pipelineEnv("all", "e2e-all", storageDir, tmpDir, "ultrafast")
+	env["PLAYHEAD_ENCODE_MODE"] = "single"
+	s := binarytest.Start(t, env)
 	pool := s.Pool(t)
 	src := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 3, Width: 320, Height: 240, Audio: true})
 	const ownerID, viewerID = 11, 12

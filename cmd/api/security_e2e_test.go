@@ -65,12 +65,20 @@ func readyUpload(t *testing.T, s *binarytest.Server, token, title, visibility st
 	id := s.Upload(t, token, binarytest.Upload{Path: src, Title: title, Visibility: visibility})
 	v := waitMedia(t, s, token, id, media.StatusReady)
 	playlist, _, _ := strings.Cut(v.HLSURL, "?")
-	prefix := strings.TrimPrefix(strings.TrimSuffix(playlist, "master.m3u8"), "/objects/")
-	if !strings.HasPrefix(prefix, fmt.Sprintf("hls/%d/", id)) {
-		t.Fatalf("hls_url %q is not under hls/%d/", v.HLSURL, id)
+	if want := "/objects/" + media.AssembledMaster(id); playlist != want {
+		t.Fatalf("hls_url %q, want the assembled master %s", v.HLSURL, want)
+	}
+	// A 120p source has one rendition, whose job wrote the thumbnail and the storyboard too.
+	thumb, _, _ := strings.Cut(v.ThumbnailURL, "?")
+	prefix := strings.TrimPrefix(strings.TrimSuffix(thumb, "thumb.jpg"), "/objects/")
+	if !strings.HasPrefix(prefix, fmt.Sprintf("hls/%d/", id)) || strings.Count(prefix, "/") != 3 {
+		t.Fatalf("thumbnail_url %q is not in a claim's folder of hls/%d/", v.ThumbnailURL, id)
 	}
 	return id, prefix
 }
+
+// bFiles are the files of a readyUpload's one rendition, under its claim's folder.
+var bFiles = []string{"v0/index.m3u8", "v0/media.mp4", "thumb.jpg", "storyboard/storyboard.vtt", "storyboard/sprite_000.jpg"}
 
 // TestSecurity_TraversalReachesNoOtherMedia is finding 1 of issue 11 through the binary, with
 // signed URLs: member A may play its own media; every way of writing a path from A's media
@@ -83,38 +91,43 @@ func TestSecurity_TraversalReachesNoOtherMedia(t *testing.T) {
 	mine, minePrefix := readyUpload(t, s, a, "A's clip", "PRIVATE")
 	theirs, theirsPrefix := readyUpload(t, s, b, "B's private clip", "PRIVATE")
 
-	var secrets [][]byte
-	for _, f := range []string{"master.m3u8", "v0/index.m3u8", "v0/media.mp4", "thumb.jpg", "storyboard/storyboard.vtt", "storyboard/sprite_000.jpg"} {
+	claimB := strings.TrimSuffix(strings.TrimPrefix(theirsPrefix, fmt.Sprintf("hls/%d/", theirs)), "/")
+	claimA := strings.TrimSuffix(strings.TrimPrefix(minePrefix, fmt.Sprintf("hls/%d/", mine)), "/")
+	// B's master playlist is assembled when served: whatever form it took, it would name the
+	// folder of B's rendition.
+	secrets := [][]byte{[]byte(claimB)}
+	for _, f := range bFiles {
 		content, err := os.ReadFile(filepath.Join(storageDir, filepath.FromSlash(theirsPrefix+f)))
 		if err != nil {
 			t.Fatalf("B's output %s: %v", f, err)
 		}
 		secrets = append(secrets, content)
 	}
-	claimB := strings.TrimSuffix(strings.TrimPrefix(theirsPrefix, fmt.Sprintf("hls/%d/", theirs)), "/")
-	claimA := strings.TrimSuffix(strings.TrimPrefix(minePrefix, fmt.Sprintf("hls/%d/", mine)), "/")
 	m, y := strconv.FormatInt(mine, 10), strconv.FormatInt(theirs, 10)
-	bPath := y + "/" + claimB + "/"
+	bKeys := []string{y + "/master.m3u8"} // under hls/
+	for _, file := range bFiles {
+		bKeys = append(bKeys, y+"/"+claimB+"/"+file)
+	}
 	var forms []string
-	for _, file := range []string{"master.m3u8", "v0/index.m3u8", "v0/media.mp4", "thumb.jpg", "storyboard/storyboard.vtt", "storyboard/sprite_000.jpg"} {
+	for _, k := range bKeys {
 		forms = append(forms,
-			"/objects/hls/"+bPath+file,
-			"/objects/hls/"+m+"/../"+bPath+file,
-			"/objects/hls/"+m+"/"+claimA+"/../../"+bPath+file,
-			"/objects/hls/"+m+"/%2e%2e/"+bPath+file,
-			"/objects/hls/"+m+"/%2E%2E/"+bPath+file,
-			"/objects/hls/"+m+"/.%2e/"+bPath+file,
-			"/objects/hls/"+m+"/..%2f"+bPath+file,
-			"/objects/hls/"+m+"/..%2F"+strings.ReplaceAll(bPath, "/", "%2F")+file,
-			"/objects/hls/"+m+"/./../"+bPath+file,
-			"/objects/hls/"+m+"/x/../../"+bPath+file,
-			"/objects/hls/"+m+"/%252e%252e/"+bPath+file,
-			"/objects/hls/"+m+`/..\`+strings.ReplaceAll(bPath, "/", `\`)+file,
-			"/objects/hls/"+m+"/..%5c"+bPath+file,
-			"/objects/hls/"+m+"/%00/../../"+bPath+file,
-			"/objects/hls/"+m+"%00/../"+bPath+file,
-			"/objects/hls/"+m+"//../"+bPath+file,
-			"/objects/hls/0"+bPath+file,
+			"/objects/hls/"+k,
+			"/objects/hls/"+m+"/../"+k,
+			"/objects/hls/"+m+"/"+claimA+"/../../"+k,
+			"/objects/hls/"+m+"/%2e%2e/"+k,
+			"/objects/hls/"+m+"/%2E%2E/"+k,
+			"/objects/hls/"+m+"/.%2e/"+k,
+			"/objects/hls/"+m+"/..%2f"+k,
+			"/objects/hls/"+m+"/..%2F"+strings.ReplaceAll(k, "/", "%2F"),
+			"/objects/hls/"+m+"/./../"+k,
+			"/objects/hls/"+m+"/x/../../"+k,
+			"/objects/hls/"+m+"/%252e%252e/"+k,
+			"/objects/hls/"+m+`/..\`+strings.ReplaceAll(k, "/", `\`),
+			"/objects/hls/"+m+"/..%5c"+k,
+			"/objects/hls/"+m+"/%00/../../"+k,
+			"/objects/hls/"+m+"%00/../"+k,
+			"/objects/hls/"+m+"//../"+k,
+			"/objects/hls/0"+k,
 		)
 	}
 	aURL := mediaOf(t, s, a, mine).HLSURL

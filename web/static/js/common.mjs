@@ -184,8 +184,8 @@ export async function api(method, path, { body, keepalive = false } = {}) {
 export class MediaEvents {
   constructor() {
     this.abort = new AbortController();
-    this.waiters = new Map(); // media id → { resolve, reject }
-    this.seen = new Map(); // media id → its last event, for a wait that comes after the event
+    this.waiters = new Map(); // media id → { types, resolve, reject }
+    this.seen = new Map(); // media id → its events so far, for a wait that comes after one
     this.failure = null;
   }
 
@@ -210,10 +210,14 @@ export class MediaEvents {
 
   // wait resolves with the first media.ready or media.failed event of media id, and rejects
   // when the stream fails first.
-  wait(id) {
-    if (this.seen.has(id)) return Promise.resolve(this.seen.get(id));
+  // wait resolves with the first event of media id whose type is one of types (every type when
+  // none is given), seen already or to come.
+  wait(id, types = null) {
+    const wanted = (e) => !types || types.includes(e.type);
+    const seen = (this.seen.get(id) || []).find(wanted);
+    if (seen) return Promise.resolve(seen);
     if (this.failure) return Promise.reject(this.failure);
-    return new Promise((resolve, reject) => this.waiters.set(id, { resolve, reject }));
+    return new Promise((resolve, reject) => this.waiters.set(id, { wanted, resolve, reject }));
   }
 
   close() {
@@ -241,9 +245,9 @@ export class MediaEvents {
 
   deliver(event) {
     const id = event.data.media_id;
-    this.seen.set(id, event);
+    this.seen.set(id, [...(this.seen.get(id) || []), event]);
     const waiter = this.waiters.get(id);
-    if (waiter) {
+    if (waiter && waiter.wanted(event)) {
       this.waiters.delete(id);
       waiter.resolve(event);
     }

@@ -386,7 +386,8 @@ async function listen() {
 }
 
 // follow waits for the media's status to become READY or FAILED: the event stream says when,
-// with no request meanwhile; if the stream fails, the status is polled.
+// with no request meanwhile; if the stream fails, the status is polled. A video playable while
+// it encodes (its first renditions done) gets its watch link at once.
 async function follow(id, title, live) {
   const started = Date.now();
   const waiting = (state) => {
@@ -396,7 +397,11 @@ async function follow(id, title, live) {
   if (live) {
     const tick = setInterval(() => waiting('PROCESSING'), 1000);
     try {
-      const event = await live.wait(id);
+      let event = await live.wait(id);
+      if (event.type === 'media.playable') {
+        showPlayable(id);
+        event = await live.wait(id, ['media.ready', 'media.failed']);
+      }
       status.dataset.via = 'events';
       if (event.data.status === 'READY') showReady(id, title);
       else showFailed(title, event.data.reason);
@@ -427,9 +432,16 @@ async function follow(id, title, live) {
       showFailed(m.title, m.failure_reason);
       return;
     }
+    if (m.playable) showPlayable(id);
     waiting(m.status);
     await new Promise((r) => setTimeout(r, STATUS_POLL_MS));
   }
+}
+
+// showPlayable offers the watch link of a video that can play while it still encodes.
+function showPlayable(id) {
+  watch.href = `/watch/${id}`;
+  watch.hidden = false;
 }
 
 function showReady(id, title, durationMS) {
