@@ -20,6 +20,31 @@ type violations struct {
 	examples map[string][]string
 }
 
+func newViolations() *violations {
+	return &violations{count: map[string]int{}, examples: map[string][]string{}}
+}
+
+// report fails t with each invariant broken, by name.
+func (v *violations) report(t *testing.T) {
+	names := make([]string, 0, len(v.count))
+	for name := range v.count {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t.Errorf("invariant %q broken %d times, e.g. %v", name, v.count[name], v.examples[name])
+	}
+}
+
+// total is how many breaches there are.
+func (v *violations) total() int {
+	n := 0
+	for _, c := range v.count {
+		n += c
+	}
+	return n
+}
+
 func (v *violations) add(invariant, format string, args ...any) {
 	v.count[invariant]++
 	if len(v.examples[invariant]) < 5 {
@@ -36,77 +61,92 @@ type finalJob struct {
 	deleted  bool
 }
 
-// check verifies the invariants after every node stopped.
-func (c *chaos) check(t *testing.T) {
+// mediaRow is a media row at the end.
+type mediaRow struct{ status, hls string }
+
+// chaosFacts are what the database holds at the end of a chaos test.
+type chaosFacts struct {
+	// final is every job's end state, by id: its row, or the row retention deleted.
+	final   map[int64]finalJob
+	deleted int
+	media   map[int64]mediaRow
+	// outbox counts the notification rows of each media, by kind.
+	outbox map[int64]map[string]int
+	// effects counts the effect rows of each job.
+	effects map[int64]int
+}
+
+// facts reads the end state, and checks that retention deleted only finished rows.
+func (c *chaos) facts(t *testing.T, v *violations) chaosFacts {
 	ctx := context.Background()
-	v := &violations{count: map[string]int{}, examples: map[string][]string{}}
-	final := map[int64]finalJob{}
+	f := chaosFacts{final: map[int64]finalJob{}, media: map[int64]mediaRow{}, outbox: map[int64]map[string]int{}, effects: map[int64]int{}}
 	scan(t, ctx, c, `SELECT id, subject_id, status, attempt_count, max_attempts FROM jobs`, func(row pgx.CollectableRow) error {
 		var id int64
 		var j finalJob
 		err := row.Scan(&id, &j.subject, &j.status, &j.attempts, &j.max)
-		final[id] = j
+		f.final[id] = j
 		return err
 	})
-	deleted := 0
 	scan(t, ctx, c, `SELECT job_id, subject_id, status FROM chaos_deleted`, func(row pgx.CollectableRow) error {
 		var id int64
 		j := finalJob{deleted: true}
 		if err := row.Scan(&id, &j.subject, &j.status); err != nil {
 			return err
 		}
-		deleted++
+		f.deleted++
 		if j.status != string(jobqueue.StatusCompleted) && j.status != string(jobqueue.StatusDead) {
 			v.add("retention deletes only finished rows", "job %d deleted while %s", id, j.status)
 		}
-		final[id] = j
+		f.final[id] = j
 		return nil
 	})
-	type mediaRow struct{ status, hls string }
-	mediaOf := map[int64]mediaRow{}
 	scan(t, ctx, c, `SELECT id, status, coalesce(hls_key, '') FROM media`, func(row pgx.CollectableRow) error {
 		var id int64
 		var m mediaRow
 		err := row.Scan(&id, &m.status, &m.hls)
-		mediaOf[id] = m
+		f.media[id] = m
 		return err
 	})
-	outbox := map[int64]map[string]int{}
 	scan(t, ctx, c, `SELECT media_id, kind, count(*) FROM notification_outbox GROUP BY 1, 2`, func(row pgx.CollectableRow) error {
 		var id int64
 		var kind string
 		var n int
 		err := row.Scan(&id, &kind, &n)
-		if outbox[id] == nil {
-			outbox[id] = map[string]int{}
+		if f.outbox[id] == nil {
+			f.outbox[id] = map[string]int{}
 		}
-		outbox[id][kind] = n
+		f.outbox[id][kind] = n
 		return err
 	})
-	effects := map[int64]int{}
 	scan(t, ctx, c, `SELECT job_id, count(*) FROM chaos_effects GROUP BY 1`, func(row pgx.CollectableRow) error {
 		var id int64
 		var n int
 		err := row.Scan(&id, &n)
-		effects[id] = n
+		f.effects[id] = n
 		return err
 	})
+	return f
+}
 
+// check verifies the invariants after every node stopped.
+func (c *chaos) check(t *testing.T) {
+	v := newViolations()
+	f := c.facts(t, v)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	statuses := map[string]int{}
 	for _, id := range c.ids {
-		j, ok := final[id]
+		j, ok := f.final[id]
 		statuses[j.status]++
 		completed, dead := j.status == string(jobqueue.StatusCompleted), j.status == string(jobqueue.StatusDead)
 		if !ok || !(completed || dead) {
 			v.add("every job ends COMPLETED or DEAD", "job %d ended %q (row present: %v)", id, j.status, ok)
 			continue
 		}
-		if want := one(completed); effects[id] != want {
-			v.add("no job's effect happens twice (and a COMPLETED job's happened)", "job %d %s has %d effects", id, j.status, effects[id])
+		if want := one(completed); f.effects[id] != want {
+			v.add("no job's effect happens twice (and a COMPLETED job's happened)", "job %d %s has %d effects", id, j.status, f.effects[id])
 		}
-		m := mediaOf[j.subject]
+		m := f.media[j.subject]
 		if dead && m.status != string(media.StatusFailed) {
 			v.add("a DEAD job's media is FAILED", "job %d DEAD, media %d %s", id, j.subject, m.status)
 		}
@@ -115,20 +155,40 @@ func (c *chaos) check(t *testing.T) {
 		}
 		wantFailed := c.revived[id] + one(dead)
 		wantReady := one(completed)
-		if got := outbox[j.subject]; got[media.OutboxFailed] != wantFailed || got[media.OutboxReady] != wantReady {
+		if got := f.outbox[j.subject]; got[media.OutboxFailed] != wantFailed || got[media.OutboxReady] != wantReady {
 			v.add("one outbox row per terminal transition", "job %d %s revived %d times: outbox %v, want %d failed and %d ready",
 				id, j.status, c.revived[id], got, wantFailed, wantReady)
 		}
 		if completed {
-			if _, err := os.Stat(filepath.Join(m.hls, "out")); err != nil || m.hls == "" {
-				v.add("a COMPLETED job's outputs exist", "job %d: media %d output %q: %v", id, j.subject, m.hls, err)
-			}
+			checkOutputs(v, id, j.subject, m)
 		}
-		if !j.deleted && j.attempts > j.max {
-			v.add("attempts never exceed the maximum", "job %d: %d attempts of %d", id, j.attempts, j.max)
-		}
+		checkAttempts(v, id, j)
 	}
-	runs, revived := 0, 0
+	runs := c.checkRuns(v)
+	t.Logf("chaos result: %v; %d runs, %d admin retries (%d refused), %d rows pruned", statuses, runs, sum(c.revived), c.refused, f.deleted)
+	v.report(t)
+}
+
+// checkOutputs checks that the outputs of job id, COMPLETED, exist where its media m records
+// them.
+func checkOutputs(v *violations, id, subject int64, m mediaRow) {
+	if _, err := os.Stat(filepath.Join(m.hls, "out")); err != nil || m.hls == "" {
+		v.add("a COMPLETED job's outputs exist", "job %d: media %d output %q: %v", id, subject, m.hls, err)
+	}
+}
+
+// checkAttempts checks the final attempt count of job id, when its row is left.
+func checkAttempts(v *violations, id int64, j finalJob) {
+	if !j.deleted && j.attempts > j.max {
+		v.add("attempts never exceed the maximum", "job %d: %d attempts of %d", id, j.attempts, j.max)
+	}
+}
+
+// checkRuns checks every run the test saw: within the attempts, and no two runs of a job at
+// once (unless one ignored its cancellation). It returns how many runs there were. c.mu is
+// held.
+func (c *chaos) checkRuns(v *violations) int {
+	runs := 0
 	for id, rs := range c.runs {
 		runs += len(rs)
 		for _, r := range rs {
@@ -150,18 +210,15 @@ func (c *chaos) check(t *testing.T) {
 			}
 		}
 	}
-	for _, n := range c.revived {
-		revived += n
+	return runs
+}
+
+func sum(m map[int64]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
 	}
-	t.Logf("chaos result: %v; %d runs, %d admin retries, %d rows pruned", statuses, runs, revived, deleted)
-	names := make([]string, 0, len(v.count))
-	for name := range v.count {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		t.Errorf("invariant %q broken %d times, e.g. %v", name, v.count[name], v.examples[name])
-	}
+	return n
 }
 
 func scan(t *testing.T, ctx context.Context, c *chaos, sql string, each func(pgx.CollectableRow) error) {

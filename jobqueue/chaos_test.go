@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/internal/faultproxy"
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/lifecycle"
@@ -35,13 +36,33 @@ import (
 // failure can be replayed with it, up to the machine's timing). make chaos runs it with more
 // jobs and ten seeds.
 func TestChaos_Queue(t *testing.T) {
-	jobs := envInt(t, "PLAYHEAD_QUEUE_CHAOS_JOBS", 2000)
-	nodes := envInt(t, "PLAYHEAD_QUEUE_CHAOS_NODES", 4)
-	seed := uint64(envInt(t, "PLAYHEAD_QUEUE_CHAOS_SEED", int(rand.Uint32())))
-	t.Logf("chaos: %d jobs, %d nodes, seed %d (replay with PLAYHEAD_QUEUE_CHAOS_SEED=%d)", jobs, nodes, seed, seed)
-
-	c := newChaos(t, seed)
+	jobs, nodes, seed := chaosParams(t, "PLAYHEAD_QUEUE_CHAOS_JOBS", 2000, "jobs")
+	c := newChaos(t, seed, func(c *chaos) []chaosKind {
+		return []chaosKind{{c.kind("chaos-a", jobqueue.CancelWhenParentDead), 4}, {c.kind("chaos-b", jobqueue.CancelWhenParentDead), 2}}
+	})
 	c.enqueue(t, jobs)
+	c.play(t, nodes)
+	c.check(t)
+}
+
+// chaosParams reads a chaos test's size (the variable size, default def, of what), its
+// number of nodes (PLAYHEAD_QUEUE_CHAOS_NODES, default 4) and its seed
+// (PLAYHEAD_QUEUE_CHAOS_SEED, default random), and logs them with how to replay the run.
+func chaosParams(t *testing.T, size string, def int, what string) (n, nodes int, seed uint64) {
+	t.Helper()
+	n = envInt(t, size, def)
+	nodes = envInt(t, "PLAYHEAD_QUEUE_CHAOS_NODES", 4)
+	seed = uint64(envInt(t, "PLAYHEAD_QUEUE_CHAOS_SEED", int(rand.Uint32())))
+	t.Logf("chaos: %d %s, %d nodes, seed %d (replay with PLAYHEAD_QUEUE_CHAOS_SEED=%d)", n, what, nodes, seed, seed)
+	return n, nodes, seed
+}
+
+// play starts nodes nodes, each behind its own proxy, races admin retries, retention and
+// racers against them, and injects faults until 80% of the jobs have finished (or for two
+// minutes at most: a node restarted every few seconds leaves the longest jobs little chance).
+// Then calm: every slot healed and running, so the rest finishes (the racers keep racing
+// until then), and every node is stopped.
+func (c *chaos) play(t *testing.T, nodes int, racers ...func(ctx context.Context)) {
 	for i := range nodes {
 		c.slots = append(c.slots, c.newSlot(t, fmt.Sprintf("node-%d", i)))
 	}
@@ -49,27 +70,39 @@ func TestChaos_Queue(t *testing.T) {
 		c.startNode(t, s)
 	}
 	raceCtx, stopRacing := context.WithCancel(context.Background())
-	var racers sync.WaitGroup
-	racers.Go(func() { c.adminRetries(raceCtx) })
-	racers.Go(func() { c.prune(raceCtx) })
+	var racing sync.WaitGroup
+	for _, race := range append([]func(context.Context){c.adminRetries, c.prune}, racers...) {
+		racing.Go(func() { race(raceCtx) })
+	}
 
-	// Faults until 80% of the jobs have finished (or for two minutes at most: a node restarted
-	// every few seconds leaves the longest jobs little chance), then calm: every slot healed
-	// and running, so the rest finishes (retries and retention keep racing until then).
 	faultsUntil := time.Now().Add(2 * time.Minute)
-	c.faults(t, func() bool { return c.unfinished(t) <= jobs/5 || time.Now().After(faultsUntil) })
+	c.faults(t, func() bool { return c.unfinished(t) <= len(c.ids)/5 || time.Now().After(faultsUntil) })
 	c.calm(t)
-	giveUp := time.Now().Add(3 * time.Minute)
+	c.waitFinished(t)
+	stopRacing()
+	racing.Wait()
+	c.stopAll(t)
+}
+
+// waitFinished waits for every job to finish. It gives up, failing t but leaving the
+// invariants to say why, after 3 minutes, or once only WAITING jobs have been left for 10 s:
+// with nothing PENDING or PROCESSING, no completion can release them.
+func (c *chaos) waitFinished(t *testing.T) {
+	giveUp, runnable := time.Now().Add(3*time.Minute), time.Now()
 	for c.unfinished(t) > 0 {
-		if time.Now().After(giveUp) {
-			t.Fatalf("jobs still unfinished 3 minutes after the faults stopped: %s", c.state(t))
+		if c.b.count(t, `SELECT count(*) FROM jobs WHERE status IN ('PENDING', 'PROCESSING')`) > 0 {
+			runnable = time.Now()
+		}
+		switch {
+		case time.Since(runnable) > 10*time.Second:
+			t.Errorf("jobs WAITING for 10 s with nothing to run that could release them: %s", c.state(t))
+			return
+		case time.Now().After(giveUp):
+			t.Errorf("jobs still unfinished 3 minutes after the faults stopped: %s", c.state(t))
+			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	stopRacing()
-	racers.Wait()
-	c.stopAll(t)
-	c.check(t)
 }
 
 func envInt(t *testing.T, name string, def int) int {
@@ -98,6 +131,10 @@ const (
 	hang                       // ignores cancellation for 1–2.5 leases, then succeeds (a zombie when its claim is gone)
 )
 
+func (b behaviour) String() string {
+	return [...]string{"quick", "slow", "flaky", "failing", "permanent", "hang"}[b]
+}
+
 // run is one call of a kind's Run, as the test saw it.
 type run struct {
 	token         string
@@ -116,9 +153,26 @@ type chaos struct {
 	rng      *rand.Rand
 	runs     map[int64][]*run
 	revived  map[int64]int // successful admin retries per job
+	refused  int           // admin retries refused
 	faultLog map[string]int
 	slots    []*slot
 	admin    *jobqueue.Queue
+	kinds    []chaosKind
+}
+
+// chaosKind is a kind every node runs, with its runner's concurrency on each node.
+type chaosKind struct {
+	jobqueue.Kind
+	concurrency int
+}
+
+// queueKinds are c's kinds, for a Queue.
+func (c *chaos) queueKinds() []jobqueue.Kind {
+	kinds := make([]jobqueue.Kind, len(c.kinds))
+	for i, k := range c.kinds {
+		kinds[i] = k.Kind
+	}
+	return kinds
 }
 
 // slot is one node position: a proxy that outlives the nodes started behind it.
@@ -134,23 +188,30 @@ type chaosNode struct {
 	services lifecycle.Group
 }
 
-func newChaos(t *testing.T, seed uint64) *chaos {
+// newChaos sets up the database of a chaos test whose nodes run the kinds that kinds returns
+// (their Run functions record every run in c).
+func newChaos(t *testing.T, seed uint64, kinds func(c *chaos) []chaosKind) *chaos {
 	b := setup(t)
 	c := &chaos{b: b, seed: seed, dir: t.TempDir(), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		runs: map[int64][]*run{}, revived: map[int64]int{}, faultLog: map[string]int{}}
 	ctx := context.Background()
 	// Every row retention deletes, with its status at the moment it went.
 	if _, err := b.pool.Exec(ctx, `
-		CREATE TABLE chaos_deleted (job_id bigint, subject_id bigint, status text);
+		CREATE SEQUENCE chaos_seq;
+		CREATE TABLE chaos_deleted (job_id bigint, subject_id bigint, status text,
+		                            seq bigint NOT NULL DEFAULT nextval('chaos_seq'), at timestamptz NOT NULL DEFAULT clock_timestamp());
 		CREATE FUNCTION chaos_record_delete() RETURNS trigger LANGUAGE plpgsql AS
 		  $$ BEGIN INSERT INTO chaos_deleted VALUES (OLD.id, OLD.subject_id, OLD.status); RETURN OLD; END $$;
 		CREATE TRIGGER chaos_record_delete BEFORE DELETE ON jobs FOR EACH ROW EXECUTE FUNCTION chaos_record_delete();
 		-- A completed job's effect: one row per completion that committed. No unique key on
-		-- purpose: a second effect must be countable.
-		CREATE TABLE chaos_effects (job_id bigint, claim_token uuid)`); err != nil {
+		-- purpose: a second effect must be countable. tx and seq (the order of the writes the
+		-- test records) let the group test match it to the job's transitions.
+		CREATE TABLE chaos_effects (job_id bigint, claim_token uuid,
+		                            tx xid8 NOT NULL DEFAULT pg_current_xact_id(), seq bigint NOT NULL DEFAULT nextval('chaos_seq'))`); err != nil {
 		t.Fatal(err)
 	}
-	c.admin = newQueue(t, b.pool, chaosLease, c.kind("chaos-a"), c.kind("chaos-b"))
+	c.kinds = kinds(c)
+	c.admin = newQueue(t, b.pool, chaosLease, c.queueKinds()...)
 	return c
 }
 
@@ -194,11 +255,49 @@ func (c *chaos) behaviourOf(id int64) (behaviour, time.Duration) {
 }
 
 // kind is a chaos kind: media.JobKind's hooks (owner and media locked first, media FAILED and
-// one outbox row when DEAD, PROCESSING again on an admin retry) and a Run that behaves as
-// the job's behaviour says, writes an output file under its claim's prefix, and on completion
-// makes the media READY with that prefix and records the effect.
-func (c *chaos) kind(name string) jobqueue.Kind {
-	return mediaKind(name, func(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
+// one outbox row when DEAD, PROCESSING again on an admin retry), rule for a job of a group whose
+// parent goes DEAD, and a Run that behaves as the job's behaviour says (c.run), writes an
+// output file under its claim's prefix, and on completion makes the media READY with that
+// prefix and records the effect: one transaction per completion.
+func (c *chaos) kind(name string, rule jobqueue.ParentDeadRule) jobqueue.Kind {
+	k := mediaKind(name, c.run(func(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
+		prefix := filepath.Join(c.dir, strconv.FormatInt(j.Subject, 10), j.ClaimToken)
+		if err := os.MkdirAll(prefix, 0o755); err != nil {
+			return jobqueue.Result{}, err
+		}
+		if err := os.WriteFile(filepath.Join(prefix, "out"), []byte("output"), 0o644); err != nil {
+			return jobqueue.Result{}, err
+		}
+		return jobqueue.Result{
+			Commit: func(ctx context.Context, tx pgx.Tx) error {
+				if err := media.MarkReady(ctx, tx, j.Subject, media.Encoded{HLSKey: prefix, ThumbnailKey: prefix, DurationMS: 1000}, nil); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, `INSERT INTO chaos_effects VALUES ($1, $2::uuid)`, j.ID, j.ClaimToken)
+				return err
+			},
+			Discard: func(context.Context) { _ = os.RemoveAll(prefix) },
+			// The winner removes what other claims left behind, as the encode kind does.
+			Committed: func(context.Context) error {
+				parent := filepath.Dir(prefix)
+				entries, err := os.ReadDir(parent)
+				for _, e := range entries {
+					if e.Name() != j.ClaimToken {
+						_ = os.RemoveAll(filepath.Join(parent, e.Name()))
+					}
+				}
+				return err
+			},
+		}, nil
+	}))
+	k.OnParentDead = rule
+	return k
+}
+
+// run is a chaos kind's Run: it records the run in c.runs, does what the job's behaviour says,
+// and on success returns what succeed returns.
+func (c *chaos) run(succeed func(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error)) func(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
+	return func(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
 		r := &run{token: j.ClaimToken, attempt: j.Attempt, max: j.MaxAttempts, start: time.Now()}
 		c.mu.Lock()
 		c.runs[j.ID] = append(c.runs[j.ID], r)
@@ -230,35 +329,8 @@ func (c *chaos) kind(name string) jobqueue.Kind {
 			c.mu.Unlock()
 			time.Sleep(d)
 		}
-		prefix := filepath.Join(c.dir, strconv.FormatInt(j.Subject, 10), j.ClaimToken)
-		if err := os.MkdirAll(prefix, 0o755); err != nil {
-			return jobqueue.Result{}, err
-		}
-		if err := os.WriteFile(filepath.Join(prefix, "out"), []byte("output"), 0o644); err != nil {
-			return jobqueue.Result{}, err
-		}
-		return jobqueue.Result{
-			Commit: func(ctx context.Context, tx pgx.Tx) error {
-				if err := media.MarkReady(ctx, tx, j.Subject, media.Encoded{HLSKey: prefix, ThumbnailKey: prefix, DurationMS: 1000}, nil); err != nil {
-					return err
-				}
-				_, err := tx.Exec(ctx, `INSERT INTO chaos_effects VALUES ($1, $2::uuid)`, j.ID, j.ClaimToken)
-				return err
-			},
-			Discard: func(context.Context) { _ = os.RemoveAll(prefix) },
-			// The winner removes what other claims left behind, as the encode kind does.
-			Committed: func(context.Context) error {
-				parent := filepath.Dir(prefix)
-				entries, err := os.ReadDir(parent)
-				for _, e := range entries {
-					if e.Name() != j.ClaimToken {
-						_ = os.RemoveAll(filepath.Join(parent, e.Name()))
-					}
-				}
-				return err
-			},
-		}, nil
-	})
+		return succeed(ctx, j)
+	}
 }
 
 func (c *chaos) newSlot(t *testing.T, name string) *slot {
@@ -274,8 +346,8 @@ func (c *chaos) newSlot(t *testing.T, name string) *slot {
 	return &slot{name: name, proxy: p}
 }
 
-// startNode starts a fresh node behind s's proxy: its own pool, queue, a runner per kind and
-// a rescuer.
+// startNode starts a fresh node behind s's proxy: its own pool, queue, a runner per kind of
+// c.kinds and a rescuer.
 func (c *chaos) startNode(t *testing.T, s *slot) {
 	url, err := s.proxy.URL(c.b.url)
 	if err != nil {
@@ -295,16 +367,16 @@ func (c *chaos) startNode(t *testing.T, s *slot) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := newQueue(t, pool, chaosLease, c.kind("chaos-a"), c.kind("chaos-b"))
+	q := newQueue(t, pool, chaosLease, c.queueKinds()...)
 	n := &chaosNode{pool: pool}
-	for kind, concurrency := range map[string]int{"chaos-a": 4, "chaos-b": 2} {
-		r, err := jobqueue.NewRunner(q, jobqueue.RunnerConfig{Kind: kind, Node: s.name, Concurrency: concurrency,
+	for _, k := range c.kinds {
+		r, err := jobqueue.NewRunner(q, jobqueue.RunnerConfig{Kind: k.Name, Node: s.name, Concurrency: k.concurrency,
 			PollInterval: 50 * time.Millisecond, RetryBase: 20 * time.Millisecond, RetryCap: 200 * time.Millisecond,
 			FinishTimeout: 5 * time.Second, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
-		n.services.Add(kind+" runner", r)
+		n.services.Add(k.Name+" runner", r)
 	}
 	n.services.Add("rescuer", jobqueue.NewRescuer(q, jobqueue.RescuerConfig{Interval: 250 * time.Millisecond, Logger: quiet}))
 	if err := n.services.Start(context.Background()); err != nil {
@@ -344,7 +416,7 @@ func (c *chaos) stopNode(s *slot, kill bool) error {
 func (c *chaos) state(t *testing.T) string {
 	rows, err := c.b.pool.Query(context.Background(), `
 		SELECT status, kind, attempt_count, coalesce(lease_until < clock_timestamp(), false), available_at < clock_timestamp(), count(*)
-		FROM jobs WHERE status IN ('PENDING', 'PROCESSING') GROUP BY 1, 2, 3, 4, 5`)
+		FROM jobs WHERE status IN ('WAITING', 'PENDING', 'PROCESSING') GROUP BY 1, 2, 3, 4, 5`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +434,7 @@ func (c *chaos) state(t *testing.T) string {
 }
 
 func (c *chaos) unfinished(t *testing.T) int {
-	return c.b.count(t, `SELECT count(*) FROM jobs WHERE status IN ('PENDING', 'PROCESSING')`)
+	return c.b.count(t, `SELECT count(*) FROM jobs WHERE status IN ('WAITING', 'PENDING', 'PROCESSING')`)
 }
 
 func (c *chaos) pick(n int) int {
@@ -437,7 +509,8 @@ func (c *chaos) stopAll(t *testing.T) {
 }
 
 // adminRetries retries a random DEAD job every few milliseconds (each job at most twice, so
-// the always-failing ones end), racing the runners, the rescuers and retention.
+// the always-failing ones end), racing the runners, the rescuers and retention. A refused
+// retry is counted and fine.
 func (c *chaos) adminRetries(ctx context.Context) {
 	for ctx.Err() == nil {
 		var id int64
@@ -445,9 +518,16 @@ func (c *chaos) adminRetries(ctx context.Context) {
 			c.mu.Lock()
 			allowed := c.revived[id] < 2
 			c.mu.Unlock()
-			if allowed && c.admin.RetryDead(ctx, id) == nil {
+			// Not cancelled with the race: a retry that committed is counted.
+			if allowed {
+				err := c.admin.RetryDead(context.WithoutCancel(ctx), id)
 				c.mu.Lock()
-				c.revived[id]++
+				switch {
+				case err == nil:
+					c.revived[id]++
+				case apperr.CodeOf(err) == apperr.Conflict:
+					c.refused++ // no longer DEAD, or (a job of a group) a parent of it is DEAD
+				}
 				c.mu.Unlock()
 			}
 		}
