@@ -312,6 +312,14 @@ func (q *Queue) transition(ctx context.Context, j Job, c change, domain func(ctx
 				return err
 			}
 		}
+		if c.to == StatusPending && j.Group != 0 {
+			// A retry counts the parents its job still waits for: its row is locked in a
+			// statement of its own first, so that a parent's completion or death holding it
+			// (lockChildrenSQL) has committed before the count reads it (see lockChildrenSQL).
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE`, j.ID); err != nil {
+				return err
+			}
+		}
 		tag, err := tx.Exec(ctx, update, args...)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
