@@ -167,6 +167,12 @@ bench-put: system-deps build
 		$(GO) test -count=1 -timeout 30m -run '^TestPutPathSideBySide$$' -v ./putpath \
 		-args -rounds=$(BENCH_ROUNDS) -duration=$(BENCH_DURATION) $(BENCH_PUT_FLAGS)
 
+# Time to playable and to READY of one 1080p 60 s upload, groups on 1 and 2 workers and one job (bench/encodetime, issue 34; about 25 minutes).
+.PHONY: bench-encode
+bench-encode: system-deps build
+	cd bench && PLAYHEAD_TEST_BINARY=$(CURDIR)/bin/playhead PLAYHEAD_BENCH_ENCODE=1 \
+		$(GO) test -count=1 -timeout 120m -run '^TestEncodeTime$$' -v ./encodetime -args -rounds=$(BENCH_ROUNDS)
+
 # The container images (Dockerfile, container/; README, "Container image"): podman builds them on
 # a Debian bookworm base that debootstrap makes from this machine's mirror (its root file system
 # cached in ~/.cache/playhead, skipped when the image exists; about 30 s the first time). BASE and

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/playhead/playhead/bench/internal/stats"
 	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/internal/proccpu"
@@ -75,13 +75,13 @@ func TestPutPathSideBySide(t *testing.T) {
 	// run drives url for d and returns wrk's counts and the CPU seconds that server and
 	// PostgreSQL used meanwhile.
 	run := func(url string, server int, d time.Duration) (wrkResult, float64, float64) {
-		serverBefore, pgBefore := cpuSeconds(proccpu.Process(server)), cpuSeconds(proccpu.Tree(postmaster))
+		serverBefore, pgBefore := stats.CPUSeconds(proccpu.Process(server)), stats.CPUSeconds(proccpu.Tree(postmaster))
 		load := script
 		if off != nil && url == off.HTTPURL {
 			load = offScript
 		}
 		r := runWrk(t, url, load, d)
-		serverCPU, pgCPU := cpuSeconds(proccpu.Process(server))-serverBefore, cpuSeconds(proccpu.Tree(postmaster))-pgBefore
+		serverCPU, pgCPU := stats.CPUSeconds(proccpu.Process(server))-serverBefore, stats.CPUSeconds(proccpu.Tree(postmaster))-pgBefore
 		if r.Status+r.Connect+r.Read+r.Write+r.Timeout != 0 {
 			t.Fatalf("wrk against %s: %d non-2xx answers, socket errors connect %d read %d write %d timeout %d",
 				url, r.Status, r.Connect, r.Read, r.Write, r.Timeout)
@@ -141,8 +141,8 @@ func TestPutPathSideBySide(t *testing.T) {
 			offCPUs, offPGCPUs = append(offCPUs, perReq(offCPU, o)), append(offPGCPUs, perReq(offPG, o))
 		}
 	}
-	fmt.Printf("| median | %s req/s | %s req/s | %.0f%% | %.1f | %.1f | %.1f | %.1f |\n\n", group(median(bareRates)), group(median(phRates)), 100*median(shares),
-		median(bareCPUs), median(phCPUs), median(pgCPUs), median(wrkCPUs))
+	fmt.Printf("| median | %s req/s | %s req/s | %.0f%% | %.1f | %.1f | %.1f | %.1f |\n\n", group(stats.Median(bareRates)), group(stats.Median(phRates)), 100*stats.Median(shares),
+		stats.Median(bareCPUs), stats.Median(phCPUs), stats.Median(pgCPUs), stats.Median(wrkCPUs))
 	if off != nil {
 		fmt.Println("Watched ranges (issue 35), the same rounds: Playhead with them on (the column above) and off")
 		fmt.Println("| round | PostgreSQL CPU µs/req, ranges on | off | on − off | Playhead CPU µs/req, on | off |")
@@ -152,7 +152,7 @@ func TestPutPathSideBySide(t *testing.T) {
 			diffs = append(diffs, pgCPUs[i]-offPGCPUs[i])
 			fmt.Printf("| %d | %.1f | %.1f | %.2f | %.1f | %.1f |\n", i+1, pgCPUs[i], offPGCPUs[i], diffs[i], phCPUs[i], offCPUs[i])
 		}
-		fmt.Printf("| median | %.1f | %.1f | %.2f | %.1f | %.1f |\n\n", median(pgCPUs), median(offPGCPUs), median(diffs), median(phCPUs), median(offCPUs))
+		fmt.Printf("| median | %.1f | %.1f | %.2f | %.1f | %.1f |\n\n", stats.Median(pgCPUs), stats.Median(offPGCPUs), stats.Median(diffs), stats.Median(phCPUs), stats.Median(offCPUs))
 	}
 	t.Logf("load done after %s", time.Since(began).Round(time.Millisecond))
 	// Every report of a member carries the same position, so a row the buffer lost once would
@@ -200,14 +200,6 @@ func startBare(t *testing.T, bin string) (string, *binarytest.Process) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// cpuSeconds is a CPU time of proccpu in seconds, 0 when the process was gone.
-func cpuSeconds(d time.Duration, ok bool) float64 {
-	if !ok {
-		return 0
-	}
-	return d.Seconds()
 }
 
 // postmasterPID returns the pid of the test PostgreSQL's postmaster (the first line of its
@@ -491,14 +483,6 @@ func metrics(t *testing.T, ph *binarytest.Server) map[string]float64 {
 		}
 	}
 	return out
-}
-
-func median(xs []float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // group prints a rate as whole requests with a thin space between thousands (99 830).
