@@ -97,8 +97,11 @@ func TestWatchPage_PlaysWhileItEncodesInChromium(t *testing.T) {
 		if v := mediaOf(t, s, token, id); v.Status != string(media.StatusProcessing) || !v.Playable {
 			t.Errorf("while the page played the video its status was %s (playable %v), want PROCESSING and playable", v.Status, v.Playable)
 		}
-		if _, err := pool.Exec(ctx, `UPDATE jobs SET available_at = statement_timestamp() WHERE kind = $1 AND status = 'PENDING';
-			SELECT pg_notify('jobs_available', $1)`, encodejobs.KindRendition); err != nil {
+		if _, err := pool.Exec(ctx, `UPDATE jobs SET available_at = statement_timestamp() WHERE kind = $1 AND status = 'PENDING'`,
+			encodejobs.KindRendition); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `SELECT pg_notify('jobs_available', $1)`, encodejobs.KindRendition); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := script.Stdin.Write([]byte("go on\n")); err != nil {
