@@ -2,20 +2,20 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/testvideo"
-	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
 )
 
@@ -27,8 +27,8 @@ const (
 	// nodeLossFlushInterval is the api nodes' flush interval (startCluster's), the loss window
 	// of a killed node with its slowest flush.
 	nodeLossFlushInterval = time.Second
-	// nodeLossEncodeTries bounds the uploads the worker kill needs: an encode that ends before
-	// the test has seen its claim is retried with another upload.
+	// nodeLossEncodeTries bounds the uploads the worker kill needs: an encode group whose
+	// renditions end before the test has seen one's claim is retried with another upload.
 	nodeLossEncodeTries = 3
 	// nodeLossKillTries bounds the api node kills: a kill that lands just after the victim's
 	// flush committed costs no position, tests nothing, and is done again.
@@ -38,8 +38,10 @@ const (
 // TestCluster_NodeLoss kills nodes of the cluster with SIGKILL while players report through
 // HAProxy (make node-loss, docs/reliability.md, issue 19):
 //
-//   - a worker in the middle of an encode: the other worker takes the job over once its lease
-//     has run out and completes it on attempt 2, once (one job, one media_ready notification);
+//   - a worker in the middle of a rendition of an upload's encode group: the other worker takes
+//     that job over once its lease has run out and completes it on attempt 2, once; every other
+//     job of the group completes once on attempt 1 (one group, one media_playable and one
+//     media_ready notification);
 //   - an api node, at a random moment between its flushes: the positions lost are only
 //     positions that node answered 204 within its loss window (one flush interval plus its
 //     slowest flush) before the kill; every position another node accepted is stored; HAProxy
@@ -268,14 +270,17 @@ func waitBufferHolds(t *testing.T, s *binarytest.Server) {
 	}, s)
 }
 
-// killWorkerMidEncode uploads a video through the balancer, kills the worker that claimed its
-// encode with SIGKILL while it runs, and checks that the other worker takes the job over after
-// the lease has run out and completes it on attempt 2, exactly once. The killed worker is
-// started again.
+// killWorkerMidEncode uploads a video through the balancer and, while a worker encodes a
+// rendition of the upload's encode group, kills that worker with SIGKILL. The kill costs that
+// rendition's attempt and nothing else: the other worker takes the job over once its lease
+// has run out and completes it on attempt 2, and every other job of the group (the probe, the
+// other renditions, the finish; one group) completes exactly once on attempt 1, with one
+// media_playable and one media_ready notification. The killed worker is started again.
 func killWorkerMidEncode(t *testing.T, c *cluster) {
 	t.Helper()
 	owner := binarytest.Token(t, 7, false)
 	video := testvideo.MP4(t, t.TempDir(), slowSpec)
+	rungs := renditionRungs(slowSpec.Height)
 	pool := c.lb.Pool(t)
 	alive := func() []*binarytest.Server {
 		var out []*binarytest.Server
@@ -286,31 +291,41 @@ func killWorkerMidEncode(t *testing.T, c *cluster) {
 		}
 		return out
 	}
+	worker := func(j jobRow) int {
+		return slices.IndexFunc(c.workers, func(n *clusterNode) bool { return j.ClaimedBy != nil && n.name == *j.ClaimedBy })
+	}
 	for try := 1; try <= nodeLossEncodeTries; try++ {
 		id := c.lb.Upload(t, owner, binarytest.Upload{Path: video, Title: fmt.Sprintf("worker kill, try %d", try)})
-		claimed := waitJob(t, pool, id, "claimed", func(j jobRow) bool { return j.Status == "PROCESSING" || isDone(j) }, nil, alive()...)
-		i := slices.IndexFunc(c.workers, func(n *clusterNode) bool { return claimed.ClaimedBy != nil && n.name == *claimed.ClaimedBy })
-		if claimed.Status != string(jobqueue.StatusProcessing) || i < 0 {
-			t.Logf("try %d: the encode of media %d ended (%s) before the test saw its claim; another upload", try, id, claimed.Status)
+		encoding := func(g encodeGroup) []jobRow {
+			return slices.DeleteFunc(g.processing(), func(j jobRow) bool { return j.Kind != encodejobs.KindRendition || worker(j) < 0 })
+		}
+		g := waitGroup(t, pool, id, "encoding a rendition", func(g encodeGroup) bool { return len(encoding(g)) > 0 || g.over() }, nil, alive()...)
+		if len(encoding(g)) == 0 {
+			t.Logf("try %d: the encode group of media %d ended before the test saw a rendition's claim; another upload:%v", try, id, g)
 			waitMedia(t, c.lb, owner, id, media.StatusReady)
 			continue
 		}
-		holder := c.workers[i]
+		holder := c.workers[worker(encoding(g)[0])]
 		killedAt := time.Now()
 		holder.s.Kill(t)
-		// The dead worker's heartbeats have stopped: this lease is the last one it took.
-		dead := mediaJob(t, pool, id)
-		if dead.Status != string(jobqueue.StatusProcessing) || dead.AttemptCount != 1 {
-			t.Logf("try %d: the encode of media %d ended (%s, attempt %d) before the kill landed; another upload",
-				try, id, dead.Status, dead.AttemptCount)
+		// The dead worker's heartbeats have stopped: the claims it holds now are the last it
+		// took, each with its last lease (one rendition: a node runs one at a time).
+		killed := groupOf(mediaJobs(t, pool, id)).held(holder.name)
+		if len(killed) != 1 || killed[0].AttemptCount != 1 {
+			t.Logf("try %d: the rendition of media %d %s was encoding ended before the kill landed (it held %v); another upload",
+				try, id, holder.name, killed)
 			holder.s = binarytest.Start(t, holder.env)
 			waitMedia(t, c.lb, owner, id, media.StatusReady)
 			continue
 		}
-		taken := waitJob(t, pool, id, "taken over", func(j jobRow) bool { return j.AttemptCount >= 2 || isDone(j) }, nil, alive()...)
+		dead := killed[0]
+		taken := waitGroup(t, pool, id, "with the killed rendition taken over", func(g encodeGroup) bool {
+			j := g.job(t, dead.ID)
+			return j.AttemptCount >= 2 || isDone(j)
+		}, nil, alive()...).job(t, dead.ID)
 		takenAt := time.Now()
 		if taken.ClaimedBy == nil || *taken.ClaimedBy == holder.name {
-			t.Fatalf("media %d: after the kill of %s the job is %+v, want it claimed by the other worker", id, holder.name, taken)
+			t.Fatalf("media %d: after the kill of %s its rendition job is %v, want it claimed by the other worker", id, holder.name, taken)
 		}
 		// The takeover was seen no earlier than it happened, and lease_until is the database's
 		// clock on this machine: seen before the dead claim's lease ran out, it took a job
@@ -319,25 +334,27 @@ func killWorkerMidEncode(t *testing.T, c *cluster) {
 			t.Fatalf("media %d: %s took the job over %s before the dead claim's lease ran out, want after it",
 				id, *taken.ClaimedBy, dead.LeaseUntil.Sub(takenAt).Round(100*time.Millisecond))
 		}
-		done := waitJob(t, pool, id, "completed", isDone, nil, alive()...)
-		if done.Status != string(jobqueue.StatusCompleted) || done.AttemptCount != 2 {
-			t.Fatalf("media %d: job ended %s on attempt %d, want COMPLETED on attempt 2 (the killed claim costs one)", id, done.Status, done.AttemptCount)
+		done := waitGroupFinished(t, pool, id, alive()...)
+		faults := append(done.faults(rungs), attemptFaults(done, map[int64]int{dead.ID: 2})...)
+		if j := done.job(t, dead.ID); str(j.ClaimedBy) == holder.name {
+			faults = append(faults, fmt.Sprintf("the killed rendition %v was completed by the killed worker", j))
+		}
+		if len(faults) > 0 {
+			t.Fatalf("media %d, after the kill of %s mid-rendition (job %d): %s; the group:%v", id, holder.name, dead.ID,
+				strings.Join(faults, "; "), done)
 		}
 		if status, _, _ := mediaRow(t, pool, id); status != string(media.StatusReady) {
 			t.Fatalf("media %d is %s after the takeover, want READY", id, status)
 		}
-		if n := outboxCount(t, pool, id, media.OutboxReady); n != 1 {
-			t.Fatalf("media %d: %d media_ready notifications, want 1", id, n)
+		if f := readyEventsFault(mediaEvents(t, pool, id)); f != "" {
+			t.Fatalf("media %d: %s", id, f)
 		}
-		var jobs int
-		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM jobs WHERE subject_id = $1`, id).Scan(&jobs); err != nil || jobs != 1 {
-			t.Fatalf("media %d: %d jobs for one upload (%v), want 1", id, jobs, err)
-		}
-		t.Logf("worker kill -9: %s killed mid-encode of media %d; %s took the job over %s after the kill, %s after the dead "+
-			"claim's lease ran out (lease %s), and completed it on attempt 2", holder.name, id, *taken.ClaimedBy,
-			takenAt.Sub(killedAt).Round(100*time.Millisecond), takenAt.Sub(*dead.LeaseUntil).Round(100*time.Millisecond), nodeLossLease)
+		t.Logf("worker kill -9: %s killed mid-rendition of media %d (job %d %s); %s took the job over %s after the kill, %s after the "+
+			"dead claim's lease ran out (lease %s), and completed it on attempt 2; the other %d jobs of the group completed on attempt 1",
+			holder.name, id, dead.ID, str(dead.Args), *taken.ClaimedBy, takenAt.Sub(killedAt).Round(100*time.Millisecond),
+			takenAt.Sub(*dead.LeaseUntil).Round(100*time.Millisecond), nodeLossLease, len(done.all)-1)
 		holder.s = binarytest.Start(t, holder.env)
 		return
 	}
-	t.Fatalf("no encode of %d uploads was still running when the test saw its claim", nodeLossEncodeTries)
+	t.Fatalf("no encode group of %d uploads was still encoding a rendition when the test saw its claim", nodeLossEncodeTries)
 }

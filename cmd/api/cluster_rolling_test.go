@@ -1,9 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,8 +24,11 @@ func rollingRounds(t *testing.T) int {
 // with SIGTERM and started again, PLAYHEAD_ROLLING_ROUNDS times. Then everything stops
 // gracefully and the test counts: requests not answered 204/200 (transport errors included),
 // positions answered 204 and not stored, keys whose stored position is not the newest
-// accepted, uploads not READY, encode jobs not completed exactly once at their first attempt.
-// Every count must be 0.
+// accepted, uploads not READY, uploads whose encode group (an encode job, one job per rung,
+// a finish, in one group) did not complete every job exactly once at its first attempt (a
+// stopping worker gives its job back with its attempt: a rendition released mid-encode is
+// started again by the other worker, and nothing is retried after a lease ran out) with one
+// media_playable and one media_ready notification. Every count must be 0.
 func TestCluster_RollingRestart(t *testing.T) {
 	rounds := rollingRounds(t)
 	began := time.Now()
@@ -43,28 +46,31 @@ func TestCluster_RollingRestart(t *testing.T) {
 	load.WaitRounds(t, 4)
 	notFoundBefore := load.Counts().Reads[http.StatusNotFound]
 
-	small := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 3, Width: 320, Height: 240, Audio: true})
+	smallSpec := testvideo.Spec{Seconds: 3, Width: 320, Height: 240, Audio: true}
+	small := testvideo.MP4(t, t.TempDir(), smallSpec)
 	slow := testvideo.MP4(t, t.TempDir(), slowSpec)
-	var uploads []int64
-	upload := func(path, title string) {
-		uploads = append(uploads, lb.Upload(t, owner, binarytest.Upload{Path: path, Title: title}))
+	var uploads []rollingUpload
+	upload := func(path string, spec testvideo.Spec, title string) {
+		id := lb.Upload(t, owner, binarytest.Upload{Path: path, Title: title})
+		uploads = append(uploads, rollingUpload{id: id, rungs: renditionRungs(spec.Height)})
 	}
 	for r := 1; r <= rounds; r++ {
-		upload(small, fmt.Sprintf("round %d before the api nodes", r))
+		upload(small, smallSpec, fmt.Sprintf("round %d before the api nodes", r))
 		for _, n := range c.apis {
 			n.restart(t)
 			c.waitBalancer(t, n.name, "UP")
 		}
-		// Encodes under way while the workers stop: each releases its job for the other.
-		upload(slow, fmt.Sprintf("round %d before the workers", r))
-		upload(slow, fmt.Sprintf("round %d before the workers, second", r))
+		// Encode groups under way while the workers stop: each releases the job it runs (a
+		// rendition, mostly) for the other.
+		upload(slow, slowSpec, fmt.Sprintf("round %d before the workers", r))
+		upload(slow, slowSpec, fmt.Sprintf("round %d before the workers, second", r))
 		for _, n := range c.workers {
 			n.restart(t)
 		}
 		t.Logf("round %d of %d done after %s: %d reports accepted so far", r, rounds, time.Since(began).Round(time.Second), load.Accepted.Load())
 	}
-	for _, id := range uploads {
-		waitMedia(t, lb, owner, id, media.StatusReady)
+	for _, u := range uploads {
+		waitMedia(t, lb, owner, u.id, media.StatusReady)
 	}
 	load.WaitRounds(t, 2)
 	load.Stop()
@@ -98,8 +104,8 @@ func TestCluster_RollingRestart(t *testing.T) {
 	t.Logf("reads answered 404 before the first restart (first position not flushed yet): %d", notFoundBefore)
 	t.Logf("positions accepted and not stored: %d; keys not at their newest accepted position: %d of %d; bad rows: %d",
 		len(lost), notNewest, len(players), len(bad))
-	t.Logf("uploads: %d, not READY: %d; encode jobs not completed exactly once at attempt 1: %d; "+
-		"jobs a stopping worker released mid-encode: %d", len(uploads), notReady, len(jobFaults), released)
+	t.Logf("uploads: %d, not READY: %d; encode groups not completed exactly once at attempt 1 (every job, one "+
+		"media_playable, one media_ready): %d; jobs a stopping worker released mid-encode: %d", len(uploads), notReady, len(jobFaults), released)
 
 	if failed != 0 {
 		t.Errorf("%d requests failed through HAProxy during the rolling restart, want 0", failed)
@@ -124,30 +130,33 @@ func TestCluster_RollingRestart(t *testing.T) {
 	}
 }
 
-// auditEncodes reads every upload's media row, encode jobs and outbox rows from the database
-// (every node has stopped): it returns how many uploads are not READY, and one line per upload whose encoding
-// was not exactly one job, COMPLETED at its first attempt, with one media_ready notification
-// (a job lost, or run twice, or retried after a lease ran out).
-func auditEncodes(t *testing.T, lb *binarytest.Server, uploads []int64) (notReady int, faults []string) {
+// rollingUpload is an upload of the rolling restart and the rungs its encode plans.
+type rollingUpload struct {
+	id    int64
+	rungs int
+}
+
+// auditEncodes reads every upload's media row, encode group and outbox rows from the database
+// (every node has stopped): it returns how many uploads are not READY, and one line per upload
+// whose encode group is not whole (an encode job, one job per rung, a finish, all in the
+// encode job's group), not every job COMPLETED exactly once at its first attempt, or not one
+// media_playable and one media_ready notification (a job lost, or run twice, or retried after
+// a lease ran out).
+func auditEncodes(t *testing.T, lb *binarytest.Server, uploads []rollingUpload) (notReady int, faults []string) {
 	t.Helper()
 	pool := lb.Pool(t)
-	for _, id := range uploads {
-		if status, _, _ := mediaRow(t, pool, id); status != string(media.StatusReady) {
+	for _, u := range uploads {
+		if status, _, _ := mediaRow(t, pool, u.id); status != string(media.StatusReady) {
 			notReady++
-			faults = append(faults, fmt.Sprintf("media %d: %s, want READY", id, status))
+			faults = append(faults, fmt.Sprintf("media %d: %s, want READY", u.id, status))
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		var jobs, completedFirst int
-		err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'COMPLETED' AND attempt_count = 1)
-			FROM jobs WHERE subject_id = $1`, id).Scan(&jobs, &completedFirst)
-		cancel()
-		if err != nil {
-			t.Fatalf("read the jobs of media %d: %v", id, err)
+		g := groupOf(mediaJobs(t, pool, u.id))
+		wrong := append(g.faults(u.rungs), attemptFaults(g, nil)...)
+		if f := readyEventsFault(mediaEvents(t, pool, u.id)); f != "" {
+			wrong = append(wrong, f)
 		}
-		ready := outboxCount(t, pool, id, media.OutboxReady)
-		if jobs != 1 || completedFirst != 1 || ready != 1 {
-			faults = append(faults, fmt.Sprintf("media %d: %d jobs, %d COMPLETED at attempt 1, %d media_ready notifications; want 1, 1, 1",
-				id, jobs, completedFirst, ready))
+		if len(wrong) > 0 {
+			faults = append(faults, fmt.Sprintf("media %d (%d rungs): %s; its jobs:%v", u.id, u.rungs, strings.Join(wrong, "; "), g))
 		}
 	}
 	return notReady, faults

@@ -1,8 +1,9 @@
 package main
 
-// What the pipeline tests (pipeline_*_e2e_test.go, chaos_jobs_test.go, ingest_e2e_test.go)
-// share: the environment of a pipeline process, the media and job views they poll, and the
-// worker's processes and files they inspect. The binary itself is run by internal/binarytest.
+// What the pipeline tests (pipeline_*_e2e_test.go, chaos_jobs_test.go, ingest_e2e_test.go, the
+// cluster tests) share: the environment of a pipeline process, the media and job views they
+// poll (an encode group's in pipeline_group_test.go), and the worker's processes and files
+// they inspect. The binary itself is run by internal/binarytest.
 
 import (
 	"context"
@@ -117,6 +118,9 @@ func waitMedia(t *testing.T, s *binarytest.Server, token string, id int64, want 
 // jobRow is a jobs row as the database holds it.
 type jobRow struct {
 	ID           int64
+	Kind         string
+	GroupID      *int64 // jobs.group_id: the id of the encode job of an encode group
+	Args         *string
 	Status       string
 	AttemptCount int
 	MaxAttempts  int
@@ -136,19 +140,36 @@ func (j jobRow) String() string {
 		}
 		return *p
 	}
-	return fmt.Sprintf("job %d %s attempt %d/%d claimed_by %s claim_token %s lease_until %v last_error %q",
-		j.ID, j.Status, j.AttemptCount, j.MaxAttempts, str(j.ClaimedBy), str(j.ClaimToken), j.LeaseUntil, str(j.LastError))
+	group := "none"
+	if j.GroupID != nil {
+		group = strconv.FormatInt(*j.GroupID, 10)
+	}
+	return fmt.Sprintf("job %d %s %s (group %s, args %s) attempt %d/%d claimed_by %s claim_token %s lease_until %v last_error %q",
+		j.ID, j.Kind, j.Status, group, str(j.Args), j.AttemptCount, j.MaxAttempts, str(j.ClaimedBy), str(j.ClaimToken), j.LeaseUntil, str(j.LastError))
 }
 
-// mediaJob reads the one job of media id, failing unless there is exactly one.
+// mediaJob reads the one job of media id, failing unless there is exactly one: a media
+// encoded with PLAYHEAD_ENCODE_MODE=single, or an upload whose encode ended at its probe. An
+// encode group's jobs are mediaJobs'.
 func mediaJob(t *testing.T, pool *pgxpool.Pool, id int64) jobRow {
+	t.Helper()
+	jobs := readJobs(t, pool, id, nil)
+	if len(jobs) != 1 {
+		t.Fatalf("media %d has %d jobs, want exactly 1: %v", id, len(jobs), jobs)
+	}
+	return jobs[0]
+}
+
+// readJobs reads the jobs of media id, in id order: those of kinds, or every one when kinds
+// is nil.
+func readJobs(t *testing.T, pool *pgxpool.Pool, id int64, kinds []string) []jobRow {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rows, err := pool.Query(ctx, `
-		SELECT id, status, attempt_count, max_attempts, claim_token::text, claimed_by, lease_until, enqueued_at,
-		       completed_at, last_error, available_at <= statement_timestamp()
-		FROM jobs WHERE subject_id = $1 ORDER BY id`, id)
+		SELECT id, kind, group_id, args::text, status, attempt_count, max_attempts, claim_token::text, claimed_by, lease_until,
+		       enqueued_at, completed_at, last_error, available_at <= statement_timestamp()
+		FROM jobs WHERE subject_id = $1 AND ($2::text[] IS NULL OR kind = ANY($2)) ORDER BY id`, id, kinds)
 	if err != nil {
 		t.Fatalf("read jobs of media %d: %v", id, err)
 	}
@@ -156,10 +177,7 @@ func mediaJob(t *testing.T, pool *pgxpool.Pool, id int64) jobRow {
 	if err != nil {
 		t.Fatalf("read jobs of media %d: %v", id, err)
 	}
-	if len(jobs) != 1 {
-		t.Fatalf("media %d has %d jobs, want exactly 1: %v", id, len(jobs), jobs)
-	}
-	return jobs[0]
+	return jobs
 }
 
 // checkAlive fails the test if one of the processes a wait depends on has exited: nothing
@@ -284,9 +302,12 @@ func encoderProcs(t *testing.T, dir string) []encoderProc {
 	return out
 }
 
-// waitEncoding waits until a worker whose TMPDIR is tmpDir runs its HLS ffmpeg for media
-// id's job: the encode is really in progress. It fails if the job leaves PROCESSING first.
-func waitEncoding(t *testing.T, pool *pgxpool.Pool, id int64, node, tmpDir string, alive ...*binarytest.Server) {
+// waitEncoding waits until a worker whose TMPDIR is tmpDir runs its HLS ffmpeg for job jobID
+// of media id (a rendition of its encode group, which node has claimed): the encode is really
+// in progress. A worker runs one rendition at a time (PLAYHEAD_ENCODE_CONCURRENCY 1), and the
+// group's other jobs run no HLS ffmpeg, so the one seen is that job's. It fails if the job
+// leaves node's claim first.
+func waitEncoding(t *testing.T, pool *pgxpool.Pool, id, jobID int64, node, tmpDir string, alive ...*binarytest.Server) {
 	t.Helper()
 	deadline := time.Now().Add(encodeTimeout)
 	for {
@@ -296,7 +317,7 @@ func waitEncoding(t *testing.T, pool *pgxpool.Pool, id int64, node, tmpDir strin
 				return
 			}
 		}
-		if j := mediaJob(t, pool, id); !claimedBy(node)(j) {
+		if j := groupOf(mediaJobs(t, pool, id)).job(t, jobID); !claimedBy(node)(j) {
 			t.Fatalf("%s's HLS encode was never seen running, and the job is no longer its claim: %v "+
 				"(if it completed, the test video is too small to stop the worker mid-encode)", node, j)
 		}
@@ -411,9 +432,18 @@ func startPipeline(t *testing.T) (*binarytest.Server, *pgxpool.Pool, string) {
 // own TMPDIR, which it returns.
 func startWorker(t *testing.T, api *binarytest.Server, storageDir, node string) (*binarytest.Server, string) {
 	t.Helper()
+	return startTunedWorker(t, api, storageDir, node, nil)
+}
+
+// startTunedWorker is startWorker with tune (when not nil) changing the worker's environment.
+func startTunedWorker(t *testing.T, api *binarytest.Server, storageDir, node string, tune func(env map[string]string)) (*binarytest.Server, string) {
+	t.Helper()
 	tmpDir := t.TempDir()
 	env := pipelineEnv("worker", node, storageDir, tmpDir, "veryfast")
 	env["DATABASE_URL"] = api.DBURL // join the API's database
+	if tune != nil {
+		tune(env)
+	}
 	w := binarytest.Start(t, env)
 	return w, tmpDir
 }
