@@ -118,12 +118,25 @@ func (e *Encode) fetchSource(ctx context.Context, id int64) (source, error) {
 
 func (s source) close() { _ = os.RemoveAll(s.scratch) }
 
-// store uploads dir's files under j's own prefix, and returns the prefix and the Discard that
-// removes them.
-func (e *Encode) store(ctx context.Context, j jobqueue.Job, dir string) (string, func(context.Context), error) {
+// produce is an encoding job's work: it fetches the media's source, has encode write the
+// outputs into a scratch directory (its error worded for the uploader, encodeFailure), and
+// uploads them under j's own prefix; it returns the prefix and the Discard that removes them.
+func (e *Encode) produce(ctx context.Context, j jobqueue.Job, encode func(src, outDir string) error) (string, func(context.Context), error) {
+	src, err := e.fetchSource(ctx, j.Subject)
+	if err != nil {
+		return "", nil, err
+	}
+	defer src.close()
+	outDir := filepath.Join(src.scratch, "out")
+	if err := encode(src.path, outDir); err != nil {
+		if jobqueue.IsPermanent(err) {
+			return "", nil, err
+		}
+		return "", nil, encodeFailure(err)
+	}
 	prefix := OutputPrefix(j.Subject, j.ClaimToken)
 	discard := func(ctx context.Context) { _ = e.Store.DeletePrefix(ctx, prefix) }
-	if err := storage.PutDir(ctx, e.Store, prefix, dir); err != nil {
+	if err := storage.PutDir(ctx, e.Store, prefix, outDir); err != nil {
 		discard(context.WithoutCancel(ctx))
 		return "", nil, fmt.Errorf("store outputs: %w", err)
 	}
@@ -174,26 +187,20 @@ func (e *Encode) runRendition(ctx context.Context, j jobqueue.Job) (jobqueue.Res
 	if err := json.Unmarshal(j.Args, &args); err != nil {
 		return jobqueue.Result{}, jobqueue.Permanent(fmt.Errorf("rendition job %d: args %q: %w", j.ID, j.Args, err))
 	}
-	src, err := e.fetchSource(ctx, j.Subject)
-	if err != nil {
-		return jobqueue.Result{}, err
-	}
-	defer src.close()
-	plan, err := e.Encoder.Plan(ctx, src.path)
-	if err != nil {
-		return jobqueue.Result{}, encodeFailure(err)
-	}
-	if args.Rung >= len(plan.Ladder) || plan.Ladder[args.Rung].Height != args.Height {
-		return jobqueue.Result{}, jobqueue.Permanent(fmt.Errorf("rendition job %d: rung %d of %dp is not in the ladder planned now (%d rungs)",
-			j.ID, args.Rung, args.Height, len(plan.Ladder)))
-	}
-	outDir := filepath.Join(src.scratch, "out")
-	out, err := e.Encoder.EncodeRendition(ctx, src.path, outDir, plan, args.Rung,
-		encoder.RenditionOptions{Audio: args.Audio, Pictures: args.Pictures})
-	if err != nil {
-		return jobqueue.Result{}, encodeFailure(err)
-	}
-	prefix, discard, err := e.store(ctx, j, outDir)
+	var out encoder.RenditionOutput
+	prefix, discard, err := e.produce(ctx, j, func(src, outDir string) error {
+		plan, err := e.Encoder.Plan(ctx, src)
+		if err != nil {
+			return err
+		}
+		if args.Rung >= len(plan.Ladder) || plan.Ladder[args.Rung].Height != args.Height {
+			return jobqueue.Permanent(jobqueue.WithReason(fmt.Errorf("rendition job %d: rung %d of %dp is not in the ladder planned now (%d rungs)",
+				j.ID, args.Rung, args.Height, len(plan.Ladder)), "the upload changed while it was being encoded; upload it again"))
+		}
+		out, err = e.Encoder.EncodeRendition(ctx, src, outDir, plan, args.Rung,
+			encoder.RenditionOptions{Audio: args.Audio, Pictures: args.Pictures})
+		return err
+	})
 	if err != nil {
 		return jobqueue.Result{}, err
 	}
@@ -234,17 +241,11 @@ func (e *Encode) runFinish(ctx context.Context, j jobqueue.Job) (jobqueue.Result
 // runWhole is the encode of Single: every rendition, the thumbnail and the storyboard in one
 // job, the media READY in its completion.
 func (e *Encode) runWhole(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
-	src, err := e.fetchSource(ctx, j.Subject)
-	if err != nil {
-		return jobqueue.Result{}, err
-	}
-	defer src.close()
-	outDir := filepath.Join(src.scratch, "out")
-	out, err := e.Encoder.Encode(ctx, src.path, outDir)
-	if err != nil {
-		return jobqueue.Result{}, encodeFailure(err)
-	}
-	prefix, discard, err := e.store(ctx, j, outDir)
+	var out encoder.Output
+	prefix, discard, err := e.produce(ctx, j, func(src, outDir string) (err error) {
+		out, err = e.Encoder.Encode(ctx, src, outDir)
+		return err
+	})
 	if err != nil {
 		return jobqueue.Result{}, err
 	}

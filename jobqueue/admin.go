@@ -1,6 +1,7 @@
 package jobqueue
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -186,32 +187,40 @@ func (q *Queue) adminJob(ctx context.Context, id int64) (Job, Kind, error) {
 	return j, kind, nil
 }
 
+// retrySQL makes the DEAD job $1 PENDING with fresh attempts, WAITING when a job it waits
+// for is not COMPLETED yet; it changes nothing while a job it waits for is DEAD or gone
+// (blockedParent).
+const retrySQL = `
+UPDATE jobs SET status = CASE WHEN w.n > 0 THEN 'WAITING' ELSE 'PENDING' END, waiting_on = w.n,
+       attempt_count = 0, available_at = statement_timestamp(),
+       completed_at = NULL, claim_token = NULL, claimed_by = NULL, lease_until = NULL
+FROM (SELECT count(*) FILTER (WHERE NOT d.done) AS n, count(*) FILTER (WHERE ` + blockedParent + `) AS blocked
+      FROM job_dependencies d LEFT JOIN jobs p ON p.id = d.parent_id WHERE d.job_id = $1) w
+WHERE id = $1 AND status = 'DEAD' AND w.blocked = 0`
+
 // RetryDead gives a DEAD job fresh attempts: PENDING now (WAITING when a job it waits for is
 // not COMPLETED yet), with its kind's Revive writes (its media PROCESSING again), as a
 // transition like every finish (its kind's Lock first); the jobs that wait for it and were
 // cancelled with it wait again. A job of a kind this node does not know is refused: its domain
-// side could not be revived. So is a job that waits for a DEAD job: that one is to be retried
-// first.
+// side could not be revived.
+//
+// A job of a group retries its group: every DEAD job of it that nothing DEAD blocks (each one
+// that died itself: its attempts, the rescuer, a cancel) is retried in one transaction, and the
+// ones cancelled with them wait again. Retried one at a time, a job that waits for two DEAD
+// jobs would stay DEAD after the first's retry while the first's Revive had made its domain
+// (the media) live again, with nothing left to run. A job that waits for a job that died and
+// was deleted can never run: refused.
 func (q *Queue) RetryDead(ctx context.Context, id int64) error {
-	j, kind, err := q.adminJob(ctx, id)
+	j, _, err := q.adminJob(ctx, id)
 	if err != nil {
 		return err
 	}
-	revive := func(ctx context.Context, tx pgx.Tx) error {
-		if kind.Revive != nil {
-			if err := kind.Revive(ctx, tx, j); err != nil {
-				return err
-			}
-		}
-		return notify.Send(ctx, tx, Channel, j.Kind)
+	var changed bool
+	if j.Group == 0 {
+		changed, err = q.transition(ctx, j, change{to: StatusPending}, q.revive(j), retrySQL, id)
+	} else {
+		changed, err = q.retryGroup(ctx, j)
 	}
-	changed, err := q.transition(ctx, j, change{to: StatusPending}, revive, `
-		UPDATE jobs SET status = CASE WHEN w.n > 0 THEN 'WAITING' ELSE 'PENDING' END, waiting_on = w.n,
-		       attempt_count = 0, available_at = statement_timestamp(),
-		       completed_at = NULL, claim_token = NULL, claimed_by = NULL, lease_until = NULL
-		FROM (SELECT count(*) FILTER (WHERE NOT d.done) AS n, count(*) FILTER (WHERE `+blockedParent+`) AS blocked
-		      FROM job_dependencies d LEFT JOIN jobs p ON p.id = d.parent_id WHERE d.job_id = $1) w
-		WHERE id = $1 AND status = 'DEAD' AND w.blocked = 0`, id)
 	switch {
 	case err != nil:
 		return fmt.Errorf("retry job %d: %w", id, err)
@@ -229,6 +238,60 @@ func (q *Queue) RetryDead(ctx context.Context, id int64) error {
 		return apperr.Errorf(apperr.Conflict, "job %d is not DEAD", id)
 	}
 	return nil
+}
+
+// revive is the domain side of j's retry: its kind's Revive, and a wake-up of its runners.
+func (q *Queue) revive(j Job) func(ctx context.Context, tx pgx.Tx) error {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		if k := q.kinds.kinds[j.Kind]; k.Revive != nil {
+			if err := k.Revive(ctx, tx, j); err != nil {
+				return err
+			}
+		}
+		return notify.Send(ctx, tx, Channel, j.Kind)
+	}
+}
+
+// retryGroup retries the group of j (see RetryDead) in one transaction, and reports whether j
+// is live again; when it is not (a job it waits for died and was deleted), nothing is written.
+func (q *Queue) retryGroup(ctx context.Context, j Job) (bool, error) {
+	retried := false
+	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		// Unlocked: the job row is locked after the domain rows, by each root's transition.
+		var dead bool
+		if err := tx.QueryRow(ctx, `SELECT status = 'DEAD' FROM jobs WHERE id = $1`, j.ID).Scan(&dead); err != nil || !dead {
+			return cmp.Or(err, errUnchanged)
+		}
+		rows, err := tx.Query(ctx, `SELECT `+jobColumns+` FROM jobs j WHERE j.group_id = $1 AND j.status = 'DEAD'
+			AND NOT EXISTS (SELECT 1 FROM job_dependencies d LEFT JOIN jobs p ON p.id = d.parent_id WHERE d.job_id = j.id AND `+blockedParent+`)
+			ORDER BY j.id`, j.Group)
+		if err != nil {
+			return err
+		}
+		roots, err := pgx.CollectRows(rows, scanJob)
+		if err != nil {
+			return err
+		}
+		for _, r := range roots {
+			if _, known := q.kinds.kinds[r.Kind]; !known {
+				return apperr.Errorf(apperr.Conflict, "job %d of the group is of kind %q, which this node does not know", r.ID, r.Kind)
+			}
+			if _, err := q.transitionIn(ctx, tx, r, change{to: StatusPending}, q.revive(r), retrySQL, r.ID); err != nil {
+				return err
+			}
+		}
+		if err := tx.QueryRow(ctx, `SELECT status <> 'DEAD' FROM jobs WHERE id = $1`, j.ID).Scan(&retried); err != nil {
+			return err
+		}
+		if !retried {
+			return errUnchanged
+		}
+		return nil
+	})
+	if errors.Is(err, errUnchanged) || errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return retried && err == nil, err
 }
 
 // AdminHandler serves /v1/admin/jobs.

@@ -84,12 +84,13 @@ WITH spec AS (
     FROM spec s JOIN ids USING (n)
     WHERE $8::bigint IS NULL OR EXISTS (SELECT 1 FROM founder)
 ), edges AS (
-    INSERT INTO job_dependencies (parent_id, job_id)
-    SELECT p.id, c.id FROM unnest($6::int[], $7::int[]) AS e(child, parent)
+    INSERT INTO job_dependencies (parent_id, job_id, done)
+    SELECT p.id, c.id, false FROM unnest($6::int[], $7::int[]) AS e(child, parent)
     JOIN ids c ON c.n = e.child JOIN ids p ON p.n = e.parent
     WHERE $8::bigint IS NULL OR EXISTS (SELECT 1 FROM founder)
     UNION ALL
-    SELECT f.id, ids.id FROM founder f, ids JOIN spec s USING (n) WHERE s.waiting_on = 0
+    -- The founder is COMPLETED: its edges are done from the start.
+    SELECT f.id, ids.id, true FROM founder f, ids JOIN spec s USING (n) WHERE s.waiting_on = 0
 )
 SELECT ids.id, EXISTS (SELECT 1 FROM founder) FROM ids ORDER BY n`
 

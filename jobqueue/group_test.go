@@ -137,8 +137,8 @@ func TestGroup_JobsRunAfterTheirParents(t *testing.T) {
 // A parent that goes DEAD takes its WAITING descendants with it by their kind's rule: c
 // (CancelWhenParentDead) is DEAD without its Fail hook, d (FailWhenParentDead, waiting on c
 // only through b) DEAD with its Fail hook, told the parent's reason. No descendant ever runs.
-// An admin retry of a descendant is refused while its parent is DEAD; a retry of the parent
-// makes the descendants wait again (d's Revive hook runs), and the group then completes.
+// An admin retry of a descendant retries its group: the parent, the one that died, runs again
+// and the descendants wait again (d's Revive hook runs), and the group then completes.
 func TestGroup_ADeadParentCancelsOrFailsItsDescendantsAndARetryRevivesThem(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -205,12 +205,14 @@ func TestGroup_ADeadParentCancelsOrFailsItsDescendantsAndARetryRevivesThem(t *te
 	parentFails = false
 	mu.Unlock()
 
-	err := q.RetryDead(ctx, ids[2])
-	if apperr.CodeOf(err) != apperr.Conflict || !strings.Contains(err.Error(), "retry that one first") {
-		t.Fatalf("retry of a job whose parent is DEAD: %v, want a conflict naming the parent", err)
-	}
-	if err := q.RetryDead(ctx, ids[0]); err != nil {
+	if err := q.RetryDead(ctx, ids[2]); err != nil {
 		t.Fatal(err)
+	}
+	if got := statuses(t, q, ids); got[0] == jobqueue.StatusDead || got[1] == jobqueue.StatusDead || got[2] == jobqueue.StatusDead {
+		t.Fatalf("after the retry of d: %v, want the whole group live again", got)
+	}
+	if err := q.RetryDead(ctx, ids[2]); apperr.CodeOf(err) != apperr.Conflict {
+		t.Errorf("a second retry of d, no longer DEAD: %v, want a conflict", err)
 	}
 	waitFor(t, "the retried group to complete", func() bool {
 		return b.count(t, `SELECT count(*) FROM jobs WHERE id = ANY($1) AND status = 'COMPLETED'`, ids) == 3

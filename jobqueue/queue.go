@@ -304,9 +304,20 @@ type change struct {
 // COMPLETED, cancelled when it went DEAD, brought back when it was retried (group.go).
 // It reports whether update changed a row; when it did not, nothing was written.
 func (q *Queue) transition(ctx context.Context, j Job, c change, domain func(ctx context.Context, tx pgx.Tx) error, update string, args ...any) (bool, error) {
-	lock := q.kinds.kinds[j.Kind].Lock
 	changed := false
 	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		var err error
+		changed, err = q.transitionIn(ctx, tx, j, c, domain, update, args...)
+		return err
+	})
+	return changed && err == nil, err
+}
+
+// transitionIn is transition's work inside tx, for a caller that changes several jobs in one
+// transaction (the retry of a group).
+func (q *Queue) transitionIn(ctx context.Context, tx pgx.Tx, j Job, c change, domain func(ctx context.Context, tx pgx.Tx) error, update string, args ...any) (bool, error) {
+	lock := q.kinds.kinds[j.Kind].Lock
+	err := func() error {
 		if lock != nil {
 			if err := lock(ctx, tx, j); err != nil {
 				return err
@@ -321,10 +332,12 @@ func (q *Queue) transition(ctx context.Context, j Job, c change, domain func(ctx
 			}
 		}
 		tag, err := tx.Exec(ctx, update, args...)
-		if err != nil || tag.RowsAffected() == 0 {
+		if err != nil {
 			return err
 		}
-		changed = true
+		if tag.RowsAffected() == 0 {
+			return errUnchanged
+		}
 		if domain != nil {
 			if err := domain(ctx, tx); err != nil {
 				return err
@@ -342,9 +355,15 @@ func (q *Queue) transition(ctx context.Context, j Job, c change, domain func(ctx
 			return q.reviveBelow(ctx, tx, j)
 		}
 		return nil
-	})
-	return changed && err == nil, err
+	}()
+	if errors.Is(err, errUnchanged) {
+		return false, nil
+	}
+	return err == nil, err
 }
+
+// errUnchanged is a transition whose update changed no row: nothing else is written.
+var errUnchanged = errors.New("jobqueue: no row changed")
 
 // Settlement is what the database holds for a claim whose completion's outcome the client
 // could not see.

@@ -2,6 +2,7 @@ package media
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -112,11 +113,16 @@ func MarkReady(ctx context.Context, tx pgx.Tx, id int64, out Encoded, payload ma
 }
 
 // markFailed records that media id will never become playable, and why, and tells its owner.
+// A media FAILED already (another rendition of its encode group died first) keeps its first
+// reason, and its owner is told once.
 func markFailed(ctx context.Context, tx pgx.Tx, id int64, reason string, payload map[string]any) error {
 	var owner int64
 	err := tx.QueryRow(ctx, `
 		UPDATE media SET status = 'FAILED', failure_reason = $2, updated_at = statement_timestamp()
-		WHERE id = $1 RETURNING owner_id`, id, reason).Scan(&owner)
+		WHERE id = $1 AND status <> 'FAILED' RETURNING owner_id`, id, reason).Scan(&owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("mark media %d failed: %w", id, err)
 	}

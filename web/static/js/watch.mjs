@@ -256,6 +256,11 @@ async function upgrade() {
     try {
       m = await api('GET', `/v1/media/${mediaID}`);
     } catch (err) {
+      if (err instanceof APIError && err.status === 404) {
+        // Failed, or made private, since it started playing: what plays keeps playing.
+        showNotice('This video is no longer available to you; what is loaded keeps playing.', 'warn');
+        return;
+      }
       console.warn('could not check the encode:', err);
       continue;
     }
