@@ -101,7 +101,9 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool,
 // download is planted too. The job's next attempt, on another worker, completes; after the
 // orphan sweep the bucket holds the winner's outputs and the media's source, nothing else —
 // no object under any other prefix, no unfinished upload — and the sweep's metrics count what
-// it removed.
+// it removed. The workers encode with PLAYHEAD_ENCODE_MODE=single, whose one job per upload
+// has a winner that removes its losers' outputs; an encode group's kept renditions and a
+// killed rendition's outputs are the orphan sweep's (TestChaos_MediaJobs).
 func TestS3_Kill9MidUploadOfOutputsLeavesOnlyTheWinners(t *testing.T) {
 	srv, bucket := s3test.Shared(t), s3test.Bucket(t)
 	api := binarytest.Start(t, s3NodeEnv(t, "api", "s3-kill-api", srv, bucket))
@@ -110,6 +112,7 @@ func TestS3_Kill9MidUploadOfOutputsLeavesOnlyTheWinners(t *testing.T) {
 	envA := s3NodeEnv(t, "worker", "s3-kill-a", srv, bucket)
 	envA["DATABASE_URL"] = api.DBURL
 	envA["PLAYHEAD_S3_ENDPOINT"] = proxy.URL
+	envA["PLAYHEAD_ENCODE_MODE"] = "single"
 	a := binarytest.Start(t, envA)
 
 	owner := binarytest.Token(t, 71, false)
@@ -178,6 +181,7 @@ func TestS3_Kill9MidUploadOfOutputsLeavesOnlyTheWinners(t *testing.T) {
 	// Worker B: the job's next attempt, and the orphan sweep with a short grace period.
 	envB := s3NodeEnv(t, "worker", "s3-kill-b", srv, bucket)
 	envB["DATABASE_URL"] = api.DBURL
+	envB["PLAYHEAD_ENCODE_MODE"] = "single"
 	envB["PLAYHEAD_UPLOAD_TIMEOUT"] = "1s"
 	envB["PLAYHEAD_ORPHAN_GRACE"] = "4s"
 	envB["PLAYHEAD_ORPHAN_SWEEP_INTERVAL"] = "300ms"
