@@ -476,7 +476,7 @@ func (g *groupChaos) checkJob(v *violations, id int64, f chaosFacts, l chaosLog,
 		v.add("every change of a job is recorded", "job %d ended %s, its last transition to %s", id, j.status, last)
 	}
 	want := map[hookKey]int{}
-	direct, completions := 0, []transition{}
+	direct, below, completions := 0, 0, []transition{}
 	for i, tr := range trs {
 		switch {
 		case i == 0:
@@ -523,25 +523,22 @@ func (g *groupChaos) checkJob(v *violations, id int64, f chaosFacts, l chaosLog,
 		case tr.to == string(jobqueue.StatusDead):
 			v.add("a job goes DEAD only from PROCESSING (its attempts) or WAITING (an ancestor's death)", "job %d: %s → DEAD", id, tr.from)
 		case tr.from == string(jobqueue.StatusDead):
-			// Revived: by an admin retry of this job (the transaction's first revival) or of
-			// an ancestor.
-			root := byTx[tr.tx][0]
-			for _, o := range byTx[tr.tx] {
-				if o.from == string(jobqueue.StatusDead) {
-					root = o
-					break
-				}
-			}
-			if root.job == id {
+			// Revived by an admin retry of its group (RetryDead retries every DEAD job of the
+			// group that nothing DEAD blocks, in one transaction): retried itself when no
+			// ancestor of it is revived in that transaction, else a never-run descendant
+			// revived with one.
+			revivedAncestors := g.ancestorIn(m, byTx[tr.tx], func(a transition) bool { return a.from == string(jobqueue.StatusDead) })
+			if revivedAncestors == 0 {
 				direct++
 				if spec.hooks {
 					want[hookKey{tr.tx, "revive"}]++
 				}
 				break
 			}
+			below++
 			st.revivedBelow++
-			if !m.ancestors[root.job] || tr.attempt != 0 {
-				v.add("an admin retry revives only the never-run descendants of the job retried", "job %d (attempt %d) revived with job %d, ancestors %v", id, tr.attempt, root.job, m.parents)
+			if tr.attempt != 0 {
+				v.add("an admin retry revives only the never-run descendants of the jobs it retries", "job %d (attempt %d) revived with an ancestor, ancestors %v", id, tr.attempt, m.parents)
 			}
 			if spec.hooks && spec.rule == jobqueue.FailWhenParentDead {
 				want[hookKey{tr.tx, "revive"}]++
@@ -557,8 +554,9 @@ func (g *groupChaos) checkJob(v *violations, id int64, f chaosFacts, l chaosLog,
 			v.add("no unexpected transition", "job %d: %s → %s (waiting_on %d)", id, tr.from, tr.to, tr.waiting)
 		}
 	}
-	if direct != g.revived[id] {
-		v.add("every admin retry that succeeded revived its job", "job %d revived %d times by its own retry, %d retries succeeded", id, direct, g.revived[id])
+	if direct+below < g.revived[id] {
+		v.add("every admin retry that succeeded revived its job", "job %d revived %d times (%d retried itself, %d with an ancestor), %d retries of it succeeded",
+			id, direct+below, direct, below, g.revived[id])
 	}
 	completed := j.status == string(jobqueue.StatusCompleted)
 	if len(completions) != one(completed) {

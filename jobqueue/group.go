@@ -1,6 +1,7 @@
 package jobqueue
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,7 +51,7 @@ type GroupJob struct {
 	// Kind and Subject are the job's kind and the id of the row it is about. Required.
 	Kind    string
 	Subject int64
-	// Args are the job's own parameters, as JSON (Job.Args). Optional.
+	// Args are the job's own parameters, a JSON object (Job.Args). Optional.
 	Args json.RawMessage
 	// MaxAttempts is how many attempts the job has, from 1.
 	MaxAttempts int
@@ -124,8 +125,8 @@ func enqueueGroup(ctx context.Context, tx pgx.Tx, from *int64, jobs []GroupJob) 
 			return nil, fmt.Errorf("jobqueue: job %d of the group has no Kind", i)
 		case j.MaxAttempts < 1:
 			return nil, fmt.Errorf("jobqueue: job %d of the group (%s) needs MaxAttempts ≥ 1", i, j.Kind)
-		case j.Args != nil && !json.Valid(j.Args):
-			return nil, fmt.Errorf("jobqueue: job %d of the group (%s) has Args that are not JSON", i, j.Kind)
+		case j.Args != nil && (!json.Valid(j.Args) || !bytes.HasPrefix(bytes.TrimSpace(j.Args), []byte("{"))):
+			return nil, fmt.Errorf("jobqueue: job %d of the group (%s) has Args that are not a JSON object", i, j.Kind)
 		}
 		kinds[i], subjects[i], attempts[i] = j.Kind, j.Subject, int32(j.MaxAttempts)
 		if j.Args != nil {

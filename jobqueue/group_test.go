@@ -322,6 +322,7 @@ func TestGroup_InvalidGroupsAreRefused(t *testing.T) {
 		"no kind":       {{MaxAttempts: 1}},
 		"no attempts":   {{Kind: "k"}},
 		"args not JSON": {{Kind: "k", MaxAttempts: 1, Args: json.RawMessage(`{"rung":`)}},
+		"args an array": {{Kind: "k", MaxAttempts: 1, Args: json.RawMessage(`[1]`)}},
 	} {
 		err := pgx.BeginFunc(context.Background(), b.pool, func(tx pgx.Tx) error {
 			_, err := jobqueue.EnqueueGroup(context.Background(), tx, jobs)

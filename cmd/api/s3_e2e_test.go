@@ -138,7 +138,10 @@ func segmentURIs(t *testing.T, base string, playlist []byte) []string {
 // playlist and the segments through the signed URLs, with no cookie or token, the segments
 // straight from the bucket. Then the signed URLs' promises: a segment's URL opens nothing else,
 // an expired URL is refused, a member without access gets no playlist, and neither the
-// signing secret nor the S3 secret key is in any node's log or metrics.
+// signing secret nor the S3 secret key is in any node's log or metrics. The worker encodes in
+// PLAYHEAD_ENCODE_MODE=single, whose one job writes the whole layout this test reads under one
+// claim's prefix; an encode group writes the same files a rendition to a claim folder, through
+// the same store (TestPlayer_UploadWatchLeaveResumeInChromium/s3 plays one from the bucket).
 func TestS3_UploadOnOneNodeEncodeOnAWorkerPlayOnAnother(t *testing.T) {
 	srv, bucket := s3test.Shared(t), s3test.Bucket(t)
 	envA := s3NodeEnv(t, "api", "s3-api-a", srv, bucket)
@@ -148,6 +151,7 @@ func TestS3_UploadOnOneNodeEncodeOnAWorkerPlayOnAnother(t *testing.T) {
 	b := binarytest.Start(t, envB)
 	envW := s3NodeEnv(t, "worker", "s3-worker", srv, bucket)
 	envW["DATABASE_URL"] = a.DBURL
+	envW["PLAYHEAD_ENCODE_MODE"] = "single"
 	w := binarytest.Start(t, envW)
 	// Node C serves links that live 3 s past the playback distance, for the expiry checks.
 	envC := s3NodeEnv(t, "api", "s3-api-c", srv, bucket)
