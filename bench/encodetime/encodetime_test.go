@@ -34,8 +34,8 @@ var (
 	readyWithin = flag.Duration("ready-within", 30*time.Minute, "safety net: an upload not READY this long after its 202 fails the test")
 )
 
-// envRun must be set (make bench-encode sets it) for TestEncodeTime to run: it takes about half
-// an hour, so a plain `go test ./...` of the bench module skips it.
+// envRun must be set (make bench-encode sets it) for TestEncodeTime to run: it takes about 20
+// minutes on 2 cores, so a plain `go test ./...` of the bench module skips it.
 const envRun = "PLAYHEAD_BENCH_ENCODE"
 
 // pollEvery is how often the media (GET /v1/media/{id}) and its jobs are read while it encodes.
@@ -94,7 +94,7 @@ type jobSpan struct {
 // single-job encode playable before READY, a worker that does not stop cleanly.
 func TestEncodeTime(t *testing.T) {
 	if os.Getenv(envRun) == "" {
-		t.Skipf("%s is not set: run `make bench-encode` (about half an hour)", envRun)
+		t.Skipf("%s is not set: run `make bench-encode` (about 20 minutes on 2 cores)", envRun)
 	}
 	chosen := chosenSetups(t)
 	src := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: *seconds, Width: 1920, Height: 1080, FPS: *fps, Audio: true})
