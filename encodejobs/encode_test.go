@@ -26,29 +26,8 @@ func TestEncode_CompletesAndRemovesDeadClaimsOutputs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	dir := t.TempDir()
-	store, err := storage.NewLocal(filepath.Join(dir, "objects"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, m := uploaded(t, b, dir, testvideo.Spec{Seconds: 2, Width: 320, Height: 240, Audio: true})
 	ctx := context.Background()
-	src := testvideo.MP4(t, dir, testvideo.Spec{Seconds: 2, Width: 320, Height: 240, Audio: true})
-	if err := storage.PutFile(ctx, store, "uploads/x/source", src); err != nil {
-		t.Fatal(err)
-	}
-	m, err := b.media.Create(ctx, media.Media{OwnerID: 3, Title: "clip", Status: media.StatusProcessing, Visibility: media.VisibilityPrivate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE media SET source_key = 'uploads/x/source' WHERE id = $1`, m.ID); err != nil {
-			return err
-		}
-		_, err := jobqueue.Enqueue(ctx, tx, encodejobs.KindEncode, m.ID, 3)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// What a worker killed by SIGKILL mid-upload of its outputs leaves behind.
 	orphan := encodejobs.OutputPrefix(m.ID, "00000000-dead-dead-dead-000000000000") + "v0/seg_000.ts"
 	if _, err := store.Put(ctx, orphan, strings.NewReader("half a segment")); err != nil {

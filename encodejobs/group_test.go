@@ -34,29 +34,7 @@ func newGroupFixture(t *testing.T) *groupFixture {
 	t.Helper()
 	b := setup(t)
 	dir := t.TempDir()
-	store, err := storage.NewLocal(filepath.Join(dir, "objects"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	src := testvideo.MP4(t, dir, testvideo.Spec{Seconds: 3, Width: 640, Height: 480, Audio: true})
-	if err := storage.PutFile(ctx, store, "uploads/x/source", src); err != nil {
-		t.Fatal(err)
-	}
-	m, err := b.media.Create(ctx, media.Media{OwnerID: 3, Title: "clip", Status: media.StatusProcessing, Visibility: media.VisibilityPrivate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE media SET source_key = 'uploads/x/source' WHERE id = $1`, m.ID); err != nil {
-			return err
-		}
-		_, err := jobqueue.Enqueue(ctx, tx, encodejobs.KindEncode, m.ID, 3)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, m := uploaded(t, b, dir, testvideo.Spec{Seconds: 3, Width: 640, Height: 480, Audio: true})
 	enc, err := encoder.New(encoder.Config{Preset: "ultrafast", SegmentSeconds: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -4,14 +4,19 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/internal/testvideo"
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/storage"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -68,4 +73,34 @@ func startRunner(t *testing.T, b *bundle, kind jobqueue.Kind) *jobqueue.Runner {
 	}
 	t.Cleanup(func() { _ = r.Stop(context.Background()) })
 	return r
+}
+
+// uploaded is an upload waiting for its encode: a generated source of spec stored in a local
+// store under dir (uploads/x/source), a PROCESSING media of member 3 naming it, and its encode
+// job, committed with the source key as the upload handler commits them.
+func uploaded(t *testing.T, b *bundle, dir string, spec testvideo.Spec) (*storage.Local, media.Media) {
+	t.Helper()
+	store, err := storage.NewLocal(filepath.Join(dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := storage.PutFile(ctx, store, "uploads/x/source", testvideo.MP4(t, dir, spec)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := b.media.Create(ctx, media.Media{OwnerID: 3, Title: "clip", Status: media.StatusProcessing, Visibility: media.VisibilityPrivate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE media SET source_key = 'uploads/x/source' WHERE id = $1`, m.ID); err != nil {
+			return err
+		}
+		_, err := jobqueue.Enqueue(ctx, tx, encodejobs.KindEncode, m.ID, 3)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, m
 }
