@@ -3,15 +3,17 @@
 // fenced completions.
 //
 // By default an upload's encode is a group of jobs (jobqueue.ContinueGroup): the encode job
-// probes the source and plans its ladder, then hands on to one job per rendition, lowest first,
-// each on whatever worker claims it, and one finish job after all of them (thumbnail,
-// storyboard, READY). Each rendition job records its rendition (media.RecordRendition) as it
-// completes: the media is playable once the first can play, and its master playlist, assembled
-// from those rows, gains the others as they finish. A worker killed mid-rendition costs that
-// rendition's attempt; a rendition that fails for good fails the media with its reason, its
+// probes the source and plans its ladder, then hands on to rendition jobs, each on whatever
+// worker claims it, and one finish job after all of them (READY). The ladder is split among
+// the rendition jobs by encoder.SplitLadder: the lowest rung alone first (with the audio, the
+// thumbnail and the storyboard), then the other rungs in at most RenditionJobs-1 jobs, a job
+// per rung at most. Each rendition job records its renditions (media.RecordRendition) as it
+// completes: the media is playable once the first can play, and its master playlist,
+// assembled from those rows, gains the others as they finish. A worker killed mid-encode costs
+// that job's attempt; a rendition job that fails for good fails the media with its reason, its
 // finish job is cancelled with it, and the renditions already written are kept (their rows
 // name them, so the orphan sweep keeps their files) for an administrator's retry of the dead
-// rendition, which finishes the group. With Single, an encode is the one job it was before
+// job, which finishes the group. With Single, an encode is the one job it was before
 // (every rendition in one ffmpeg run, nothing playable before the whole ladder is done): less
 // CPU in all, since the source is decoded once, but no faster with more workers.
 package encodejobs
@@ -61,6 +63,10 @@ type Encode struct {
 	Single bool
 	// MaxAttempts is the attempts of each job of a group. Default 3.
 	MaxAttempts int
+	// RenditionJobs is the most rendition jobs a group splits its ladder into
+	// (encoder.SplitLadder). Each decodes the source again, so more jobs cost more CPU and
+	// spread one upload over more workers. Default 2: the lowest rung, then the others.
+	RenditionJobs int
 }
 
 // Kinds returns the encode kinds for the queue, each with media.JobKind's hooks (lock the
@@ -79,14 +85,28 @@ func OutputPrefix(mediaID int64, claimToken string) string {
 	return fmt.Sprintf("hls/%d/%s/", mediaID, claimToken)
 }
 
-// renditionArgs are a rendition job's Args: its rung of the ladder (0 the highest), the
-// height the probe planned for it, and whether it writes the audio and the pictures
-// (thumbnail, storyboard) too: the lowest rung does, from its own decode of the source.
+// renditionArgs are a rendition job's Args: its rungs of the ladder (0 the highest), the
+// heights the probe planned for them, and whether it writes the audio and the pictures
+// (thumbnail, storyboard) too: the job of the lowest rung does, from its own decode of the
+// source.
 type renditionArgs struct {
-	Rung     int  `json:"rung"`
-	Height   int  `json:"height"`
-	Audio    bool `json:"audio"`
-	Pictures bool `json:"pictures"`
+	Rungs    []int `json:"rungs"`
+	Heights  []int `json:"heights"`
+	Audio    bool  `json:"audio"`
+	Pictures bool  `json:"pictures"`
+}
+
+// inLadder says whether a's rungs are in ladder at the heights the probe planned for them.
+func (a renditionArgs) inLadder(ladder []encoder.Rendition) bool {
+	if len(a.Rungs) == 0 || len(a.Rungs) != len(a.Heights) {
+		return false
+	}
+	for i, rung := range a.Rungs {
+		if rung < 0 || rung >= len(ladder) || ladder[rung].Height != a.Heights[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // source is a job's copy of its media's source, in a scratch directory of its own.
@@ -157,14 +177,17 @@ func (e *Encode) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, erro
 	if err != nil {
 		return jobqueue.Result{}, encodeFailure(err)
 	}
-	// Lowest first: the group's jobs are claimed in id order, and the lowest rung (with the
-	// audio) is the one that makes the media playable soonest.
+	// The group's jobs are claimed in id order, which is SplitLadder's: the lowest rung first
+	// (with the audio), the one that makes the media playable soonest.
 	attempts := cmp.Or(e.MaxAttempts, 3)
 	var group []jobqueue.GroupJob
 	var renditions []int
-	for rung := len(plan.Ladder) - 1; rung >= 0; rung-- {
-		lowest := rung == len(plan.Ladder)-1
-		args, err := json.Marshal(renditionArgs{Rung: rung, Height: plan.Ladder[rung].Height, Audio: lowest, Pictures: lowest})
+	for k, rungs := range encoder.SplitLadder(plan.Ladder, cmp.Or(e.RenditionJobs, 2)) {
+		heights := make([]int, len(rungs))
+		for i, rung := range rungs {
+			heights[i] = plan.Ladder[rung].Height
+		}
+		args, err := json.Marshal(renditionArgs{Rungs: rungs, Heights: heights, Audio: k == 0, Pictures: k == 0})
 		if err != nil {
 			return jobqueue.Result{}, err
 		}
@@ -181,7 +204,8 @@ func (e *Encode) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, erro
 	}}, nil
 }
 
-// runRendition encodes one rendition of its group and records it in its completion.
+// runRendition encodes its rungs of the group's ladder in one ffmpeg run and records their
+// renditions in its completion.
 func (e *Encode) runRendition(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
 	var args renditionArgs
 	if err := json.Unmarshal(j.Args, &args); err != nil {
@@ -193,11 +217,11 @@ func (e *Encode) runRendition(ctx context.Context, j jobqueue.Job) (jobqueue.Res
 		if err != nil {
 			return err
 		}
-		if args.Rung >= len(plan.Ladder) || plan.Ladder[args.Rung].Height != args.Height {
-			return jobqueue.Permanent(jobqueue.WithReason(fmt.Errorf("rendition job %d: rung %d of %dp is not in the ladder planned now (%d rungs)",
-				j.ID, args.Rung, args.Height, len(plan.Ladder)), "the upload changed while it was being encoded; upload it again"))
+		if !args.inLadder(plan.Ladder) {
+			return jobqueue.Permanent(jobqueue.WithReason(fmt.Errorf("rendition job %d: rungs %v of %v pixels high are not in the ladder planned now (%d rungs)",
+				j.ID, args.Rungs, args.Heights, len(plan.Ladder)), "the upload changed while it was being encoded; upload it again"))
 		}
-		out, err = e.Encoder.EncodeRendition(ctx, src, outDir, plan, args.Rung,
+		out, err = e.Encoder.EncodeRenditions(ctx, src, outDir, plan, args.Rungs,
 			encoder.RenditionOptions{Audio: args.Audio, Pictures: args.Pictures})
 		return err
 	})

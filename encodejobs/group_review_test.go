@@ -15,10 +15,12 @@ const canRun = `SELECT count(*) FROM jobs j WHERE j.subject_id = $1 AND j.kind =
 	     SELECT 1 FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id
 	     WHERE d.job_id = j.id AND NOT d.done AND p.status NOT IN ('COMPLETED', 'DEAD')))`
 
+// renditionJob is the id of the rendition job that encodes height alone (a fixture with a
+// job per rung).
 func (f *groupFixture) renditionJob(t *testing.T, height int) int64 {
 	t.Helper()
 	var id int64
-	if err := f.b.pool.QueryRow(context.Background(), `SELECT id FROM jobs WHERE kind = $1 AND subject_id = $2 AND (args->>'height')::int = $3`,
+	if err := f.b.pool.QueryRow(context.Background(), `SELECT id FROM jobs WHERE kind = $1 AND subject_id = $2 AND args->'heights' = jsonb_build_array($3::int)`,
 		encodejobs.KindRendition, f.media, height).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func (f *groupFixture) jobStatus(t *testing.T, id int64) string {
 // fails at b901745 too). No encode is needed to see it: the probe, then a cancel and a retry.
 func TestEncodeGroupReview_ARetriedRenditionIsClaimableNotWaitingOnItsCompletedProbe(t *testing.T) {
 	t.Parallel()
-	f := newGroupFixture(t)
+	f := newGroupFixture(t, 3)
 	ctx := context.Background()
 	startRunner(t, f.b, f.kinds[0])
 	waitFor(t, "the rendition jobs", func() bool {
@@ -77,7 +79,7 @@ func TestEncodeGroupReview_ARetriedRenditionIsClaimableNotWaitingOnItsCompletedP
 // above; this one fails either way.)
 func TestEncodeGroupReview_RetryingOneOfTwoDeadRenditionsLeavesTheMediaProcessingForGood(t *testing.T) {
 	t.Parallel()
-	f := newGroupFixture(t)
+	f := newGroupFixture(t, 3)
 	ctx := context.Background()
 	startRunner(t, f.b, f.kinds[0])
 	waitFor(t, "the rendition jobs", func() bool {

@@ -20,7 +20,8 @@ import (
 )
 
 // groupFixture is an uploaded 480p source with audio (a ladder of 480p, 360p, 240p) and its
-// encode job, in a local store, with the three encode kinds ready to run.
+// encode job, in a local store, with the three encode kinds ready to run, splitting the
+// ladder into at most renditionJobs rendition jobs (0: the default).
 type groupFixture struct {
 	b     *bundle
 	store *storage.Local
@@ -30,7 +31,7 @@ type groupFixture struct {
 	queue *jobqueue.Queue
 }
 
-func newGroupFixture(t *testing.T) *groupFixture {
+func newGroupFixture(t *testing.T, renditionJobs int) *groupFixture {
 	t.Helper()
 	b := setup(t)
 	dir := t.TempDir()
@@ -39,7 +40,7 @@ func newGroupFixture(t *testing.T) *groupFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds := (&encodejobs.Encode{Pool: b.pool, Store: store, Encoder: enc, ScratchDir: dir}).Kinds()
+	kinds := (&encodejobs.Encode{Pool: b.pool, Store: store, Encoder: enc, ScratchDir: dir, RenditionJobs: renditionJobs}).Kinds()
 	q, err := jobqueue.NewQueue(b.pool, time.Minute, kinds...)
 	if err != nil {
 		t.Fatal(err)
@@ -79,26 +80,26 @@ func (f *groupFixture) probeMaster(t *testing.T) string {
 	return string(master)
 }
 
-// An upload's encode is a group: the probe hands on to one job per rendition, lowest first,
-// and a finish. The media is playable (media_playable, then the assembled master lists the
-// 240p variant with the audio) before it is READY, and READY (media_ready, once) with every
-// rendition in its master, the thumbnail and the storyboard. With one rendition job at a time
-// the order is certain: the lowest rung, which carries the audio, is the first to play.
+// An upload's encode is a group: the probe hands on to rendition jobs, by default two (the
+// lowest rung alone, then the others in one ffmpeg run), and a finish. The media is playable
+// (media_playable, then the assembled master lists the 240p variant with the audio, alone)
+// before it is READY, and READY (media_ready, once) with every rendition in its master, the
+// thumbnail and the storyboard. With one rendition job at a time the order is certain: the
+// lowest rung, which carries the audio, is the first to play.
 func TestEncodeGroup_PlayableAtTheFirstRenditionThenReady(t *testing.T) {
 	t.Parallel()
-	f := newGroupFixture(t)
+	f := newGroupFixture(t, 0)
 	ctx := context.Background()
 	startRunner(t, f.b, f.kinds[0])
 	waitFor(t, "the rendition jobs", func() bool {
-		return f.b.count(t, `SELECT count(*) FROM jobs WHERE kind = $1 AND subject_id = $2`, encodejobs.KindRendition, f.media) == 3
+		return f.b.count(t, `SELECT count(*) FROM jobs WHERE kind = $1 AND subject_id = $2`, encodejobs.KindRendition, f.media) == 2
 	})
-	var heights []int
-	rows, err := f.b.pool.Query(ctx, `SELECT (args->>'height')::int FROM jobs WHERE kind = $1 ORDER BY id`, encodejobs.KindRendition)
+	rows, err := f.b.pool.Query(ctx, `SELECT args->>'heights' FROM jobs WHERE kind = $1 ORDER BY id`, encodejobs.KindRendition)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if heights, err = pgx.CollectRows(rows, pgx.RowTo[int]); err != nil || len(heights) != 3 || heights[0] != 240 || heights[2] != 480 {
-		t.Fatalf("rendition jobs in claim order: %v (%v), want 240, 360, 480", heights, err)
+	if heights, err := pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || strings.Join(heights, " ") != "[240] [480, 360]" {
+		t.Fatalf("rendition jobs' heights in claim order: %q (%v), want [240] then [480,360]", heights, err)
 	}
 	if m, _ := f.b.media.Get(ctx, f.media); m.Playable || m.DurationMS < 2900 {
 		t.Fatalf("after the probe: %+v, want not yet playable, with its duration", m)
@@ -117,8 +118,8 @@ func TestEncodeGroup_PlayableAtTheFirstRenditionThenReady(t *testing.T) {
 		t.Fatalf("playable media: %+v, want PROCESSING with the assembled master", m)
 	}
 	early := f.probeMaster(t)
-	if n := strings.Count(early, "#EXT-X-STREAM-INF"); n < 1 || n > 2 || !strings.Contains(early, "x240") || !strings.Contains(early, `TYPE=AUDIO`) {
-		t.Fatalf("the master while encoding lists %d variants, want the 240p with its audio first:\n%s", n, early)
+	if n := strings.Count(early, "#EXT-X-STREAM-INF"); n != 1 || !strings.Contains(early, "x240") || !strings.Contains(early, `TYPE=AUDIO`) {
+		t.Fatalf("the master while encoding lists %d variants, want the 240p alone with its audio:\n%s", n, early)
 	}
 	startRunner(t, f.b, f.kinds[1])
 	startRunner(t, f.b, f.kinds[2])
@@ -144,20 +145,21 @@ func TestEncodeGroup_PlayableAtTheFirstRenditionThenReady(t *testing.T) {
 	}
 }
 
-// A rendition that fails for good fails the media with its reason and cancels the finish; the
-// renditions already written are kept (their rows name their folders, so the orphan sweep
-// keeps them), and an administrator's retry of the dead rendition alone finishes the group:
-// the media READY with all three renditions, the others not encoded again.
+// With a job per rung (PLAYHEAD_ENCODE_RENDITION_JOBS at the ladder's length), a rendition
+// that fails for good fails the media with its reason and cancels the finish; the renditions
+// already written are kept (their rows name their folders, so the orphan sweep keeps them),
+// and an administrator's retry of the dead rendition alone finishes the group: the media
+// READY with all three renditions, the others not encoded again.
 func TestEncodeGroup_ADeadRenditionFailsTheMediaAndItsRetryFinishesIt(t *testing.T) {
 	t.Parallel()
-	f := newGroupFixture(t)
+	f := newGroupFixture(t, 3)
 	ctx := context.Background()
 	startRunner(t, f.b, f.kinds[0])
 	waitFor(t, "the rendition jobs", func() bool {
 		return f.b.count(t, `SELECT count(*) FROM jobs WHERE kind = $1 AND subject_id = $2`, encodejobs.KindRendition, f.media) == 3
 	})
 	var top int64
-	if err := f.b.pool.QueryRow(ctx, `SELECT id FROM jobs WHERE kind = $1 AND (args->>'height')::int = 480`, encodejobs.KindRendition).Scan(&top); err != nil {
+	if err := f.b.pool.QueryRow(ctx, `SELECT id FROM jobs WHERE kind = $1 AND args->'heights' = '[480]'`, encodejobs.KindRendition).Scan(&top); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.queue.Cancel(ctx, top); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -113,6 +114,59 @@ func TestPlanLadder_NeverUpscales(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("PlanLadder(%d) heights = %v, want %v", h, got, want)
+		}
+	}
+}
+
+// SplitLadder puts the lowest rung alone in the first run, every other rung in exactly one
+// of the later runs, never more runs than asked (at least 2) or than rungs, the heaviest
+// runs first; and the table's splits are the ones the README documents.
+func TestSplitLadder(t *testing.T) {
+	full := encoder.Ladder // 1080, 720, 480, 360, 240
+	for _, tc := range []struct {
+		ladder []encoder.Rendition
+		runs   int
+		want   [][]int
+	}{
+		{full, 2, [][]int{{4}, {0, 1, 2, 3}}},
+		{full, 3, [][]int{{4}, {0}, {1, 2, 3}}},
+		{full, 4, [][]int{{4}, {0}, {1}, {2, 3}}},
+		{full, 5, [][]int{{4}, {0}, {1}, {2}, {3}}},
+		{full, 9, [][]int{{4}, {0}, {1}, {2}, {3}}},
+		{full, 0, [][]int{{4}, {0, 1, 2, 3}}},
+		{encoder.PlanLadder(480), 2, [][]int{{2}, {0, 1}}},
+		{encoder.PlanLadder(100), 5, [][]int{{0}}},
+		{nil, 2, nil},
+	} {
+		if got := encoder.SplitLadder(tc.ladder, tc.runs); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("SplitLadder(%d rungs, %d) = %v, want %v", len(tc.ladder), tc.runs, got, tc.want)
+		}
+	}
+	for h := 2; h <= 2200; h += 97 {
+		ladder := encoder.PlanLadder(h)
+		for runs := range 7 {
+			split := encoder.SplitLadder(ladder, runs)
+			seen := map[int]int{}
+			pixels := make([]int, len(split))
+			for k, run := range split {
+				for _, rung := range run {
+					seen[rung]++
+					pixels[k] += ladder[rung].Height * ladder[rung].Height
+				}
+			}
+			switch {
+			case len(split[0]) != 1 || split[0][0] != len(ladder)-1:
+				t.Fatalf("SplitLadder(%dp, %d) = %v: the lowest rung is not alone first", h, runs, split)
+			case len(seen) != len(ladder) || len(split) > max(runs, 2) || len(split) > len(ladder):
+				t.Fatalf("SplitLadder(%dp, %d) = %v: not every rung once in at most %d runs", h, runs, split, max(runs, 2))
+			case !slices.IsSortedFunc(pixels[1:], func(a, b int) int { return b - a }):
+				t.Fatalf("SplitLadder(%dp, %d) = %v: the later runs are not heaviest first (%v)", h, runs, split, pixels)
+			}
+			for rung, n := range seen {
+				if n != 1 {
+					t.Fatalf("SplitLadder(%dp, %d) = %v: rung %d in %d runs", h, runs, split, rung, n)
+				}
+			}
 		}
 	}
 }

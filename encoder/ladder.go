@@ -1,10 +1,13 @@
 package encoder
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -112,7 +115,7 @@ func (e *Encoder) Plan(ctx context.Context, input string) (Plan, error) {
 // Encode writes HLS into outDir in one ffmpeg run that decodes the source once: master.m3u8;
 // per rendition v<i>/index.m3u8 with its media (and in FormatFMP4 v<i>/iframes.m3u8 and
 // audio/ for the audio rendition); thumb.jpg; and the storyboard under storyboard/. It is the
-// cheapest encode in CPU; EncodeRendition splits the same work into jobs that run apart (an
+// cheapest encode in CPU; EncodeRenditions splits the same work into jobs that run apart (an
 // encode group).
 func (e *Encoder) Encode(ctx context.Context, input, outDir string) (Output, error) {
 	plan, err := e.Plan(ctx, input)
@@ -158,20 +161,20 @@ func (e *Encoder) Encode(ctx context.Context, input, outDir string) (Output, err
 	return out, nil
 }
 
-// RenditionOutput is what EncodeRendition wrote, relative to its output directory.
+// RenditionOutput is what EncodeRenditions wrote, relative to its output directory.
 type RenditionOutput struct {
-	// Parts are the rendition's entries of a master playlist (hls.Assemble): its video, and
-	// its separate audio rendition when it wrote one.
+	// Parts are the renditions' entries of a master playlist (hls.Assemble): each rung's
+	// video, and the separate audio rendition when the run wrote it.
 	Parts []hls.Part
 	// StartUS is the presentation time (µs) of the video's first frame in the segments'
 	// timestamps.
 	StartUS int64
 	// Thumbnail (a JPEG) and Storyboard (its WebVTT; empty when the video was too short to
-	// give a frame) are set when the rendition wrote the pictures.
+	// give a frame) are set when the run wrote the pictures.
 	Thumbnail, Storyboard string
 }
 
-// RenditionOptions say what a rendition's run writes besides its video.
+// RenditionOptions say what a renditions run writes besides its video.
 type RenditionOptions struct {
 	// Audio writes the separate audio rendition (audio/) in FormatFMP4; in FormatTS every
 	// rendition carries its audio.
@@ -180,21 +183,73 @@ type RenditionOptions struct {
 	Pictures bool
 }
 
-// EncodeRendition writes rung (an index into plan.Ladder) of input's HLS into outDir as
-// v<rung>/, in an ffmpeg run of its own: the same encode settings and keyframe instants as
-// every other rung, so renditions encoded apart, on different machines, switch at the same
-// segment boundaries. plan is the source's Plan.
-func (e *Encoder) EncodeRendition(ctx context.Context, input, outDir string, plan Plan, rung int, opt RenditionOptions) (RenditionOutput, error) {
-	if rung < 0 || rung >= len(plan.Ladder) {
-		return RenditionOutput{}, fmt.Errorf("encoder: rung %d of a ladder of %d", rung, len(plan.Ladder))
+// SplitLadder divides the rungs of ladder (indexes into it, highest first as PlanLadder gives
+// them) among at most runs ffmpeg runs, the rendition jobs of an encode group, in the order
+// they should be claimed. The lowest rung runs alone and first: it is the quickest to encode,
+// and it makes the media playable. The other rungs are spread over the remaining runs by their
+// pixels per frame (each rung, heaviest first, joins the run with the fewest pixels so far),
+// and those runs come heaviest first, so that with several workers the longest run starts
+// early instead of being the tail.
+//
+// Every run decodes the source again, which costs CPU (docs/performance.md): runs = 2, the
+// lowest rung and then every other rung in one run, costs one decode more than Encode; runs
+// of len(ladder) or more is a run per rung, which spreads an upload over the most workers.
+// runs below 2 is taken as 2.
+func SplitLadder(ladder []Rendition, runs int) [][]int {
+	if len(ladder) == 0 {
+		return nil
 	}
+	split := [][]int{{len(ladder) - 1}}
+	rest := len(ladder) - 1
+	if rest == 0 {
+		return split
+	}
+	others := make([][]int, min(max(runs, 2)-1, rest))
+	pixels := make([]int, len(others))
+	for rung := range rest {
+		lightest := 0
+		for k := range others {
+			if pixels[k] < pixels[lightest] {
+				lightest = k
+			}
+		}
+		others[lightest] = append(others[lightest], rung)
+		pixels[lightest] += ladder[rung].Height * ladder[rung].Height
+	}
+	order := make([]int, len(others))
+	for k := range order {
+		order[k] = k
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(pixels[b], pixels[a]) })
+	for _, k := range order {
+		split = append(split, others[k])
+	}
+	return split
+}
+
+// EncodeRenditions writes rungs (indexes into plan.Ladder) of input's HLS into outDir, each as
+// v<rung>/, in one ffmpeg run of their own that decodes the source once: the same encode
+// settings and keyframe instants as every other run, so renditions encoded apart, on different
+// machines, switch at the same segment boundaries. plan is the source's Plan.
+func (e *Encoder) EncodeRenditions(ctx context.Context, input, outDir string, plan Plan, rungs []int, opt RenditionOptions) (RenditionOutput, error) {
+	if len(rungs) == 0 {
+		return RenditionOutput{}, errors.New("encoder: no rung to encode")
+	}
+	names := make([]string, len(rungs))
+	for k, rung := range rungs {
+		if rung < 0 || rung >= len(plan.Ladder) || slices.Contains(rungs[:k], rung) {
+			return RenditionOutput{}, fmt.Errorf("encoder: rungs %v of a ladder of %d", rungs, len(plan.Ladder))
+		}
+		names[k] = strconv.Itoa(plan.Ladder[rung].Height) + "p"
+	}
+	what := strings.Join(names, "+")
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return RenditionOutput{}, err
 	}
-	// The audio is encoded in every rendition's run, and dropped where it is not wanted: an
-	// AAC encoder's priming delay shifts the whole output's timestamps (23 ms at 44.1 kHz), so
-	// a run without it would put its keyframes 23 ms before the other renditions'.
-	run := ffmpegRun{input: input, outDir: outDir, probe: plan.Probe, ladder: plan.Ladder, rungs: []int{rung},
+	// The audio is encoded in every run, and dropped where it is not wanted: an AAC encoder's
+	// priming delay shifts the whole output's timestamps (23 ms at 44.1 kHz), so a run without
+	// it would put its keyframes 23 ms before the other runs'.
+	run := ffmpegRun{input: input, outDir: outDir, probe: plan.Probe, ladder: plan.Ladder, rungs: rungs,
 		audio: plan.Probe.HasAudio}
 	if opt.Pictures {
 		frames, err := os.MkdirTemp(filepath.Dir(outDir), "storyboard-frames-*")
@@ -205,7 +260,7 @@ func (e *Encoder) EncodeRendition(ctx context.Context, input, outDir string, pla
 		run.frames, run.board = frames, planStoryboard(plan.Probe)
 	}
 	if _, err := e.run(ctx, e.cfg.EncodeTimeout, e.cfg.FFmpeg, e.ffmpegArgs(run)...); err != nil {
-		return RenditionOutput{}, fmt.Errorf("encode %dp: %w", plan.Ladder[rung].Height, err)
+		return RenditionOutput{}, fmt.Errorf("encode %s: %w", what, err)
 	}
 	writeAudio := run.audio && opt.Audio
 	if run.audio && !opt.Audio && e.cfg.Format == FormatFMP4 {
@@ -215,7 +270,7 @@ func (e *Encoder) EncodeRendition(ctx context.Context, input, outDir string, pla
 	}
 	parts, start, err := e.packageRungs(ctx, outDir, run.rungs, plan.Probe.HasAudio, writeAudio)
 	if err != nil {
-		return RenditionOutput{}, fmt.Errorf("package %dp: %w", plan.Ladder[rung].Height, err)
+		return RenditionOutput{}, fmt.Errorf("package %s: %w", what, err)
 	}
 	out := RenditionOutput{Parts: parts, StartUS: start}
 	if opt.Pictures {

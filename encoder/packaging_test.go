@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,21 +89,21 @@ func TestEncoder_PlayerGradeHLS(t *testing.T) {
 		// keyframes, and encodes it with the production preset (ultrafast never places
 		// scene-cut keyframes: its scenecut is 0).
 		sceneCut bool
-		// apart encodes each rendition in an ffmpeg run of its own (EncodeRendition, the
-		// lowest with the audio and the pictures) and assembles the master from their parts
-		// (hls.Assemble), as an encode group does: the same checks hold, keyframes aligned
-		// across the renditions included.
-		apart bool
+		// runs, when not 0, encodes the ladder in that many ffmpeg runs of their own as an
+		// encode group's jobs do (SplitLadder, EncodeRenditions, the lowest rung alone with
+		// the audio and the pictures) and assembles the master from their parts
+		// (hls.Assemble): the same checks hold, keyframes aligned across the runs included.
+		runs int
 	}{
-		{"1080p30Audio", testvideo.Spec{Seconds: 13, Width: 1920, Height: 1080, FPS: 30, Audio: true}, encoder.FormatFMP4, false, false},
-		{"720p60", testvideo.Spec{Seconds: 9, Width: 1280, Height: 720, FPS: 60, Audio: true}, encoder.FormatFMP4, false, false},
-		{"FourByThree", testvideo.Spec{Seconds: 9, Width: 640, Height: 480, Audio: true}, encoder.FormatFMP4, false, false},
-		{"NoAudio", testvideo.Spec{Seconds: 9, Width: 854, Height: 480}, encoder.FormatFMP4, false, false},
-		{"Clip3s", testvideo.Spec{Seconds: 3, Width: 1280, Height: 720, FPS: 30, Audio: true}, encoder.FormatFMP4, false, false},
-		{"MPEGTS", testvideo.Spec{Seconds: 13, Width: 1280, Height: 720, FPS: 30, Audio: true}, encoder.FormatTS, false, false},
-		{"SceneCut", testvideo.Spec{Seconds: 7, Width: 640, Height: 360}, encoder.FormatFMP4, true, false},
-		{"1080p30AudioApart", testvideo.Spec{Seconds: 13, Width: 1920, Height: 1080, FPS: 30, Audio: true}, encoder.FormatFMP4, false, true},
-		{"MPEGTSApart", testvideo.Spec{Seconds: 9, Width: 854, Height: 480, FPS: 30, Audio: true}, encoder.FormatTS, false, true},
+		{"1080p30Audio", testvideo.Spec{Seconds: 13, Width: 1920, Height: 1080, FPS: 30, Audio: true}, encoder.FormatFMP4, false, 0},
+		{"720p60", testvideo.Spec{Seconds: 9, Width: 1280, Height: 720, FPS: 60, Audio: true}, encoder.FormatFMP4, false, 0},
+		{"FourByThree", testvideo.Spec{Seconds: 9, Width: 640, Height: 480, Audio: true}, encoder.FormatFMP4, false, 0},
+		{"NoAudio", testvideo.Spec{Seconds: 9, Width: 854, Height: 480}, encoder.FormatFMP4, false, 0},
+		{"Clip3s", testvideo.Spec{Seconds: 3, Width: 1280, Height: 720, FPS: 30, Audio: true}, encoder.FormatFMP4, false, 0},
+		{"MPEGTS", testvideo.Spec{Seconds: 13, Width: 1280, Height: 720, FPS: 30, Audio: true}, encoder.FormatTS, false, 0},
+		{"SceneCut", testvideo.Spec{Seconds: 7, Width: 640, Height: 360}, encoder.FormatFMP4, true, 0},
+		{"1080p30AudioRunPerRung", testvideo.Spec{Seconds: 13, Width: 1920, Height: 1080, FPS: 30, Audio: true}, encoder.FormatFMP4, false, len(encoder.Ladder)},
+		{"MPEGTSTwoRuns", testvideo.Spec{Seconds: 9, Width: 854, Height: 480, FPS: 30, Audio: true}, encoder.FormatTS, false, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -117,9 +118,9 @@ func TestEncoder_PlayerGradeHLS(t *testing.T) {
 			}
 			outDir := filepath.Join(dir, "out")
 			encode := e.Encode
-			if tc.apart {
+			if tc.runs > 0 {
 				encode = func(ctx context.Context, input, outDir string) (encoder.Output, error) {
-					return encodeApart(e, input, outDir)
+					return encodeApart(e, input, outDir, tc.runs)
 				}
 			}
 			res, err := encode(context.Background(), input, outDir)
@@ -144,12 +145,10 @@ func TestEncoder_PlayerGradeHLS(t *testing.T) {
 	}
 }
 
-// sceneCutSource writes a source of spec (no audio) whose picture cuts from testsrc2 to another
-// pattern at 3 s: x264 would place a keyframe at the cut unless scene-cut detection is off.
-// encodeApart encodes input as an encode group's jobs would, each rendition in a run of its
-// own into a folder of its own under outDir (r<rung>/, as each job has its claim's), with the
-// master assembled from their parts.
-func encodeApart(e *encoder.Encoder, input, outDir string) (encoder.Output, error) {
+// encodeApart encodes input as an encode group's jobs would, in runs ffmpeg runs split by
+// SplitLadder, each into a folder of its own under outDir (r<k>/ for the k-th run, as each job
+// has its claim's), with the master assembled from their parts.
+func encodeApart(e *encoder.Encoder, input, outDir string, runs int) (encoder.Output, error) {
 	ctx := context.Background()
 	plan, err := e.Plan(ctx, input)
 	if err != nil {
@@ -157,20 +156,20 @@ func encodeApart(e *encoder.Encoder, input, outDir string) (encoder.Output, erro
 	}
 	res := encoder.Output{Probe: plan.Probe, Renditions: plan.Ladder, Master: "master.m3u8", StartUS: -1}
 	var parts []hls.Part
-	for rung := len(plan.Ladder) - 1; rung >= 0; rung-- {
-		lowest := rung == len(plan.Ladder)-1
-		folder := fmt.Sprintf("r%d", rung)
-		out, err := e.EncodeRendition(ctx, input, filepath.Join(outDir, folder), plan, rung, encoder.RenditionOptions{Audio: lowest, Pictures: lowest})
+	for k, rungs := range encoder.SplitLadder(plan.Ladder, runs) {
+		first := k == 0
+		folder := fmt.Sprintf("r%d", k)
+		out, err := e.EncodeRenditions(ctx, input, filepath.Join(outDir, folder), plan, rungs, encoder.RenditionOptions{Audio: first, Pictures: first})
 		if err != nil {
 			return encoder.Output{}, err
 		}
 		for _, p := range out.Parts {
 			parts = append(parts, p.Within(folder))
 		}
-		if rung == 0 {
+		if slices.Contains(rungs, 0) {
 			res.StartUS = out.StartUS
 		}
-		if lowest {
+		if first {
 			res.Thumbnail, res.Storyboard = folder+"/"+out.Thumbnail, folder+"/"+out.Storyboard
 		}
 	}
@@ -182,6 +181,8 @@ func encodeApart(e *encoder.Encoder, input, outDir string) (encoder.Output, erro
 	return res, os.WriteFile(filepath.Join(outDir, res.Master), b, 0o644)
 }
 
+// sceneCutSource writes a source of spec (no audio) whose picture cuts from testsrc2 to another
+// pattern at 3 s: x264 would place a keyframe at the cut unless scene-cut detection is off.
 func sceneCutSource(t *testing.T, dir string, spec testvideo.Spec) string {
 	t.Helper()
 	out := filepath.Join(dir, "scene-cut.mp4")

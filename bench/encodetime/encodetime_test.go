@@ -29,12 +29,12 @@ var (
 	seconds    = flag.Int("seconds", 60, "length of the generated 1920×1080 source with audio, seconds")
 	fps        = flag.Int("fps", 30, "frame rate of the generated source")
 	preset     = flag.String("preset", "veryfast", "PLAYHEAD_ENCODE_PRESET of every process (veryfast is the production default)")
-	setupNames = flag.String("setups", "renditions-1,renditions-2,single", "the setups to run, comma-separated, in the order of the first round")
+	setupNames = flag.String("setups", "renditions-1,renditions-2,single,per-rung-2", "the setups to run, comma-separated, in the order of the first round")
 	// Not a speed check: an upload that takes this long is stuck, and the test says so.
 	readyWithin = flag.Duration("ready-within", 30*time.Minute, "safety net: an upload not READY this long after its 202 fails the test")
 )
 
-// envRun must be set (make bench-encode sets it) for TestEncodeTime to run: it takes about 20
+// envRun must be set (make bench-encode sets it) for TestEncodeTime to run: it takes about 25
 // minutes on 2 cores, so a plain `go test ./...` of the bench module skips it.
 const envRun = "PLAYHEAD_BENCH_ENCODE"
 
@@ -48,13 +48,15 @@ type setup struct {
 	name    string // as -setups names it
 	label   string // as the tables name it
 	mode    string // PLAYHEAD_ENCODE_MODE
+	jobs    int    // PLAYHEAD_ENCODE_RENDITION_JOBS (renditions mode)
 	workers int    // role=worker processes beside the role=api one
 }
 
 var setups = []setup{
-	{name: "renditions-1", label: "(a) renditions, 1 worker", mode: "renditions", workers: 1},
-	{name: "renditions-2", label: "(b) renditions, 2 workers", mode: "renditions", workers: 2},
-	{name: "single", label: "(c) single, 1 worker", mode: "single", workers: 1},
+	{name: "renditions-1", label: "(a) renditions, 2 jobs, 1 worker", mode: "renditions", jobs: 2, workers: 1},
+	{name: "renditions-2", label: "(b) renditions, 2 jobs, 2 workers", mode: "renditions", jobs: 2, workers: 2},
+	{name: "single", label: "(c) single, 1 worker", mode: "single", jobs: 2, workers: 1},
+	{name: "per-rung-2", label: "(d) renditions, a job per rung, 2 workers", mode: "renditions", jobs: 5, workers: 2},
 }
 
 // outcome is what one upload to one setup measured.
@@ -80,7 +82,7 @@ type outcome struct {
 type jobSpan struct {
 	id       int64
 	kind     string
-	height   int // the rendition's, 0 for the probe, the finish and a single encode
+	heights  string // the rendition job's, as JSON ("[480,360]"); "" for the probe, the finish and a single encode
 	node     string
 	attempts int
 	// started is when the poll that first saw the job PROCESSING began (-1: no poll did, it
@@ -130,7 +132,7 @@ func chosenSetups(t *testing.T) []setup {
 	for name := range strings.SplitSeq(*setupNames, ",") {
 		i := slices.IndexFunc(setups, func(s setup) bool { return s.name == strings.TrimSpace(name) })
 		if i < 0 {
-			t.Fatalf("-setups: %q is none of renditions-1, renditions-2, single", name)
+			t.Fatalf("-setups: %q is none of renditions-1, renditions-2, single, per-rung-2", name)
 		}
 		chosen = append(chosen, setups[i])
 	}
@@ -144,12 +146,13 @@ func runSetup(t *testing.T, s setup, src string) outcome {
 	storageDir := t.TempDir()
 	env := func(role, node string) map[string]string {
 		return map[string]string{
-			"PLAYHEAD_ROLE":          role,
-			"PLAYHEAD_NODE_ID":       node,
-			"PLAYHEAD_STORAGE_DIR":   storageDir,
-			"PLAYHEAD_ENCODE_MODE":   s.mode,
-			"PLAYHEAD_ENCODE_PRESET": *preset,
-			"TMPDIR":                 t.TempDir(), // each process's encode scratch
+			"PLAYHEAD_ROLE":                  role,
+			"PLAYHEAD_NODE_ID":               node,
+			"PLAYHEAD_STORAGE_DIR":           storageDir,
+			"PLAYHEAD_ENCODE_MODE":           s.mode,
+			"PLAYHEAD_ENCODE_PRESET":         *preset,
+			"PLAYHEAD_ENCODE_RENDITION_JOBS": fmt.Sprint(s.jobs),
+			"TMPDIR":                         t.TempDir(), // each process's encode scratch
 		}
 	}
 	api := binarytest.Start(t, env("api", "bench-api"))
@@ -222,7 +225,7 @@ func runSetup(t *testing.T, s setup, src string) outcome {
 		if j.status != "COMPLETED" || j.completedAt == nil {
 			t.Fatalf("media %d is READY but its job %d (%s) is %s", id, j.id, j.kind, j.status)
 		}
-		span := jobSpan{id: j.id, kind: j.kind, height: j.height, node: j.node, attempts: j.attempts, started: -1,
+		span := jobSpan{id: j.id, kind: j.kind, heights: j.heights, node: j.node, attempts: j.attempts, started: -1,
 			completed: j.completedAt.Sub(created).Seconds()}
 		if at, ok := started[j.id]; ok {
 			span.started = at
@@ -275,7 +278,7 @@ func mediaOf(t *testing.T, s *binarytest.Server, token string, id int64) mediaVi
 type jobRow struct {
 	id          int64
 	kind        string
-	height      int
+	heights     string
 	status      string
 	node        string
 	attempts    int
@@ -289,7 +292,7 @@ func readJobs(t *testing.T, pool *pgxpool.Pool, id int64) []jobRow {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rows, err := pool.Query(ctx, `
-		SELECT id, kind, coalesce((args->>'height')::int, 0), status, coalesce(claimed_by, ''), attempt_count, completed_at,
+		SELECT id, kind, coalesce(args->>'heights', ''), status, coalesce(claimed_by, ''), attempt_count, completed_at,
 		       coalesce(last_error, '')
 		FROM jobs WHERE subject_id = $1 AND kind = ANY($2) ORDER BY id`, id, encodejobs.Kinds)
 	if err != nil {
@@ -297,7 +300,7 @@ func readJobs(t *testing.T, pool *pgxpool.Pool, id int64) []jobRow {
 	}
 	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobRow, error) {
 		var j jobRow
-		err := row.Scan(&j.id, &j.kind, &j.height, &j.status, &j.node, &j.attempts, &j.completedAt, &j.lastError)
+		err := row.Scan(&j.id, &j.kind, &j.heights, &j.status, &j.node, &j.attempts, &j.completedAt, &j.lastError)
 		return j, err
 	})
 	if err != nil {
@@ -322,8 +325,10 @@ func printTimeline(round int, s setup, o outcome) {
 	var parts []string
 	for _, j := range o.jobs {
 		name := strings.TrimPrefix(j.kind, "encode_")
-		if j.height > 0 {
-			name = fmt.Sprintf("%dp", j.height)
+		if j.heights != "" {
+			var heights []int
+			_ = json.Unmarshal([]byte(j.heights), &heights)
+			name = strings.Trim(strings.ReplaceAll(fmt.Sprint(heights), " ", "p+"), "[]") + "p"
 		}
 		from := "?"
 		if j.started >= 0 {
@@ -373,13 +378,13 @@ func printTables(chosen []setup, results map[string][]outcome) {
 		fmt.Printf("  %-38s %.2f  (%s)\n", what, stats.Median(vs), strings.Join(xs, " "))
 	}
 	has := func(name string) bool { return len(results[name]) == *rounds }
-	for _, name := range []string{"renditions-1", "renditions-2"} {
+	for _, name := range []string{"renditions-1", "renditions-2", "per-rung-2"} {
 		if has(name) {
 			ratio("playable / READY, "+label(name), func(r int) float64 { o := results[name][r]; return o.playable / o.ready })
 		}
 	}
 	if has("single") {
-		for _, name := range []string{"renditions-2", "renditions-1"} {
+		for _, name := range []string{"renditions-2", "renditions-1", "per-rung-2"} {
 			if has(name) {
 				ratio("READY "+label(name)+" / READY "+label("single"), func(r int) float64 { return results[name][r].ready / results["single"][r].ready })
 				ratio("worker CPU "+label(name)+" / "+label("single"), func(r int) float64 { return results[name][r].workerCPU / results["single"][r].workerCPU })
@@ -388,7 +393,7 @@ func printTables(chosen []setup, results map[string][]outcome) {
 	}
 }
 
-// label is the setup's letter, (a) to (c).
+// label is the setup's letter, (a) to (d).
 func label(name string) string {
 	i := slices.IndexFunc(setups, func(s setup) bool { return s.name == name })
 	return setups[i].label[:3]

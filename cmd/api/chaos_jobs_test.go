@@ -43,7 +43,7 @@ func TestChaos_MediaJobs(t *testing.T) {
 	dir := t.TempDir()
 	spec := testvideo.Spec{Seconds: 8, Width: 640, Height: 360, Audio: true}
 	video := testvideo.MP4(t, dir, spec)
-	rungs := renditionRungs(spec.Height)
+	split := renditionSplit(spec.Height)
 
 	workers := map[string]*binarytest.Server{}
 	next := 0
@@ -154,7 +154,7 @@ func TestChaos_MediaJobs(t *testing.T) {
 		slices.Sort(on)
 
 		done := waitGroupFinished(t, pool, id, aliveWorkers()...)
-		for _, f := range done.faults(rungs) {
+		for _, f := range done.faults(split) {
 			t.Errorf("round %d (%s on %v): %s", round, fault, on, f)
 		}
 		for _, f := range attemptFaults(done, want) {

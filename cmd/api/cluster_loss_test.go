@@ -280,7 +280,7 @@ func killWorkerMidEncode(t *testing.T, c *cluster) {
 	t.Helper()
 	owner := binarytest.Token(t, 7, false)
 	video := testvideo.MP4(t, t.TempDir(), slowSpec)
-	rungs := renditionRungs(slowSpec.Height)
+	split := renditionSplit(slowSpec.Height)
 	pool := c.lb.Pool(t)
 	alive := func() []*binarytest.Server {
 		var out []*binarytest.Server
@@ -335,7 +335,7 @@ func killWorkerMidEncode(t *testing.T, c *cluster) {
 				id, *taken.ClaimedBy, dead.LeaseUntil.Sub(takenAt).Round(100*time.Millisecond))
 		}
 		done := waitGroupFinished(t, pool, id, alive()...)
-		faults := append(done.faults(rungs), attemptFaults(done, map[int64]int{dead.ID: 2})...)
+		faults := append(done.faults(split), attemptFaults(done, map[int64]int{dead.ID: 2})...)
 		if j := done.job(t, dead.ID); str(j.ClaimedBy) == holder.name {
 			faults = append(faults, fmt.Sprintf("the killed rendition %v was completed by the killed worker", j))
 		}

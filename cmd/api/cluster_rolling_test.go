@@ -52,7 +52,7 @@ func TestCluster_RollingRestart(t *testing.T) {
 	var uploads []rollingUpload
 	upload := func(path string, spec testvideo.Spec, title string) {
 		id := lb.Upload(t, owner, binarytest.Upload{Path: path, Title: title})
-		uploads = append(uploads, rollingUpload{id: id, rungs: renditionRungs(spec.Height)})
+		uploads = append(uploads, rollingUpload{id: id, split: renditionSplit(spec.Height)})
 	}
 	for r := 1; r <= rounds; r++ {
 		upload(small, smallSpec, fmt.Sprintf("round %d before the api nodes", r))
@@ -130,10 +130,11 @@ func TestCluster_RollingRestart(t *testing.T) {
 	}
 }
 
-// rollingUpload is an upload of the rolling restart and the rungs its encode plans.
+// rollingUpload is an upload of the rolling restart and the rendition jobs its encode plans
+// (renditionSplit).
 type rollingUpload struct {
 	id    int64
-	rungs int
+	split [][]int
 }
 
 // auditEncodes reads every upload's media row, encode group and outbox rows from the database
@@ -151,12 +152,12 @@ func auditEncodes(t *testing.T, lb *binarytest.Server, uploads []rollingUpload) 
 			faults = append(faults, fmt.Sprintf("media %d: %s, want READY", u.id, status))
 		}
 		g := groupOf(mediaJobs(t, pool, u.id))
-		wrong := append(g.faults(u.rungs), attemptFaults(g, nil)...)
+		wrong := append(g.faults(u.split), attemptFaults(g, nil)...)
 		if f := readyEventsFault(mediaEvents(t, pool, u.id)); f != "" {
 			wrong = append(wrong, f)
 		}
 		if len(wrong) > 0 {
-			faults = append(faults, fmt.Sprintf("media %d (%d rungs): %s; its jobs:%v", u.id, u.rungs, strings.Join(wrong, "; "), g))
+			faults = append(faults, fmt.Sprintf("media %d (rendition jobs %v): %s; its jobs:%v", u.id, u.split, strings.Join(wrong, "; "), g))
 		}
 	}
 	return notReady, faults

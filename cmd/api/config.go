@@ -174,10 +174,15 @@ type Config struct {
 	// EncodePreset is the x264 preset (PLAYHEAD_ENCODE_PRESET). Default veryfast.
 	EncodePreset string
 	// EncodeMode is how an upload is encoded (PLAYHEAD_ENCODE_MODE): renditions (the
-	// default: a group of jobs, one per rendition, the media playable at its first) or single
-	// (one job, one ffmpeg run for every rendition: the least CPU, nothing playable before
-	// the whole ladder is done).
+	// default: a group of jobs, the lowest rendition first and alone, the media playable when
+	// it is done) or single (one job, one ffmpeg run for every rendition: the least CPU,
+	// nothing playable before the whole ladder is done).
 	EncodeMode string
+	// EncodeRenditionJobs is the most rendition jobs an encode group splits its ladder into
+	// (PLAYHEAD_ENCODE_RENDITION_JOBS, at least 2): the lowest rendition alone, the others
+	// spread over the rest, one job per rendition at most. Each job decodes the source again.
+	// Default 2.
+	EncodeRenditionJobs int
 	// HLSFormat packages new encodes' segments (PLAYHEAD_HLS_FORMAT): fmp4 (CMAF, the
 	// default) or ts (MPEG-TS, for players before iOS 10). Media encoded before keep theirs.
 	HLSFormat encoder.Format
@@ -392,21 +397,22 @@ func loadConfig(args []string) (Config, error) {
 			MaxDuration:  e.duration("PLAYHEAD_MAX_VIDEO_DURATION", encoder.DefaultLimits.MaxDuration),
 			MemoryBytes:  int64(e.int("PLAYHEAD_ENCODE_MEMORY_LIMIT", 4<<30)),
 		},
-		JobLease:           e.duration("PLAYHEAD_JOB_LEASE", 60*time.Second),
-		JobPollInterval:    e.duration("PLAYHEAD_JOB_POLL_INTERVAL", time.Second),
-		JobMaxAttempts:     e.int("PLAYHEAD_JOB_MAX_ATTEMPTS", 3),
-		JobRetryBase:       e.duration("PLAYHEAD_JOB_RETRY_BASE", 5*time.Second),
-		JobRetryCap:        e.duration("PLAYHEAD_JOB_RETRY_CAP", 5*time.Minute),
-		EncodeConcurrency:  e.int("PLAYHEAD_ENCODE_CONCURRENCY", 1),
-		EncodeTimeout:      e.duration("PLAYHEAD_ENCODE_TIMEOUT", 30*time.Minute),
-		EncodePreset:       e.str("PLAYHEAD_ENCODE_PRESET", "veryfast"),
-		EncodeMode:         e.str("PLAYHEAD_ENCODE_MODE", "renditions"),
-		HLSFormat:          encoder.Format(e.str("PLAYHEAD_HLS_FORMAT", string(encoder.FormatFMP4))),
-		RetentionCompleted: e.duration("PLAYHEAD_RETENTION_COMPLETED", 7*24*time.Hour),
-		RetentionDead:      e.duration("PLAYHEAD_RETENTION_DEAD", 30*24*time.Hour),
-		RetentionInterval:  e.duration("PLAYHEAD_RETENTION_INTERVAL", 10*time.Minute),
-		OutboxRetention:    e.duration("PLAYHEAD_OUTBOX_RETENTION", 7*24*time.Hour),
-		WatchedRanges:      e.bool("PLAYHEAD_WATCHED_RANGES", true),
+		JobLease:            e.duration("PLAYHEAD_JOB_LEASE", 60*time.Second),
+		JobPollInterval:     e.duration("PLAYHEAD_JOB_POLL_INTERVAL", time.Second),
+		JobMaxAttempts:      e.int("PLAYHEAD_JOB_MAX_ATTEMPTS", 3),
+		JobRetryBase:        e.duration("PLAYHEAD_JOB_RETRY_BASE", 5*time.Second),
+		JobRetryCap:         e.duration("PLAYHEAD_JOB_RETRY_CAP", 5*time.Minute),
+		EncodeConcurrency:   e.int("PLAYHEAD_ENCODE_CONCURRENCY", 1),
+		EncodeTimeout:       e.duration("PLAYHEAD_ENCODE_TIMEOUT", 30*time.Minute),
+		EncodePreset:        e.str("PLAYHEAD_ENCODE_PRESET", "veryfast"),
+		EncodeMode:          e.str("PLAYHEAD_ENCODE_MODE", "renditions"),
+		EncodeRenditionJobs: e.int("PLAYHEAD_ENCODE_RENDITION_JOBS", 2),
+		HLSFormat:           encoder.Format(e.str("PLAYHEAD_HLS_FORMAT", string(encoder.FormatFMP4))),
+		RetentionCompleted:  e.duration("PLAYHEAD_RETENTION_COMPLETED", 7*24*time.Hour),
+		RetentionDead:       e.duration("PLAYHEAD_RETENTION_DEAD", 30*24*time.Hour),
+		RetentionInterval:   e.duration("PLAYHEAD_RETENTION_INTERVAL", 10*time.Minute),
+		OutboxRetention:     e.duration("PLAYHEAD_OUTBOX_RETENTION", 7*24*time.Hour),
+		WatchedRanges:       e.bool("PLAYHEAD_WATCHED_RANGES", true),
 
 		WebhookAllowPrivate: e.bool("PLAYHEAD_WEBHOOK_ALLOW_PRIVATE", false),
 		WebhookConcurrency:  e.int("PLAYHEAD_WEBHOOK_CONCURRENCY", 4),
@@ -495,6 +501,7 @@ func (c Config) validate(e *env) error {
 	e.check(c.EncodeTimeout > 0, "PLAYHEAD_ENCODE_TIMEOUT: must be positive")
 	e.check(c.HLSFormat == encoder.FormatFMP4 || c.HLSFormat == encoder.FormatTS, "PLAYHEAD_HLS_FORMAT: must be fmp4 or ts")
 	e.check(c.EncodeMode == "renditions" || c.EncodeMode == "single", "PLAYHEAD_ENCODE_MODE: must be renditions or single")
+	e.check(c.EncodeRenditionJobs >= 2, "PLAYHEAD_ENCODE_RENDITION_JOBS: must be at least 2 (the lowest rendition, then the others)")
 	e.check(c.RetentionCompleted > 0 && c.RetentionDead > 0 && c.RetentionInterval > 0,
 		"PLAYHEAD_RETENTION_COMPLETED/_DEAD/_INTERVAL: must be positive")
 	e.check(c.OutboxRetention > 0, "PLAYHEAD_OUTBOX_RETENTION: must be positive")

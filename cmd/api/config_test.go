@@ -190,3 +190,29 @@ func TestConfig_HLSFormat(t *testing.T) {
 		})
 	}
 }
+
+// TestConfig_EncodeRenditionJobs: an encode group splits its ladder into 2 rendition jobs
+// unless PLAYHEAD_ENCODE_RENDITION_JOBS says more; fewer than 2, or not a number, stops the
+// start with the variable named.
+func TestConfig_EncodeRenditionJobs(t *testing.T) {
+	const name = "PLAYHEAD_ENCODE_RENDITION_JOBS"
+	for _, tc := range []struct {
+		value   string
+		want    int
+		wantErr string
+	}{
+		{value: "", want: 2},
+		{value: "2", want: 2},
+		{value: "5", want: 5},
+		{value: "1", wantErr: name + ": must be at least 2"},
+		{value: "0", wantErr: name + ": must be at least 2"},
+		{value: "two", wantErr: name},
+	} {
+		t.Run(cmp.Or(tc.value, "unset"), func(t *testing.T) {
+			cfg, ok := loadTestConfig(t, map[string]string{name: tc.value}, tc.wantErr)
+			if ok && cfg.EncodeRenditionJobs != tc.want {
+				t.Errorf("EncodeRenditionJobs %d, want %d", cfg.EncodeRenditionJobs, tc.want)
+			}
+		})
+	}
+}

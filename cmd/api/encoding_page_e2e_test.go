@@ -69,7 +69,7 @@ func TestWatchPage_PlaysWhileItEncodesInChromium(t *testing.T) {
 	if _, err := pool.Exec(ctx, `
 		CREATE FUNCTION e2e_hold_renditions() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
-		    IF NEW.kind = '`+encodejobs.KindRendition+`' AND (NEW.args->>'height')::int > 240 THEN
+		    IF NEW.kind = '`+encodejobs.KindRendition+`' AND (NEW.args->'heights'->>0)::int > 240 THEN
 		        NEW.available_at := statement_timestamp() + interval '1 day';
 		    END IF;
 		    RETURN NEW;

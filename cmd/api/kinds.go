@@ -101,7 +101,7 @@ func encodeKind(name string) jobKind {
 				return jobqueue.Kind{}, err
 			}
 			e := &encodejobs.Encode{Pool: w.node.pool, Store: w.store, Encoder: enc,
-				Single: cfg.EncodeMode == "single", MaxAttempts: cfg.JobMaxAttempts}
+				Single: cfg.EncodeMode == "single", MaxAttempts: cfg.JobMaxAttempts, RenditionJobs: cfg.EncodeRenditionJobs}
 			for _, k := range e.Kinds() {
 				if k.Name == name {
 					return k, nil

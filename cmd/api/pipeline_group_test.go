@@ -1,9 +1,9 @@
 package main
 
 // An upload's encode group as the pipeline and cluster tests see it (issue 34, README "Watch
-// while it encodes"): the encode job probes the source, and its completion enqueues one
-// encode_rendition job per rung of the ladder, lowest first, and one encode_finish that waits
-// for them all; every job is in the group of the encode job's id (jobs.group_id). The media is
+// while it encodes"): the encode job probes the source, and its completion enqueues the
+// encode_rendition jobs of encoder.SplitLadder (the lowest rung alone first, the others after
+// it), and one encode_finish that waits for them all; every job is in the group of the encode job's id (jobs.group_id). The media is
 // playable (media_playable) at its first rendition and READY (media_ready) at the finish.
 
 import (
@@ -28,8 +28,15 @@ import (
 	"github.com/playhead/playhead/media"
 )
 
-// renditionRungs is how many rendition jobs the encode of a source height pixels high plans.
-func renditionRungs(height int) int { return len(encoder.PlanLadder(height)) }
+// defaultRenditionJobs is PLAYHEAD_ENCODE_RENDITION_JOBS's default, which the tests' nodes run
+// with.
+const defaultRenditionJobs = 2
+
+// renditionSplit is the rungs of each rendition job, in claim order, that the encode of a
+// source height pixels high plans.
+func renditionSplit(height int) [][]int {
+	return encoder.SplitLadder(encoder.PlanLadder(height), defaultRenditionJobs)
+}
 
 // mediaJobs reads the encode jobs of media id (every kind of encodejobs.Kinds), in id order.
 func mediaJobs(t *testing.T, pool *pgxpool.Pool, id int64) []jobRow {
@@ -38,7 +45,7 @@ func mediaJobs(t *testing.T, pool *pgxpool.Pool, id int64) []jobRow {
 }
 
 // encodeGroup is the encode jobs of one media, by kind, each in id order: the renditions
-// lowest rung first. Before the probe's completion only the encode job exists.
+// lowest rung's first. Before the probe's completion only the encode job exists.
 type encodeGroup struct {
 	all, probe, renditions, finish []jobRow
 }
@@ -113,10 +120,10 @@ func (g encodeGroup) processing() []jobRow {
 
 // renditionArgs are a rendition job's args (encodejobs' renditionArgs).
 type renditionArgs struct {
-	Rung     int  `json:"rung"`
-	Height   int  `json:"height"`
-	Audio    bool `json:"audio"`
-	Pictures bool `json:"pictures"`
+	Rungs    []int `json:"rungs"`
+	Heights  []int `json:"heights"`
+	Audio    bool  `json:"audio"`
+	Pictures bool  `json:"pictures"`
 }
 
 func argsOf(j jobRow) (renditionArgs, error) {
@@ -125,17 +132,18 @@ func argsOf(j jobRow) (renditionArgs, error) {
 	return a, err
 }
 
-// faults lists what is wrong with a finished encode group of a source planned to rungs
-// renditions: not exactly one encode job, rungs rendition jobs (one per rung, lowest first,
-// the lowest alone with the audio and the pictures) and one finish; a job outside the encode
+// faults lists what is wrong with a finished encode group of a source whose ladder is split
+// into the rendition jobs of split (renditionSplit): not exactly one encode job, a rendition
+// job for each part of split, in its order (the lowest rung alone first, with the audio and the
+// pictures), and one finish; a job outside the encode
 // job's group; a job not COMPLETED (none may be left WAITING, PENDING, PROCESSING or DEAD).
 // The attempts are the caller's to check.
-func (g encodeGroup) faults(rungs int) []string {
+func (g encodeGroup) faults(split [][]int) []string {
 	var out []string
-	if len(g.probe) != 1 || len(g.renditions) != rungs || len(g.finish) != 1 || len(g.all) != rungs+2 {
+	if len(g.probe) != 1 || len(g.renditions) != len(split) || len(g.finish) != 1 || len(g.all) != len(split)+2 {
 		out = append(out, fmt.Sprintf("%d jobs: %d encode, %d %s, %d %s; want %d: 1, %d, 1",
 			len(g.all), len(g.probe), len(g.renditions), encodejobs.KindRendition, len(g.finish), encodejobs.KindFinish,
-			rungs+2, rungs))
+			len(split)+2, len(split)))
 	}
 	for _, j := range g.all {
 		if len(g.probe) > 0 && (j.GroupID == nil || *j.GroupID != g.probe[0].ID) {
@@ -148,13 +156,13 @@ func (g encodeGroup) faults(rungs int) []string {
 	for i, j := range g.renditions {
 		a, err := argsOf(j)
 		lowest := i == 0
-		wantRung := len(g.renditions) - 1 - i
 		switch {
 		case err != nil:
 			out = append(out, fmt.Sprintf("rendition job %d: args %s: %v", j.ID, str(j.Args), err))
-		case a.Rung != wantRung || a.Audio != lowest || a.Pictures != lowest:
-			out = append(out, fmt.Sprintf("rendition job %d (number %d of %d, lowest first): args %s, want rung %d with audio and pictures %v",
-				j.ID, i+1, len(g.renditions), str(j.Args), wantRung, lowest))
+		case i >= len(split):
+		case !slices.Equal(a.Rungs, split[i]) || a.Audio != lowest || a.Pictures != lowest:
+			out = append(out, fmt.Sprintf("rendition job %d (number %d of %d, lowest first): args %s, want rungs %v with audio and pictures %v",
+				j.ID, i+1, len(g.renditions), str(j.Args), split[i], lowest))
 		}
 	}
 	return out
@@ -233,7 +241,7 @@ func renditionFolders(t *testing.T, pool *pgxpool.Pool, id int64) map[string]str
 
 // outputFaults lists what is wrong with the outputs of media id's finished encode group g:
 // each rung's rendition row (v<rung>), and the audio's, must name the folder of the claim
-// that completed its job (the lowest rung's job writes the audio), and storage under
+// that completed the job of that rung (the lowest rung's job writes the audio), and storage under
 // hls/{id}/ must hold those folders and nothing else (dirs, objectDirs': no losing or dead
 // claim's files).
 func outputFaults(id int64, g encodeGroup, folders map[string]string, dirs []string, hasAudio bool) []string {
@@ -246,7 +254,9 @@ func outputFaults(id int64, g encodeGroup, folders map[string]string, dirs []str
 			continue // a fault of g.faults
 		}
 		folder := fmt.Sprintf("hls/%d/%s/", id, str(j.ClaimToken))
-		want["v"+strconv.Itoa(a.Rung)] = folder
+		for _, rung := range a.Rungs {
+			want["v"+strconv.Itoa(rung)] = folder
+		}
 		if i == 0 && hasAudio {
 			want["audio"] = folder
 		}

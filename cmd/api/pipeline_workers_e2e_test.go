@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/playhead/playhead/encodejobs"
+	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/testvideo"
 	"github.com/playhead/playhead/jobqueue"
@@ -40,14 +41,14 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 		t.Errorf("a role=worker process answered %d on the public address %s: it must open no public port", status, a.HTTPURL)
 	}
 	src := testvideo.MP4(t, t.TempDir(), slowSpec)
-	rungs := renditionRungs(slowSpec.Height)
+	rungs, split := len(encoder.PlanLadder(slowSpec.Height)), renditionSplit(slowSpec.Height)
 	owner := binarytest.Token(t, 31, false)
 	id := api.Upload(t, owner, binarytest.Upload{Path: src, FileName: "slow.mp4", Title: "e2e kill", Visibility: "PUBLIC"})
 
 	// One worker runs one rendition at a time, lowest first: the second is A's claim once the
 	// lowest is COMPLETED.
 	g := waitGroup(t, pool, id, "at its second rendition, claimed by kill-a", func(g encodeGroup) bool {
-		return len(g.renditions) == rungs && g.renditions[0].Status == string(jobqueue.StatusCompleted) && claimedBy("kill-a")(g.renditions[1])
+		return len(g.renditions) == len(split) && g.renditions[0].Status == string(jobqueue.StatusCompleted) && claimedBy("kill-a")(g.renditions[1])
 	}, func(g encodeGroup) bool {
 		return g.dead() || len(g.renditions) > 1 && isDone(g.renditions[1])
 	}, api, a)
@@ -135,10 +136,10 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 
 	done := waitGroupFinished(t, pool, id, api, b)
 	if fin := done.finish[0]; fin.CompletedAt != nil {
-		t.Logf("worker B: rendition reclaimed → group finished in about %s (10 s 720p, veryfast, %d renditions, %d of them left to B); upload → READY %s overall",
-			fin.CompletedAt.Sub(reclaimedAt).Round(10*time.Millisecond), rungs, rungs-1, fin.CompletedAt.Sub(done.probe[0].EnqueuedAt).Round(10*time.Millisecond))
+		t.Logf("worker B: rendition job reclaimed → group finished in about %s (10 s 720p, veryfast, %d rendition jobs, %d of them left to B); upload → READY %s overall",
+			fin.CompletedAt.Sub(reclaimedAt).Round(10*time.Millisecond), len(split), len(split)-1, fin.CompletedAt.Sub(done.probe[0].EnqueuedAt).Round(10*time.Millisecond))
 	}
-	for _, f := range done.faults(rungs) {
+	for _, f := range done.faults(split) {
 		t.Error(f)
 	}
 	// The kill cost the killed rendition's attempt, nothing else.
@@ -202,12 +203,12 @@ func TestPipeline_SIGTERMReleasesForAnotherWorker(t *testing.T) {
 	api, pool, storageDir := startPipeline(t)
 	a, tmpA := startWorker(t, api, storageDir, "term-a")
 	src := testvideo.MP4(t, t.TempDir(), slowSpec)
-	rungs := renditionRungs(slowSpec.Height)
+	rungs, split := len(encoder.PlanLadder(slowSpec.Height)), renditionSplit(slowSpec.Height)
 	owner := binarytest.Token(t, 41, false)
 	id := api.Upload(t, owner, binarytest.Upload{Path: src, FileName: "slow.mp4", Title: "e2e sigterm", Visibility: "PRIVATE"})
 
 	g := waitGroup(t, pool, id, "at its second rendition, claimed by term-a", func(g encodeGroup) bool {
-		return len(g.renditions) == rungs && g.renditions[0].Status == string(jobqueue.StatusCompleted) && claimedBy("term-a")(g.renditions[1])
+		return len(g.renditions) == len(split) && g.renditions[0].Status == string(jobqueue.StatusCompleted) && claimedBy("term-a")(g.renditions[1])
 	}, func(g encodeGroup) bool {
 		return g.dead() || len(g.renditions) > 1 && isDone(g.renditions[1])
 	}, api, a)
@@ -269,9 +270,9 @@ func TestPipeline_SIGTERMReleasesForAnotherWorker(t *testing.T) {
 	started := time.Now()
 	b, _ := startWorker(t, api, storageDir, "term-b")
 	done := waitGroupFinished(t, pool, id, api, b)
-	t.Logf("worker B: start → group finished in %s (10 s 720p, veryfast, %d renditions, %d of them left to B)",
-		time.Since(started).Round(10*time.Millisecond), rungs, rungs-1)
-	for _, f := range done.faults(rungs) {
+	t.Logf("worker B: start → group finished in %s (10 s 720p, veryfast, %d rendition jobs, %d of them left to B)",
+		time.Since(started).Round(10*time.Millisecond), len(split), len(split)-1)
+	for _, f := range done.faults(split) {
 		t.Error(f)
 	}
 	// A graceful stop costs no attempt: every job, the released one included, at attempt 1.
