@@ -167,7 +167,7 @@ bench-put: system-deps build
 		$(GO) test -count=1 -timeout 30m -run '^TestPutPathSideBySide$$' -v ./putpath \
 		-args -rounds=$(BENCH_ROUNDS) -duration=$(BENCH_DURATION) $(BENCH_PUT_FLAGS)
 
-# Time to playable and to READY of one 1080p 60 s upload, groups on 1 and 2 workers and one job (bench/encodetime, issue 34; about 20 minutes).
+# Time to playable and to READY of one 1080p 60 s upload: groups of 2 rendition jobs on 1 and 2 workers, one job, a job per rung on 2 workers (bench/encodetime, issue 34; about 25 minutes).
 .PHONY: bench-encode
 bench-encode: system-deps build
 	cd bench && PLAYHEAD_TEST_BINARY=$(CURDIR)/bin/playhead PLAYHEAD_BENCH_ENCODE=1 \

@@ -88,7 +88,7 @@ func OutputPrefix(mediaID int64, claimToken string) string {
 // renditionArgs are a rendition job's Args: its rungs of the ladder (0 the highest), the
 // heights the probe planned for them, and whether it writes the audio and the pictures
 // (thumbnail, storyboard) too: the job of the lowest rung does, from its own decode of the
-// source.
+// source. Every other job yields the CPU to it (encoder.RenditionOptions.Yield).
 type renditionArgs struct {
 	Rungs    []int `json:"rungs"`
 	Heights  []int `json:"heights"`
@@ -222,7 +222,7 @@ func (e *Encode) runRendition(ctx context.Context, j jobqueue.Job) (jobqueue.Res
 				j.ID, args.Rungs, args.Heights, len(plan.Ladder)), "the upload changed while it was being encoded; upload it again"))
 		}
 		out, err = e.Encoder.EncodeRenditions(ctx, src, outDir, plan, args.Rungs,
-			encoder.RenditionOptions{Audio: args.Audio, Pictures: args.Pictures})
+			encoder.RenditionOptions{Audio: args.Audio, Pictures: args.Pictures, Yield: !args.Pictures})
 		return err
 	})
 	if err != nil {

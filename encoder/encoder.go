@@ -94,6 +94,9 @@ type Config struct {
 	// Prlimit is util-linux's prlimit, which applies Limits.MemoryBytes. Default: found on PATH
 	// when MemoryBytes is set.
 	Prlimit string
+	// Nice is coreutils' nice, which starts a yielding encode (RenditionOptions.Yield) at a
+	// lower priority. Default: found on PATH.
+	Nice string
 }
 
 // Encoder runs ffprobe and ffmpeg.
@@ -109,6 +112,9 @@ func New(cfg Config) (*Encoder, error) {
 	}
 	if cfg.FFprobe, err = lookPath(cfg.FFprobe, "ffprobe"); err != nil {
 		return nil, err
+	}
+	if cfg.Nice, err = exec.LookPath(cmp.Or(cfg.Nice, "nice")); err != nil {
+		return nil, fmt.Errorf("nice (coreutils) not found, needed to encode a group's later renditions at a lower priority: %w", err)
 	}
 	cfg.ProbeTimeout = cmp.Or(cfg.ProbeTimeout, time.Minute)
 	cfg.EncodeTimeout = cmp.Or(cfg.EncodeTimeout, 30*time.Minute)
@@ -168,7 +174,7 @@ type Probe struct {
 // video stream whose frame size cannot be read within Limits.MaxPixels is a *LimitError.
 func (e *Encoder) Probe(ctx context.Context, input string) (Probe, error) {
 	args := append([]string{"-v", "error", "-print_format", "json", "-show_streams", "-show_format"}, e.inputArgs(input)...)
-	out, log, err := e.runLogged(ctx, e.cfg.ProbeTimeout, e.cfg.FFprobe, args...)
+	out, log, err := e.runLogged(ctx, e.cfg.ProbeTimeout, 0, e.cfg.FFprobe, args...)
 	if err != nil && ctx.Err() != nil {
 		return Probe{}, err
 	}
@@ -275,19 +281,31 @@ func (e *Encoder) inputArgs(input string) []string {
 // run executes one tool call under its own timeout, killed with ctx. The error carries the
 // tail of stderr, which is where ffmpeg says what went wrong.
 func (e *Encoder) run(ctx context.Context, timeout time.Duration, bin string, args ...string) ([]byte, error) {
-	out, _, err := e.runLogged(ctx, timeout, bin, args...)
+	out, _, err := e.runLogged(ctx, timeout, 0, bin, args...)
 	return out, err
 }
+
+// yieldNiceness is the nice value of a yielding encode (RenditionOptions.Yield): low enough
+// that a normal-priority encode on the same cores gets nearly all the CPU it asks for (the
+// kernel weighs nice 0 against nice 10 about 9 to 1), while the yielding one still takes
+// whatever is left.
+const yieldNiceness = 10
 
 // pixelLimitRefusal is libavutil's message (av_image_check_size2) when a decoder refuses a
 // frame over -max_pixels; its two numbers are the frame's width and height.
 var pixelLimitRefusal = regexp.MustCompile(`Picture size (\d+)x(\d+) exceeds specified max pixel count`)
 
-// runLogged is run that also returns what the process wrote to its standard error.
-func (e *Encoder) runLogged(ctx context.Context, timeout time.Duration, bin string, args ...string) (stdout, stderr []byte, err error) {
+// runLogged is run that also returns what the process wrote to its standard error; a
+// niceness other than 0 starts the process at that nice value (through nice, which execs it:
+// every thread it starts inherits the value).
+func (e *Encoder) runLogged(ctx context.Context, timeout time.Duration, niceness int, bin string, args ...string) (stdout, stderr []byte, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	name := bin
+	if niceness != 0 {
+		args = append([]string{"-n", strconv.Itoa(niceness), "--", bin}, args...)
+		bin = e.cfg.Nice
+	}
 	if e.cfg.Limits.MemoryBytes > 0 {
 		args = append([]string{"--as=" + strconv.FormatInt(e.cfg.Limits.MemoryBytes, 10), "--", bin}, args...)
 		bin = e.cfg.Prlimit

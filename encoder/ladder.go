@@ -181,6 +181,13 @@ type RenditionOptions struct {
 	Audio bool
 	// Pictures writes the thumbnail and the storyboard from the same decode of the source.
 	Pictures bool
+	// Yield runs the encode at a lower priority (nice 10): on a machine that also runs the
+	// group's first run, the one that makes the media playable, that run keeps nearly all the
+	// CPU it would have alone, and this one takes the rest. Two worker processes on two cores
+	// otherwise shared them about evenly by thread, and x264's many threads for four rungs
+	// left the lowest rung a quarter of them: playable at 48 % of READY instead of 16 %
+	// (docs/performance.md).
+	Yield bool
 }
 
 // SplitLadder divides the rungs of ladder (indexes into it, highest first as PlanLadder gives
@@ -259,7 +266,11 @@ func (e *Encoder) EncodeRenditions(ctx context.Context, input, outDir string, pl
 		defer os.RemoveAll(frames)
 		run.frames, run.board = frames, planStoryboard(plan.Probe)
 	}
-	if _, err := e.run(ctx, e.cfg.EncodeTimeout, e.cfg.FFmpeg, e.ffmpegArgs(run)...); err != nil {
+	niceness := 0
+	if opt.Yield {
+		niceness = yieldNiceness
+	}
+	if _, _, err := e.runLogged(ctx, e.cfg.EncodeTimeout, niceness, e.cfg.FFmpeg, e.ffmpegArgs(run)...); err != nil {
 		return RenditionOutput{}, fmt.Errorf("encode %s: %w", what, err)
 	}
 	writeAudio := run.audio && opt.Audio
