@@ -28,6 +28,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -94,15 +95,33 @@ type renditionArgs struct {
 	Heights  []int `json:"heights"`
 	Audio    bool  `json:"audio"`
 	Pictures bool  `json:"pictures"`
+	// Rung and Height are the one rung of a job enqueued before a job could hold several
+	// (a job per rung): a worker of this version that claims it during a rolling upgrade
+	// encodes that rung (readRenditionArgs).
+	Rung   *int `json:"rung,omitempty"`
+	Height *int `json:"height,omitempty"`
 }
 
-// inLadder says whether a's rungs are in ladder at the heights the probe planned for them.
+// readRenditionArgs reads a rendition job's args, of either shape.
+func readRenditionArgs(raw []byte) (renditionArgs, error) {
+	var a renditionArgs
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return a, err
+	}
+	if a.Rungs == nil && a.Rung != nil && a.Height != nil {
+		a.Rungs, a.Heights = []int{*a.Rung}, []int{*a.Height}
+	}
+	return a, nil
+}
+
+// inLadder says whether a's rungs are distinct rungs of ladder at the heights the probe
+// planned for them.
 func (a renditionArgs) inLadder(ladder []encoder.Rendition) bool {
 	if len(a.Rungs) == 0 || len(a.Rungs) != len(a.Heights) {
 		return false
 	}
 	for i, rung := range a.Rungs {
-		if rung < 0 || rung >= len(ladder) || ladder[rung].Height != a.Heights[i] {
+		if rung < 0 || rung >= len(ladder) || ladder[rung].Height != a.Heights[i] || slices.Contains(a.Rungs[:i], rung) {
 			return false
 		}
 	}
@@ -207,8 +226,8 @@ func (e *Encode) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, erro
 // runRendition encodes its rungs of the group's ladder in one ffmpeg run and records their
 // renditions in its completion.
 func (e *Encode) runRendition(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
-	var args renditionArgs
-	if err := json.Unmarshal(j.Args, &args); err != nil {
+	args, err := readRenditionArgs(j.Args)
+	if err != nil {
 		return jobqueue.Result{}, jobqueue.Permanent(fmt.Errorf("rendition job %d: args %q: %w", j.ID, j.Args, err))
 	}
 	var out encoder.RenditionOutput

@@ -50,7 +50,7 @@ func (f *groupFixture) jobAttempt(t *testing.T, id int64) (status string, attemp
 // The lowest rung's job (rungs [2], heights [240] for the fixture's 480p source) gets each
 // args; the other rendition job is held back so that nothing else encodes.
 //
-// "a rung twice" FAILS at 151c3d9: inLadder accepts [2, 2], EncodeRenditions then refuses it
+// "a rung twice" failed at 151c3d9 (fixed since: inLadder refuses a rung twice): inLadder accepted [2, 2], EncodeRenditions then refuses it
 // with a plain error, which encodeFailure makes retryable, so the job is tried
 // PLAYHEAD_JOB_MAX_ATTEMPTS times (each fetching and probing the source) before it dies, with
 // "the video could not be encoded; an administrator can see why and retry it" (a retry that
@@ -111,7 +111,7 @@ func TestEncodeGroupReview_RenditionArgsNotInTheLadderFailAtTheFirstAttempt(t *t
 // TestCluster_RollingRestart) and whose renditions run after it. Its rung is in the ladder
 // planned now, so it should be encoded and the group finish READY.
 //
-// FAILS at 151c3d9: the old args decode to no rungs (json ignores "rung" and "height"),
+// Failed at 151c3d9 (fixed since: readRenditionArgs reads the old shape): the old args decoded to no rungs (json ignores "rung" and "height"),
 // inLadder is false, and the job dies at its first attempt with the permanent reason "the
 // upload changed while it was being encoded; upload it again": nothing changed but the code,
 // and the owner is told media.failed and to upload again. (The other way round, a worker of
