@@ -201,7 +201,7 @@ func (e *Encode) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, erro
 	attempts := cmp.Or(e.MaxAttempts, 3)
 	var group []jobqueue.GroupJob
 	var renditions []int
-	for k, rungs := range encoder.SplitLadder(plan.Ladder, cmp.Or(e.RenditionJobs, 2)) {
+	for k, rungs := range encoder.SplitLadder(plan.Ladder, e.RenditionJobs) {
 		heights := make([]int, len(rungs))
 		for i, rung := range rungs {
 			heights[i] = plan.Ladder[rung].Height

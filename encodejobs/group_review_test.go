@@ -47,10 +47,7 @@ func TestEncodeGroupReview_ARetriedRenditionIsClaimableNotWaitingOnItsCompletedP
 	t.Parallel()
 	f := newGroupFixture(t, 3)
 	ctx := context.Background()
-	startRunner(t, f.b, f.kinds[0])
-	waitFor(t, "the rendition jobs", func() bool {
-		return f.b.count(t, `SELECT count(*) FROM jobs WHERE kind = $1 AND subject_id = $2`, encodejobs.KindRendition, f.media) == 3
-	})
+	f.probed(t, 3)
 	top := f.renditionJob(t, 480)
 	if err := f.queue.Cancel(ctx, top); err != nil {
 		t.Fatal(err)
@@ -81,10 +78,7 @@ func TestEncodeGroupReview_RetryingOneOfTwoDeadRenditionsLeavesTheMediaProcessin
 	t.Parallel()
 	f := newGroupFixture(t, 3)
 	ctx := context.Background()
-	startRunner(t, f.b, f.kinds[0])
-	waitFor(t, "the rendition jobs", func() bool {
-		return f.b.count(t, `SELECT count(*) FROM jobs WHERE kind = $1 AND subject_id = $2`, encodejobs.KindRendition, f.media) == 3
-	})
+	f.probed(t, 3)
 	top, middle := f.renditionJob(t, 480), f.renditionJob(t, 360)
 	for _, id := range []int64{top, middle} {
 		if err := f.queue.Cancel(ctx, id); err != nil {

@@ -48,6 +48,25 @@ func newGroupFixture(t *testing.T, renditionJobs int) *groupFixture {
 	return &groupFixture{b: b, store: store, dir: dir, media: m.ID, kinds: kinds, queue: q}
 }
 
+// probed runs the fixture's probe until its group has n rendition jobs, and returns their ids
+// in claim order.
+func (f *groupFixture) probed(t *testing.T, n int) []int64 {
+	t.Helper()
+	startRunner(t, f.b, f.kinds[0])
+	waitFor(t, "the rendition jobs", func() bool {
+		return f.b.count(t, `SELECT count(*) FROM jobs WHERE kind = $1 AND subject_id = $2`, encodejobs.KindRendition, f.media) == n
+	})
+	rows, err := f.b.pool.Query(context.Background(), `SELECT id FROM jobs WHERE kind = $1 AND subject_id = $2 ORDER BY id`, encodejobs.KindRendition, f.media)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
 // outbox lists the media's notification kinds in the order they were written.
 func (f *groupFixture) outbox(t *testing.T) []string {
 	t.Helper()
@@ -90,10 +109,7 @@ func TestEncodeGroup_PlayableAtTheFirstRenditionThenReady(t *testing.T) {
 	t.Parallel()
 	f := newGroupFixture(t, 0)
 	ctx := context.Background()
-	startRunner(t, f.b, f.kinds[0])
-	waitFor(t, "the rendition jobs", func() bool {
-		return f.b.count(t, `SELECT count(*) FROM jobs WHERE kind = $1 AND subject_id = $2`, encodejobs.KindRendition, f.media) == 2
-	})
+	f.probed(t, 2)
 	rows, err := f.b.pool.Query(ctx, `SELECT args->>'heights' FROM jobs WHERE kind = $1 ORDER BY id`, encodejobs.KindRendition)
 	if err != nil {
 		t.Fatal(err)
@@ -154,10 +170,7 @@ func TestEncodeGroup_ADeadRenditionFailsTheMediaAndItsRetryFinishesIt(t *testing
 	t.Parallel()
 	f := newGroupFixture(t, 3)
 	ctx := context.Background()
-	startRunner(t, f.b, f.kinds[0])
-	waitFor(t, "the rendition jobs", func() bool {
-		return f.b.count(t, `SELECT count(*) FROM jobs WHERE kind = $1 AND subject_id = $2`, encodejobs.KindRendition, f.media) == 3
-	})
+	f.probed(t, 3)
 	var top int64
 	if err := f.b.pool.QueryRow(ctx, `SELECT id FROM jobs WHERE kind = $1 AND args->'heights' = '[480]'`, encodejobs.KindRendition).Scan(&top); err != nil {
 		t.Fatal(err)

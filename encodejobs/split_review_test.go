@@ -15,25 +15,6 @@ import (
 // Review of 151c3d9 (rendition jobs split by encoder.SplitLadder, args {"rungs", "heights",
 // "audio", "pictures"}).
 
-// probed runs the fixture's probe until its group has n rendition jobs, and returns their ids
-// in claim order.
-func (f *groupFixture) probed(t *testing.T, n int) []int64 {
-	t.Helper()
-	startRunner(t, f.b, f.kinds[0])
-	waitFor(t, "the rendition jobs", func() bool {
-		return f.b.count(t, `SELECT count(*) FROM jobs WHERE kind = $1 AND subject_id = $2`, encodejobs.KindRendition, f.media) == n
-	})
-	rows, err := f.b.pool.Query(context.Background(), `SELECT id FROM jobs WHERE kind = $1 AND subject_id = $2 ORDER BY id`, encodejobs.KindRendition, f.media)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ids
-}
-
 // jobAttempt is a job's status, attempts and last error.
 func (f *groupFixture) jobAttempt(t *testing.T, id int64) (status string, attempts int, lastError string) {
 	t.Helper()
