@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -173,20 +172,7 @@ func (g encodeGroup) faults(split [][]int) []string {
 // processes in alive.
 func waitGroup(t *testing.T, pool *pgxpool.Pool, id int64, what string, cond, stop func(encodeGroup) bool, alive ...*binarytest.Server) encodeGroup {
 	t.Helper()
-	deadline := time.Now().Add(encodeTimeout)
-	for {
-		g := groupOf(mediaJobs(t, pool, id))
-		checkAlive(t, "media "+strconv.FormatInt(id, 10)+"'s encode group to be "+what, alive...)
-		switch {
-		case cond(g):
-			return g
-		case stop != nil && stop(g):
-			t.Fatalf("waiting for media %d's encode group to be %s, but it is now:%v", id, what, g)
-		case time.Now().After(deadline):
-			t.Fatalf("media %d's encode group is not %s after %s:%v", id, what, encodeTimeout, g)
-		}
-		time.Sleep(pollEvery)
-	}
+	return waitState(t, fmt.Sprintf("media %d's encode group", id), what, func() encodeGroup { return groupOf(mediaJobs(t, pool, id)) }, cond, stop, alive...)
 }
 
 // waitGroupFinished waits until media id's encode group has finished, failing at once if a

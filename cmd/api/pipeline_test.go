@@ -203,17 +203,26 @@ func checkAlive(t *testing.T, what string, procs ...*binarytest.Server) {
 // processes in alive.
 func waitJob(t *testing.T, pool *pgxpool.Pool, id int64, what string, cond, stop func(jobRow) bool, alive ...*binarytest.Server) jobRow {
 	t.Helper()
+	return waitState(t, fmt.Sprintf("media %d's job", id), what, func() jobRow { return mediaJob(t, pool, id) }, cond, stop, alive...)
+}
+
+// waitState reads subject (named for the messages, "media 7's job") until cond holds of what
+// read returns, and returns that. stop, when it holds, fails the test at once (the state
+// waited for can no longer come), as do the exit of one of the processes in alive and
+// encodeTimeout passing.
+func waitState[T any](t *testing.T, subject, what string, read func() T, cond, stop func(T) bool, alive ...*binarytest.Server) T {
+	t.Helper()
 	deadline := time.Now().Add(encodeTimeout)
 	for {
-		j := mediaJob(t, pool, id)
-		checkAlive(t, "media "+strconv.FormatInt(id, 10)+"'s job to be "+what, alive...)
+		v := read()
+		checkAlive(t, subject+" to be "+what, alive...)
 		switch {
-		case cond(j):
-			return j
-		case stop != nil && stop(j):
-			t.Fatalf("waiting for media %d's job to be %s, but it is now %v", id, what, j)
+		case cond(v):
+			return v
+		case stop != nil && stop(v):
+			t.Fatalf("waiting for %s to be %s, but it is now %v", subject, what, v)
 		case time.Now().After(deadline):
-			t.Fatalf("media %d's job is not %s after %s: %v", id, what, encodeTimeout, j)
+			t.Fatalf("%s is not %s after %s: %v", subject, what, encodeTimeout, v)
 		}
 		time.Sleep(pollEvery)
 	}
