@@ -42,6 +42,13 @@ const jobRows = (page) => page.$$eval('#jobs-body tr', (trs) => trs.map((tr) => 
 const counts = (page) => page.$$eval('#counts-body tr', (trs) => Object.fromEntries(trs.map((tr) => [tr.dataset.kind,
   Object.fromEntries([...tr.querySelectorAll('button')].map((b) => [b.dataset.status, Number(b.textContent)]))])));
 
+// detailFacts reads the open job's facts (dt → dd), run in the page with page.evaluate: the
+// query and the reads in one synchronous call. With page.$$eval over the dt elements, a CI run
+// once read a 'Status' dt whose nextElementSibling was null: most likely a dt that the page's
+// 3 s refresh had replaced (showDetail's replaceChildren) between the query and the read.
+const detailFacts = () => Object.fromEntries([...document.querySelectorAll('#detail-facts dt')]
+  .map((dt) => [dt.textContent, dt.nextElementSibling.textContent]));
+
 async function main() {
   const problems = [];
   await withBrowser({}, async (context) => {
@@ -70,7 +77,7 @@ async function main() {
     await page.waitForSelector('#detail:not([hidden]) #detail-errors tr', { timeout: STEP_WAIT });
     emit('detail', {
       title: await page.textContent('#detail-title'),
-      facts: await page.$$eval('#detail-facts dt', (dts) => Object.fromEntries(dts.map((dt) => [dt.textContent, dt.nextElementSibling.textContent]))),
+      facts: await page.evaluate(detailFacts),
       errors: await page.$$eval('#detail-errors tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent.trim()))),
       focused: await page.evaluate(() => document.activeElement && document.activeElement.id),
     });
@@ -86,7 +93,7 @@ async function main() {
     await page.selectOption('#filter-status', '');
     await page.waitForSelector(`#jobs-body tr[data-job="${RETRY}"][data-status="COMPLETED"]`, { timeout: RUN_WAIT });
     emit('completed', { rows: await jobRows(page), counts: await counts(page), outcome: await page.textContent('#outcome'),
-      detailStatus: await page.$$eval('#detail-facts dt', (dts) => dts.find((dt) => dt.textContent === 'Status')?.nextElementSibling.textContent),
+      detailStatus: (await page.evaluate(detailFacts)).Status,
       dialogs });
     await page.screenshot({ path: join(SHOTS, 'jobs-console.png'), fullPage: true });
     result.accessibility.push(...await accessibility(page, 'the queue after the retry'));
