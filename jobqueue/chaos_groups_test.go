@@ -396,7 +396,7 @@ func (g *groupChaos) check(t *testing.T) {
 		}
 		st.groups[one(!done)]++
 	}
-	runs := g.checkRuns(v)
+	runs := g.checkRuns(t, v)
 	g.auditMu.Lock()
 	audits := g.audits
 	g.auditMu.Unlock()

@@ -152,6 +152,7 @@ type chaos struct {
 	mu       sync.Mutex
 	rng      *rand.Rand
 	runs     map[int64][]*run
+	clock    *clockSteps
 	revived  map[int64]int // successful admin retries per job
 	refused  int           // admin retries refused
 	faultLog map[string]int
@@ -193,7 +194,7 @@ type chaosNode struct {
 func newChaos(t *testing.T, seed uint64, kinds func(c *chaos) []chaosKind) *chaos {
 	b := setup(t)
 	c := &chaos{b: b, seed: seed, dir: t.TempDir(), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		runs: map[int64][]*run{}, revived: map[int64]int{}, faultLog: map[string]int{}}
+		runs: map[int64][]*run{}, clock: watchClock(t), revived: map[int64]int{}, faultLog: map[string]int{}}
 	ctx := context.Background()
 	// Every row retention deletes, with its status at the moment it went.
 	if _, err := b.pool.Exec(ctx, `

@@ -192,6 +192,13 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 	b.MustDo(t, http.StatusOK, http.MethodGet, b.MetricsURL+"/readyz", "", nil)
 }
 
+// longLease gives a worker a lease far longer than pipelineEnv's 3 s, for a test that waits on
+// no lease to run out. Leases are PostgreSQL's wall-clock time, so a step of this machine's wall
+// clock longer than the lease expires every claim: a CI run saw the wall clock move 30 s while
+// the monotonic clock moved 7 s, and worker B lost its claim to the released job and ran it at
+// attempt 2.
+func longLease(env map[string]string) { env["PLAYHEAD_JOB_LEASE"] = "2m" }
+
 // TestPipeline_SIGTERMReleasesForAnotherWorker stops the only worker with SIGTERM in the
 // middle of a rendition of an upload's encode group (its probe and lowest rendition done, its
 // second rendition being encoded): it exits 0, and before any other worker exists that
@@ -201,7 +208,7 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 // completed once at attempt 1 (the "must show 3").
 func TestPipeline_SIGTERMReleasesForAnotherWorker(t *testing.T) {
 	api, pool, storageDir := startPipeline(t)
-	a, tmpA := startWorker(t, api, storageDir, "term-a")
+	a, tmpA := startTunedWorker(t, api, storageDir, "term-a", longLease)
 	src := testvideo.MP4(t, t.TempDir(), slowSpec)
 	rungs, split := len(encoder.PlanLadder(slowSpec.Height)), renditionSplit(slowSpec.Height)
 	owner := binarytest.Token(t, 41, false)
@@ -268,7 +275,7 @@ func TestPipeline_SIGTERMReleasesForAnotherWorker(t *testing.T) {
 	}
 
 	started := time.Now()
-	b, _ := startWorker(t, api, storageDir, "term-b")
+	b, _ := startTunedWorker(t, api, storageDir, "term-b", longLease)
 	done := waitGroupFinished(t, pool, id, api, b)
 	t.Logf("worker B: start → group finished in %s (10 s 720p, veryfast, %d rendition jobs, %d of them left to B)",
 		time.Since(started).Round(10*time.Millisecond), len(split), len(split)-1)
