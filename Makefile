@@ -168,10 +168,12 @@ bench-put: system-deps build
 		-args -rounds=$(BENCH_ROUNDS) -duration=$(BENCH_DURATION) $(BENCH_PUT_FLAGS)
 
 # Time to playable and to READY of one 1080p 60 s upload: groups of 2 rendition jobs on 1 and 2 workers, one job, a job per rung on 2 workers (bench/encodetime, issue 34; about 25 minutes).
+# BENCH_ENCODE_SETUPS=renditions-2-pinned,single-pinned: 2 workers on a CPU each against one job on one CPU (about 15 minutes).
+BENCH_ENCODE_SETUPS ?= renditions-1,renditions-2,single,per-rung-2
 .PHONY: bench-encode
 bench-encode: system-deps build
 	cd bench && PLAYHEAD_TEST_BINARY=$(CURDIR)/bin/playhead PLAYHEAD_BENCH_ENCODE=1 \
-		$(GO) test -count=1 -timeout 120m -run '^TestEncodeTime$$' -v ./encodetime -args -rounds=$(BENCH_ROUNDS)
+		$(GO) test -count=1 -timeout 120m -run '^TestEncodeTime$$' -v ./encodetime -args -rounds=$(BENCH_ROUNDS) -setups=$(BENCH_ENCODE_SETUPS)
 
 # The container images (Dockerfile, container/; README, "Container image"): podman builds them on
 # a Debian bookworm base that debootstrap makes from this machine's mirror (its root file system

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
@@ -50,6 +51,10 @@ type setup struct {
 	mode    string // PLAYHEAD_ENCODE_MODE
 	jobs    int    // PLAYHEAD_ENCODE_RENDITION_JOBS (renditions mode)
 	workers int    // role=worker processes beside the role=api one
+	// pinned puts worker i on CPU i alone (taskset), with its ffmpeg children: a model of
+	// one-core worker machines, as many as the workers, on this one machine (ffmpeg and x264
+	// size their threads by the CPUs they may use, as on a machine of that size).
+	pinned bool
 }
 
 var setups = []setup{
@@ -57,6 +62,8 @@ var setups = []setup{
 	{name: "renditions-2", label: "(b) renditions, 2 jobs, 2 workers", mode: "renditions", jobs: 2, workers: 2},
 	{name: "single", label: "(c) single, 1 worker", mode: "single", jobs: 2, workers: 1},
 	{name: "per-rung-2", label: "(d) renditions, a job per rung, 2 workers", mode: "renditions", jobs: 5, workers: 2},
+	{name: "renditions-2-pinned", label: "(e) renditions, 2 jobs, 2 workers, a core each", mode: "renditions", jobs: 2, workers: 2, pinned: true},
+	{name: "single-pinned", label: "(f) single, 1 worker, one core", mode: "single", jobs: 2, workers: 1, pinned: true},
 }
 
 // outcome is what one upload to one setup measured.
@@ -132,11 +139,20 @@ func chosenSetups(t *testing.T) []setup {
 	for name := range strings.SplitSeq(*setupNames, ",") {
 		i := slices.IndexFunc(setups, func(s setup) bool { return s.name == strings.TrimSpace(name) })
 		if i < 0 {
-			t.Fatalf("-setups: %q is none of renditions-1, renditions-2, single, per-rung-2", name)
+			t.Fatalf("-setups: %q is none of the setups %v", name, setupList())
 		}
 		chosen = append(chosen, setups[i])
 	}
 	return chosen
+}
+
+// setupList is the setups' names, for -setups' error.
+func setupList() []string {
+	var names []string
+	for _, s := range setups {
+		names = append(names, s.name)
+	}
+	return names
 }
 
 // runSetup starts s on a fresh database and storage directory (a role=api process and
@@ -160,7 +176,11 @@ func runSetup(t *testing.T, s setup, src string) outcome {
 	for i := range s.workers {
 		e := env("worker", fmt.Sprintf("w%d", i+1))
 		e["DATABASE_URL"] = api.DBURL // the API's database
-		workers = append(workers, binarytest.Start(t, e))
+		w := binarytest.Start(t, e)
+		if s.pinned {
+			pin(t, w.Cmd.Process.Pid, i)
+		}
+		workers = append(workers, w)
 	}
 	pool := api.Pool(t)
 	cpu := func() (worker, apiCPU float64) {
@@ -255,6 +275,17 @@ func runSetup(t *testing.T, s setup, src string) outcome {
 	}
 	api.Stop(t)
 	return o
+}
+
+// pin restricts every thread of process pid, and so the children it starts later, to CPU
+// cpu. A worker is ready, and idle, when binarytest.Start returns: no encode has started.
+func pin(t *testing.T, pid, cpu int) {
+	if cpu >= runtime.NumCPU() {
+		t.Fatalf("pinning worker %d to CPU %d: this machine has %d CPUs", pid, cpu, runtime.NumCPU())
+	}
+	if out, err := exec.Command("taskset", "--all-tasks", "--cpu-list", "--pid", fmt.Sprint(cpu), fmt.Sprint(pid)).CombinedOutput(); err != nil {
+		t.Fatalf("taskset worker %d to CPU %d: %v\n%s", pid, cpu, err, out)
+	}
 }
 
 // mediaView is the part of GET /v1/media/{id} the benchmark follows.
@@ -383,17 +414,28 @@ func printTables(chosen []setup, results map[string][]outcome) {
 			ratio("playable / READY, "+label(name), func(r int) float64 { o := results[name][r]; return o.playable / o.ready })
 		}
 	}
-	if has("single") {
-		for _, name := range []string{"renditions-2", "renditions-1", "per-rung-2"} {
+	if has("renditions-2-pinned") {
+		ratio("playable / READY, "+label("renditions-2-pinned"), func(r int) float64 { o := results["renditions-2-pinned"][r]; return o.playable / o.ready })
+	}
+	// Each group setup against the single job of its kind of machine.
+	for _, against := range []struct {
+		single string
+		groups []string
+	}{{"single", []string{"renditions-2", "renditions-1", "per-rung-2"}}, {"single-pinned", []string{"renditions-2-pinned"}}} {
+		single, groups := against.single, against.groups
+		if !has(single) {
+			continue
+		}
+		for _, name := range groups {
 			if has(name) {
-				ratio("READY "+label(name)+" / READY "+label("single"), func(r int) float64 { return results[name][r].ready / results["single"][r].ready })
-				ratio("worker CPU "+label(name)+" / "+label("single"), func(r int) float64 { return results[name][r].workerCPU / results["single"][r].workerCPU })
+				ratio("READY "+label(name)+" / READY "+label(single), func(r int) float64 { return results[name][r].ready / results[single][r].ready })
+				ratio("worker CPU "+label(name)+" / "+label(single), func(r int) float64 { return results[name][r].workerCPU / results[single][r].workerCPU })
 			}
 		}
 	}
 }
 
-// label is the setup's letter, (a) to (d).
+// label is the setup's letter, (a) to (f).
 func label(name string) string {
 	i := slices.IndexFunc(setups, func(s setup) bool { return s.name == name })
 	return setups[i].label[:3]
