@@ -168,7 +168,7 @@ bench-put: system-deps build
 		-args -rounds=$(BENCH_ROUNDS) -duration=$(BENCH_DURATION) $(BENCH_PUT_FLAGS)
 
 # Time to playable and to READY of one 1080p 60 s upload: groups of 2 rendition jobs on 1 and 2 workers, one job, a job per rung on 2 workers (bench/encodetime, issue 34; about 25 minutes).
-# BENCH_ENCODE_SETUPS=renditions-2-pinned,single-pinned: 2 workers on a CPU each against one job on one CPU (about 15 minutes).
+# BENCH_ENCODE_SETUPS=renditions-2-pinned,single-pinned,renditions-1-pinned: the same on workers of one CPU each, a model of one-core machines (about 15 minutes).
 BENCH_ENCODE_SETUPS ?= renditions-1,renditions-2,single,per-rung-2
 .PHONY: bench-encode
 bench-encode: system-deps build

@@ -64,6 +64,7 @@ var setups = []setup{
 	{name: "per-rung-2", label: "(d) renditions, a job per rung, 2 workers", mode: "renditions", jobs: 5, workers: 2},
 	{name: "renditions-2-pinned", label: "(e) renditions, 2 jobs, 2 workers, a core each", mode: "renditions", jobs: 2, workers: 2, pinned: true},
 	{name: "single-pinned", label: "(f) single, 1 worker, one core", mode: "single", jobs: 2, workers: 1, pinned: true},
+	{name: "renditions-1-pinned", label: "(g) renditions, 2 jobs, 1 worker, one core", mode: "renditions", jobs: 2, workers: 1, pinned: true},
 }
 
 // outcome is what one upload to one setup measured.
@@ -414,14 +415,16 @@ func printTables(chosen []setup, results map[string][]outcome) {
 			ratio("playable / READY, "+label(name), func(r int) float64 { o := results[name][r]; return o.playable / o.ready })
 		}
 	}
-	if has("renditions-2-pinned") {
-		ratio("playable / READY, "+label("renditions-2-pinned"), func(r int) float64 { o := results["renditions-2-pinned"][r]; return o.playable / o.ready })
+	for _, name := range []string{"renditions-2-pinned", "renditions-1-pinned"} {
+		if has(name) {
+			ratio("playable / READY, "+label(name), func(r int) float64 { o := results[name][r]; return o.playable / o.ready })
+		}
 	}
 	// Each group setup against the single job of its kind of machine.
 	for _, against := range []struct {
 		single string
 		groups []string
-	}{{"single", []string{"renditions-2", "renditions-1", "per-rung-2"}}, {"single-pinned", []string{"renditions-2-pinned"}}} {
+	}{{"single", []string{"renditions-2", "renditions-1", "per-rung-2"}}, {"single-pinned", []string{"renditions-2-pinned", "renditions-1-pinned"}}} {
 		single, groups := against.single, against.groups
 		if !has(single) {
 			continue
@@ -435,7 +438,7 @@ func printTables(chosen []setup, results map[string][]outcome) {
 	}
 }
 
-// label is the setup's letter, (a) to (f).
+// label is the setup's letter, (a) to (g).
 func label(name string) string {
 	i := slices.IndexFunc(setups, func(s setup) bool { return s.name == name })
 	return setups[i].label[:3]
