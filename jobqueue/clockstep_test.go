@@ -7,9 +7,12 @@ import (
 )
 
 // clockStepMin is the smallest jump of the wall clock against the monotonic clock that
-// clockSteps records. NTP slews the wall clock by at most 0.5 ms a second, so a sampling
-// period never sees a tenth of this; a step is a clock set at once.
-const clockStepMin = 50 * time.Millisecond
+// clockSteps records: a quarter of the chaos tests' lease, less than a step needs to expire a
+// lease whose heartbeat (every third of it) got through. NTP slews the wall clock by at most
+// 0.5 ms a second; a step is a clock set at once. time.Now reads the two clocks one after the
+// other, so a thread descheduled between the two readings looks like a step of that long,
+// which this is far above.
+const clockStepMin = chaosLease / 4
 
 // clockSteps records the forward steps of this machine's wall clock during a test. A lease is
 // PostgreSQL's wall-clock time while a run's own deadline is monotonic, so a forward step
@@ -61,12 +64,14 @@ func watchClock(t *testing.T) *clockSteps {
 	return w
 }
 
-// between returns the first step that happened after from and before to, if any.
-func (w *clockSteps) between(from, to time.Time) (clockStep, bool) {
+// explains returns the first step that can explain a second run started at second while a
+// first one, started at first, was still running: a step after first began, and less than a
+// lease before second began (the first run hears within a lease that its claim is gone).
+func (w *clockSteps) explains(first, second time.Time) (clockStep, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, s := range w.steps {
-		if s.after.After(from) && s.before.Before(to) {
+		if s.after.After(first) && s.before.Before(second) && second.Sub(s.after) < chaosLease {
 			return s, true
 		}
 	}
