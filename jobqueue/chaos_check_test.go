@@ -205,7 +205,7 @@ func (c *chaos) checkRuns(t *testing.T, v *violations) int {
 				if first.ignoresCancel || !first.end.After(second.start) {
 					continue
 				}
-				if step, ok := c.clock.explains(first.start, second.start); ok {
+				if step, ok := c.clock.explains(first.start, first.end, second.start); ok {
 					excused++
 					t.Logf("job %d: attempt %d ran until %s, attempt %d started %s, after the wall clock stepped %s: excused",
 						id, first.attempt, first.end.Format("15:04:05.000"), second.attempt, second.start.Format("15:04:05.000"), step.by)

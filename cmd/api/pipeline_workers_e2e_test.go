@@ -196,7 +196,9 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 // no lease to run out. Leases are PostgreSQL's wall-clock time, so a step of this machine's wall
 // clock longer than the lease expires every claim: a CI run saw the wall clock move 30 s while
 // the monotonic clock moved 7 s, and worker B lost its claim to the released job and ran it at
-// attempt 2.
+// attempt 2. A graceful release is fenced by an unexpired lease too, so this keeps A's valid
+// through such a step. (Heartbeats come every 40 s then, so the test no longer sees one beside
+// the release.)
 func longLease(env map[string]string) { env["PLAYHEAD_JOB_LEASE"] = "2m" }
 
 // TestPipeline_SIGTERMReleasesForAnotherWorker stops the only worker with SIGTERM in the
