@@ -83,10 +83,9 @@ func (w *clockSteps) sample() {
 // explains returns the first step that can explain two runs of one job at once: the first
 // run (from start to end) was going when the step happened, and both the second run's start
 // and the first run's end came less than a lease after it (the first run hears at its next
-// heartbeat, or at its local deadline, that its claim is gone). It takes a sample first, so a
-// step just before the check is seen.
+// heartbeat, or at its local deadline, that its claim is gone). A check takes a sample before
+// its first call, so a step just before the check is seen.
 func (w *clockSteps) explains(start, end, second time.Time) (clockStep, bool) {
-	w.sample()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, s := range w.steps {

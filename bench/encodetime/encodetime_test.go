@@ -287,15 +287,16 @@ func pin(t *testing.T, pid, cpu int) {
 	if cpu >= runtime.NumCPU() {
 		t.Fatalf("pinning worker pid %d to CPU %d: this machine has %d CPUs", pid, cpu, runtime.NumCPU())
 	}
+	var loose []string
 	for range 5 {
 		if out, err := exec.Command("taskset", "--all-tasks", "--cpu-list", "--pid", fmt.Sprint(cpu), fmt.Sprint(pid)).CombinedOutput(); err != nil {
 			t.Fatalf("taskset worker pid %d to CPU %d: %v\n%s", pid, cpu, err, out)
 		}
-		if loose := unpinned(t, pid, cpu); len(loose) == 0 {
+		if loose = unpinned(t, pid, cpu); len(loose) == 0 {
 			return
 		}
 	}
-	t.Fatalf("worker pid %d: threads %v still run outside CPU %d after 5 taskset passes", pid, unpinned(t, pid, cpu), cpu)
+	t.Fatalf("worker pid %d: threads %v still run outside CPU %d after 5 taskset passes", pid, loose, cpu)
 }
 
 // unpinned returns the threads of process pid allowed on any CPU but cpu alone, from their
