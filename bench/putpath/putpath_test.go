@@ -1,6 +1,7 @@
 package putpath
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -19,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/playhead/playhead/bench/internal/stats"
 	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/pgtest"
@@ -34,6 +37,8 @@ var (
 	profile  = flag.String("cpuprofile", "", "write Playhead's CPU profile (/debug/pprof/profile on its metrics port) of the last round to this file")
 	noRanges = flag.Bool("compare-watched-ranges", false,
 		"run a second Playhead with PLAYHEAD_WATCHED_RANGES=false (its own database, the same load) after each round's Playhead run, and print both")
+	baseline = flag.String("baseline", "",
+		"run a second Playhead from this binary (an older build: its own database, migrated by it, the same load) after each round's Playhead run, and print both")
 )
 
 // envBare names the bare Fiber binary (bench/cmd/barefiber); `make bench-put` builds it and
@@ -59,13 +64,23 @@ func TestPutPathSideBySide(t *testing.T) {
 	bareURL, bareProc := startBare(t, bare)
 	ph := binarytest.Start(t, nil)
 	reports, script := writeLoad(t, ph)
-	// The same load against a Playhead that keeps no watched ranges (issue 35): one member, one
-	// media and one position per request as in ph's, on a database of its own.
+	// The same load against a second Playhead, one that keeps no watched ranges (issue 35) or an
+	// older build: one member, one media and one position per request as in ph's, on a
+	// database of its own.
 	var off *binarytest.Server
 	var offReports []report
 	var offScript []string
-	if *noRanges {
-		off = binarytest.Start(t, map[string]string{"PLAYHEAD_WATCHED_RANGES": "false"})
+	offName := ""
+	switch {
+	case *noRanges && *baseline != "":
+		t.Fatal("-compare-watched-ranges and -baseline both ask for the second Playhead: choose one")
+	case *noRanges:
+		off, offName = binarytest.Start(t, map[string]string{"PLAYHEAD_WATCHED_RANGES": "false"}), "ranges off"
+	case *baseline != "":
+		// Its schema is its own: it migrates an empty database as it would in production.
+		off, offName = binarytest.StartBinary(t, *baseline, map[string]string{"DATABASE_URL": pgtest.EmptyURL(t)}), "baseline"
+	}
+	if off != nil {
 		offReports, offScript = writeLoad(t, off)
 	}
 	t.Logf("servers up, %d tokens written after %s", *members, time.Since(began).Round(time.Millisecond))
@@ -144,15 +159,24 @@ func TestPutPathSideBySide(t *testing.T) {
 	fmt.Printf("| median | %s req/s | %s req/s | %.0f%% | %.1f | %.1f | %.1f | %.1f |\n\n", group(stats.Median(bareRates)), group(stats.Median(phRates)), 100*stats.Median(shares),
 		stats.Median(bareCPUs), stats.Median(phCPUs), stats.Median(pgCPUs), stats.Median(wrkCPUs))
 	if off != nil {
-		fmt.Println("Watched ranges (issue 35), the same rounds: Playhead with them on (the column above) and off")
-		fmt.Println("| round | PostgreSQL CPU µs/req, ranges on | off | on − off | Playhead CPU µs/req, on | off |")
-		fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: |")
-		var diffs []float64
-		for i := range offPGCPUs {
-			diffs = append(diffs, pgCPUs[i]-offPGCPUs[i])
-			fmt.Printf("| %d | %.1f | %.1f | %.2f | %.1f | %.1f |\n", i+1, pgCPUs[i], offPGCPUs[i], diffs[i], phCPUs[i], offCPUs[i])
+		if *noRanges {
+			fmt.Println("Watched ranges (issue 35), the same rounds: Playhead with them on (the column above) and off")
+		} else {
+			fmt.Printf("The same rounds: Playhead under test (the column above) and the baseline, %s\n", *baseline)
 		}
-		fmt.Printf("| median | %.1f | %.1f | %.2f | %.1f | %.1f |\n\n", stats.Median(pgCPUs), stats.Median(offPGCPUs), stats.Median(diffs), stats.Median(phCPUs), stats.Median(offCPUs))
+		fmt.Printf("| round | PostgreSQL CPU µs/req, Playhead | %[1]s | Playhead − %[1]s | Playhead / %[1]s | Playhead CPU µs/req | %[1]s |\n", offName)
+		fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+		var diffs, ratios []float64
+		for i := range offPGCPUs {
+			diffs, ratios = append(diffs, pgCPUs[i]-offPGCPUs[i]), append(ratios, pgCPUs[i]/offPGCPUs[i])
+			fmt.Printf("| %d | %.1f | %.1f | %.2f | %.2f | %.1f | %.1f |\n", i+1, pgCPUs[i], offPGCPUs[i], diffs[i], ratios[i], phCPUs[i], offCPUs[i])
+		}
+		fmt.Printf("| median | %.1f | %.1f | %.2f | %.2f | %.1f | %.1f |\n\n", stats.Median(pgCPUs), stats.Median(offPGCPUs), stats.Median(diffs), stats.Median(ratios),
+			stats.Median(phCPUs), stats.Median(offCPUs))
+	}
+	printHOTShare(t, "Playhead", ph)
+	if off != nil {
+		printHOTShare(t, offName, off)
 	}
 	t.Logf("load done after %s", time.Since(began).Round(time.Millisecond))
 	// Every report of a member carries the same position, so a row the buffer lost once would
@@ -492,4 +516,21 @@ func group(rate float64) string {
 		s = s[:i] + " " + s[i:]
 	}
 	return s
+}
+
+// printHOTShare prints the share of the position updates in s's database that were HOT (no
+// index touched, issue 33), as PostgreSQL's statistics count them when the rounds are over.
+func printHOTShare(t *testing.T, name string, s *binarytest.Server) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var upd, hot int64
+	if err := conn.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'playback'`).Scan(&upd, &hot); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("%s: %d of %d playback updates HOT (%.3f), warm-up included\n", name, hot, upd, float64(hot)/float64(max(upd, 1)))
 }

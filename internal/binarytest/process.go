@@ -29,7 +29,13 @@ type Process struct {
 // temporary working directory.
 func Run(t testing.TB, env map[string]string, args ...string) *Process {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	return runBinary(t, binary, env, args...)
+}
+
+// runBinary is Run with the playhead executable at path.
+func runBinary(t testing.TB, path string, env map[string]string, args ...string) *Process {
+	t.Helper()
+	cmd := exec.Command(path, args...)
 	cmd.Dir = t.TempDir()
 	// Only the variables the test chooses: a PLAYHEAD_* or DATABASE_URL in the developer's
 	// shell must not change what the binary does here.

@@ -57,6 +57,13 @@ type Server struct {
 // the server share that database instead of getting a fresh one.
 func Start(t testing.TB, env map[string]string) *Server {
 	t.Helper()
+	return StartBinary(t, binary, env)
+}
+
+// StartBinary is Start with the playhead executable at path instead of the one under test: a
+// benchmark runs an older build beside it, on the same load and the same PostgreSQL.
+func StartBinary(t testing.TB, path string, env map[string]string) *Server {
+	t.Helper()
 	httpAddr, metricsAddr := FreeAddr(t), FreeAddr(t)
 	all := map[string]string{
 		"PLAYHEAD_JWT_SECRET":       Secret,
@@ -86,7 +93,7 @@ func Start(t testing.TB, env map[string]string) *Server {
 		MetricsURL:  "http://" + all["PLAYHEAD_METRICS_ADDR"],
 		Client:      &http.Client{Transport: checked, Timeout: 10 * time.Second},
 	}
-	s.Process = Run(t, all, "serve")
+	s.Process = runBinary(t, path, all, "serve")
 	level := strings.ToLower(all["PLAYHEAD_LOG_LEVEL"])
 	logsServing := level == "" || level == "info" || level == "debug"
 

@@ -145,6 +145,13 @@ func URL(t testing.TB) string {
 	return conf.URL()
 }
 
+// EmptyURL creates a new database without Playhead's schema for t, dropped when t passes, and
+// returns its URL: for a playhead binary of another version, which migrates it itself.
+func EmptyURL(t testing.TB) string {
+	t.Helper()
+	return pgtestdb.Custom(t, Shared(t).Config, pgtestdb.NoopMigrator{}).URL()
+}
+
 // Pool returns a pool on a new migrated database for t, and the database's URL.
 func Pool(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
