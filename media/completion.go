@@ -6,9 +6,9 @@ import (
 )
 
 // Completion decides when a position counts a media as watched. The database computes the
-// same point with playhead_completion_point (migrations/00007_progress.sql, in double precision
-// since 00022_flush_functions.sql), to which the
-// flush statement and the reads pass Ratio and TailMS as parameters; Finished is its Go twin.
+// same point with playhead_completion_point (migrations/00007_progress.sql, in double
+// precision since 00022_flush_functions.sql), to which the flush statement and the reads
+// pass Ratio and TailMS as parameters; Finished is its Go twin.
 type Completion struct {
 	// Ratio of the duration from which a media is watched (PLAYHEAD_COMPLETION_RATIO).
 	// Default 0.95.
