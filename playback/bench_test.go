@@ -89,6 +89,18 @@ written AS (
 	SELECT member_id, media_id FROM updated UNION ALL SELECT member_id, media_id FROM inserted
 )` + playback.KeepLastFinishedSQL
 
+// benchFloorSQL is not a candidate: it keeps none of the flush's rules (no event-time guard, no
+// completion, no watched ranges, no last-finished step, no audience mark, no lock order) and
+// writes only the position, the event time and updated_at of rows that exist. It is the least
+// a position costs the database when each one is a row updated in place on this table (its
+// indexes, generated column, constraints and foreign key), the floor under any rewrite of the
+// flush statement (issue 33).
+const benchFloorSQL = `
+UPDATE playback AS p
+SET position_ms = u.position_ms, event_time = u.event_time, updated_at = $5
+FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::timestamptz[]) AS u(member_id, media_id, position_ms, event_time)
+WHERE p.member_id = u.member_id AND p.media_id = u.media_id`
+
 type benchBatch = []buffer.Entry[playback.Key, playback.Position]
 
 // upsertFunc writes one coalesced, sorted batch.
@@ -145,6 +157,24 @@ var benchMethods = []benchMethod{
 			c := media.DefaultCompletion
 			_, err := pool.Exec(ctx, benchUpdateFirstSQL, members, medias, positions, times, time.Now(), c.Ratio, c.TailMS(),
 				true, playback.WatchedWindow(5*time.Second))
+			return err
+		}, func() {}
+	}},
+	// The floor (benchFloorSQL): what a bare in-place update of the rows costs, for scale. A
+	// batch whose rows do not all exist yet (the untimed insert pass) is written by the
+	// production flush.
+	{"Floor", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
+		flush := playback.NewStore(pool, media.DefaultCompletion).Flush
+		return func(ctx context.Context, batch benchBatch) error {
+			n := len(batch)
+			members, medias, positions, times := make([]int64, n), make([]int64, n), make([]int32, n), make([]time.Time, n)
+			for i, e := range batch {
+				members[i], medias[i], positions[i], times[i] = e.Key.Member, e.Key.Media, e.Value.PositionMS, e.Value.EventTime
+			}
+			tag, err := pool.Exec(ctx, benchFloorSQL, members, medias, positions, times, time.Now())
+			if err == nil && tag.RowsAffected() < int64(n) {
+				return flush(ctx, batch)
+			}
 			return err
 		}, func() {}
 	}},
