@@ -88,5 +88,10 @@ func callPlan(t *testing.T, conn *pgx.Conn, fn string, argTypes []string) string
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The name is the function's, so an overload (the same name, other argument types) needs
+	// the table dropped before its own is created.
+	if _, err := conn.Exec(ctx, "DROP TABLE "+table); err != nil {
+		t.Fatal(err)
+	}
 	return strings.Join(lines, "\n")
 }
