@@ -38,7 +38,7 @@ var (
 	noRanges = flag.Bool("compare-watched-ranges", false,
 		"run a second Playhead with PLAYHEAD_WATCHED_RANGES=false (its own database, the same load) after each round's Playhead run, and print both")
 	baseline = flag.String("baseline", "",
-		"run a second Playhead from this binary (an older build: its own database, migrated by it, the same load) after each round's Playhead run, and print both")
+		"run a second Playhead from this binary (an older build: its own database, migrated by it, the same load) after each round's Playhead run, and print both; a relative path is from bench/putpath, where go test runs")
 )
 
 // envBare names the bare Fiber binary (bench/cmd/barefiber); `make bench-put` builds it and
@@ -77,8 +77,13 @@ func TestPutPathSideBySide(t *testing.T) {
 	case *noRanges:
 		off, offName = binarytest.Start(t, map[string]string{"PLAYHEAD_WATCHED_RANGES": "false"}), "ranges off"
 	case *baseline != "":
+		// The server runs in a temporary directory, where exec would look for a relative path.
+		path, err := filepath.Abs(*baseline)
+		if err != nil {
+			t.Fatal(err)
+		}
 		// Its schema is its own: it migrates an empty database as it would in production.
-		off, offName = binarytest.StartBinary(t, *baseline, map[string]string{"DATABASE_URL": pgtest.EmptyURL(t)}), "baseline"
+		off, offName = binarytest.StartBinary(t, path, map[string]string{"DATABASE_URL": pgtest.EmptyURL(t)}), "baseline"
 	}
 	if off != nil {
 		offReports, offScript = writeLoad(t, off)
