@@ -86,7 +86,22 @@ type dbFigures struct {
 	CPUPerRowUS    float64 `json:"cpu_us_per_row,omitempty"`
 	Cores          float64 `json:"cores_busy,omitempty"`
 	PlayersPerCore float64 `json:"players_per_core,omitempty"`
-	before, after  dbSample
+	// Held is the same after the ramp only: every player's opening POST falls in the ramp,
+	// and so does the first row of each of its keys, so this is what a player costs once it
+	// is watching (nil without a ramp or when the sample at its end failed).
+	Held                  *dbHeld `json:"after_ramp,omitempty"`
+	before, ramped, after dbSample
+	rampedOK              bool
+}
+
+// dbHeld is the database's work after the ramp: rows written a second, and its CPU per row,
+// in cores and in players per core.
+type dbHeld struct {
+	RowsPerSec     float64 `json:"rows_written_per_sec"`
+	CPUSeconds     float64 `json:"cpu_seconds"`
+	CPUPerRowUS    float64 `json:"cpu_us_per_row"`
+	Cores          float64 `json:"cores_busy"`
+	PlayersPerCore float64 `json:"players_per_core"`
 }
 
 // dbSample is the database's counters at one moment; cpu is negative when the server is not
@@ -189,6 +204,15 @@ func (r *report) finish() {
 				d.PlayersPerCore = float64(r.Players) / d.Cores
 			}
 		}
+		if rows := d.after.rows - d.ramped.rows; d.rampedOK && d.ramped.cpu >= 0 && d.after.cpu >= 0 && rows > 0 && secs > 0 {
+			h := &dbHeld{RowsPerSec: rows / secs, CPUSeconds: d.after.cpu - d.ramped.cpu}
+			h.CPUPerRowUS = h.CPUSeconds / rows * 1e6
+			h.Cores = h.CPUSeconds / secs
+			if h.Cores > 0 {
+				h.PlayersPerCore = float64(r.Players) / h.Cores
+			}
+			d.Held = h
+		}
 	}
 }
 
@@ -221,6 +245,10 @@ func (r *report) print(w io.Writer) {
 			fmt.Fprintf(w, "database CPU: %.1f s, %.1f µs per row written, %.2f cores busy on average: one core serves %.0f players at this run's rows per player\n",
 				d.CPUSeconds, d.CPUPerRowUS, d.Cores, d.PlayersPerCore)
 		}
+		if h := d.Held; h != nil {
+			fmt.Fprintf(w, "database after the ramp (the openings left out): %.0f rows written/s, CPU %.1f s, %.1f µs per row, %.2f cores busy: one core serves %.0f players\n",
+				h.RowsPerSec, h.CPUSeconds, h.CPUPerRowUS, h.Cores, h.PlayersPerCore)
+		}
 	}
 }
 
@@ -248,13 +276,35 @@ type scraper struct {
 	countersBefore map[string]float64
 	flushBefore    *dto.Histogram
 	dbBefore       dbSample
+	// dbRamped is the database's counters when the ramp ends (sampleRamped), closed unsent
+	// when that sample failed or there is none to take.
+	dbRamped chan dbSample
 
 	mu    sync.Mutex // guards peaks: written by sample and after
 	peaks map[string]float64
 }
 
 func newScraper(o options) *scraper {
-	return &scraper{o: o, client: http.Client{Timeout: 5 * time.Second}, peaks: map[string]float64{}}
+	return &scraper{o: o, client: http.Client{Timeout: 5 * time.Second}, peaks: map[string]float64{}, dbRamped: make(chan dbSample, 1)}
+}
+
+// sampleRamped reads the database's counters at the end of the ramp, at, unless ctx ends first.
+// Run it in its own goroutine; after waits for it.
+func (s *scraper) sampleRamped(ctx context.Context, at time.Time) {
+	defer close(s.dbRamped)
+	if s.o.databaseURL == "" || !at.After(time.Now()) {
+		return
+	}
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	if v, err := dbCounters(ctx, s.o.databaseURL); err == nil {
+		s.dbRamped <- v
+	}
 }
 
 // counters are summed over every scraped node, before and after.
@@ -423,6 +473,7 @@ func (s *scraper) after(ctx context.Context, r *report) error {
 			return err
 		}
 		r.Database = &dbFigures{before: s.dbBefore, after: v}
+		r.Database.ramped, r.Database.rampedOK = <-s.dbRamped
 	}
 	return nil
 }

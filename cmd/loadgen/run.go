@@ -98,6 +98,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	start := time.Now()
 	rep.Start = start
 	rep.measureFrom = start.Add(o.warmup)
+	go scraper.sampleRamped(ctx, rep.measureFrom)
 	dispatch(ctx, o, players, start, func(r request) {
 		r.created = time.Now()
 		select {
