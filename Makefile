@@ -31,7 +31,7 @@ cluster-down:
 
 # The ceiling of one PostgreSQL (scripts/ceiling.sh, docs/scaling.md, issue 33): the cluster
 # above under load through HAProxy; prints positions written a second and the database's CPU
-# per row, per core and the players one core serves. About 2 minutes; CEILING_PLAYERS,
+# per row, per core and the players one core serves, for the whole run and after the ramp. About 2 minutes; CEILING_PLAYERS,
 # CEILING_RAMP, CEILING_HOLD change the load.
 .PHONY: ceiling
 ceiling: system-deps build

@@ -5,7 +5,8 @@
 # with the Go load generator (players reporting every 5 s, a list read every 5 minutes), and
 # prints the load generator's report: requests, the positions written a second, and the
 # database server's CPU in all, per row written, in cores kept busy, and the players one of
-# its cores serves at that rate of rows per player. Then stops the cluster. Loopback only;
+# its cores serves at that rate of rows per player, for the whole run and again after the
+# ramp (without the players' opening POSTs). Then stops the cluster. Loopback only;
 # the run is bounded by its ramp and hold.
 #
 #   make ceiling                                    # 20 000 players, 30 s ramp, 60 s hold
