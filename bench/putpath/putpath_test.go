@@ -36,9 +36,9 @@ var (
 	mediaN   = flag.Int("media", 100, "media items the reports spread over")
 	profile  = flag.String("cpuprofile", "", "write Playhead's CPU profile (/debug/pprof/profile on its metrics port) of the last round to this file")
 	noRanges = flag.Bool("compare-watched-ranges", false,
-		"run a second Playhead with PLAYHEAD_WATCHED_RANGES=false (its own database, the same load) after each round's Playhead run, and print both")
+		"run a second Playhead with PLAYHEAD_WATCHED_RANGES=false (its own database, the same load) in each round (after Playhead in odd rounds, before it in even ones), and print both")
 	baseline = flag.String("baseline", "",
-		"run a second Playhead from this binary (an older build: its own database, migrated by it, the same load) after each round's Playhead run, and print both; a relative path is from bench/putpath, where go test runs")
+		"run a second Playhead from this binary (an older build: its own database, migrated by it, the same load) in each round (after Playhead in odd rounds, before it in even ones), and print both; a relative path is from bench/putpath, where go test runs")
 )
 
 // envBare names the bare Fiber binary (bench/cmd/barefiber); `make bench-put` builds it and
@@ -136,8 +136,23 @@ func TestPutPathSideBySide(t *testing.T) {
 	fmt.Println("| round | bare Fiber | Playhead write-behind | share | bare CPU µs/req | Playhead CPU µs/req | PostgreSQL CPU µs/req | wrk CPU µs/req |")
 	fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	var bareRates, phRates, shares, bareCPUs, phCPUs, pgCPUs, wrkCPUs []float64
+	perReq := func(cpu float64, r wrkResult) float64 { return cpu * 1e6 / float64(r.Requests) }
+	// runOff drives the second Playhead. It runs after Playhead in odd rounds and before it in
+	// even ones: PostgreSQL's background work (autovacuum, the WAL writer) after one server's
+	// run lands in the next one's, and alternating spreads that over both.
+	runOff := func() {
+		if off == nil {
+			return
+		}
+		o, offCPU, offPG := run(off.HTTPURL, off.Cmd.Process.Pid, *duration)
+		offAccepted += o.Requests
+		offCPUs, offPGCPUs = append(offCPUs, perReq(offCPU, o)), append(offPGCPUs, perReq(offPG, o))
+	}
 	for i := 1; i <= *rounds; i++ {
 		b, bareCPU, _ := run(bareURL, barePID, *duration)
+		if i%2 == 0 {
+			runOff()
+		}
 		var profiled <-chan error
 		if *profile != "" && i == *rounds {
 			profiled = profileCPU(t, ph, *profile, *duration)
@@ -149,16 +164,13 @@ func TestPutPathSideBySide(t *testing.T) {
 			}
 		}
 		clientAccepted += p.Requests
-		perReq := func(cpu float64, r wrkResult) float64 { return cpu * 1e6 / float64(r.Requests) }
 		bareRates, phRates, shares = append(bareRates, b.Rate()), append(phRates, p.Rate()), append(shares, p.Rate()/b.Rate())
 		bareCPUs, phCPUs, pgCPUs = append(bareCPUs, perReq(bareCPU, b)), append(phCPUs, perReq(phCPU, p)), append(pgCPUs, perReq(pgCPU, p))
 		wrkCPUs = append(wrkCPUs, perReq(b.CPU+p.CPU, wrkResult{Requests: b.Requests + p.Requests}))
 		fmt.Printf("| %d | %s req/s | %s req/s | %.0f%% | %.1f | %.1f | %.1f | %.1f |\n", i, group(b.Rate()), group(p.Rate()), 100*shares[i-1],
 			bareCPUs[i-1], phCPUs[i-1], pgCPUs[i-1], wrkCPUs[i-1])
-		if off != nil {
-			o, offCPU, offPG := run(off.HTTPURL, off.Cmd.Process.Pid, *duration)
-			offAccepted += o.Requests
-			offCPUs, offPGCPUs = append(offCPUs, perReq(offCPU, o)), append(offPGCPUs, perReq(offPG, o))
+		if i%2 == 1 {
+			runOff()
 		}
 	}
 	fmt.Printf("| median | %s req/s | %s req/s | %.0f%% | %.1f | %.1f | %.1f | %.1f |\n\n", group(stats.Median(bareRates)), group(stats.Median(phRates)), 100*stats.Median(shares),
