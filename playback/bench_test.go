@@ -103,6 +103,17 @@ WHERE p.member_id = u.member_id AND p.media_id = u.media_id`
 
 type benchBatch = []buffer.Entry[playback.Key, playback.Position]
 
+// benchColumns splits a batch into the four arrays the unnest statements take, as Store.Flush
+// does.
+func benchColumns(batch benchBatch) (members, medias []int64, positions []int32, times []time.Time) {
+	n := len(batch)
+	members, medias, positions, times = make([]int64, n), make([]int64, n), make([]int32, n), make([]time.Time, n)
+	for i, e := range batch {
+		members[i], medias[i], positions[i], times[i] = e.Key.Member, e.Key.Media, e.Value.PositionMS, e.Value.EventTime
+	}
+	return members, medias, positions, times
+}
+
 // upsertFunc writes one coalesced, sorted batch.
 type upsertFunc func(ctx context.Context, batch benchBatch) error
 
@@ -149,11 +160,7 @@ var benchMethods = []benchMethod{
 	// (benchUpdateFirstSQL): measured for issue 33, not kept.
 	{"UpdateFirst", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
 		return func(ctx context.Context, batch benchBatch) error {
-			n := len(batch)
-			members, medias, positions, times := make([]int64, n), make([]int64, n), make([]int32, n), make([]time.Time, n)
-			for i, e := range batch {
-				members[i], medias[i], positions[i], times[i] = e.Key.Member, e.Key.Media, e.Value.PositionMS, e.Value.EventTime
-			}
+			members, medias, positions, times := benchColumns(batch)
 			c := media.DefaultCompletion
 			_, err := pool.Exec(ctx, benchUpdateFirstSQL, members, medias, positions, times, time.Now(), c.Ratio, c.TailMS(),
 				true, playback.WatchedWindow(5*time.Second))
@@ -166,13 +173,9 @@ var benchMethods = []benchMethod{
 	{"Floor", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
 		flush := playback.NewStore(pool, media.DefaultCompletion).Flush
 		return func(ctx context.Context, batch benchBatch) error {
-			n := len(batch)
-			members, medias, positions, times := make([]int64, n), make([]int64, n), make([]int32, n), make([]time.Time, n)
-			for i, e := range batch {
-				members[i], medias[i], positions[i], times[i] = e.Key.Member, e.Key.Media, e.Value.PositionMS, e.Value.EventTime
-			}
+			members, medias, positions, times := benchColumns(batch)
 			tag, err := pool.Exec(ctx, benchFloorSQL, members, medias, positions, times, time.Now())
-			if err == nil && tag.RowsAffected() < int64(n) {
+			if err == nil && tag.RowsAffected() < int64(len(batch)) {
 				return flush(ctx, batch)
 			}
 			return err
