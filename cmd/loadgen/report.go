@@ -196,24 +196,34 @@ func (r *report) finish() {
 		// The database works through the ramp too.
 		d.PerSec = d.Transactions / r.Elapsed.Seconds()
 		d.RowsPerSec = d.RowsWritten / r.Elapsed.Seconds()
-		if d.before.cpu >= 0 && d.after.cpu >= 0 && d.RowsWritten > 0 {
-			d.CPUSeconds = d.after.cpu - d.before.cpu
-			d.CPUPerRowUS = d.CPUSeconds / d.RowsWritten * 1e6
-			d.Cores = d.CPUSeconds / r.Elapsed.Seconds()
-			if d.Cores > 0 {
-				d.PlayersPerCore = float64(r.Players) / d.Cores
-			}
+		if c, ok := cpuBetween(d.before, d.after, r.Elapsed.Seconds(), r.Players); ok {
+			d.CPUSeconds, d.CPUPerRowUS, d.Cores, d.PlayersPerCore = c.seconds, c.perRowUS, c.cores, c.playersPerCore
 		}
-		if rows := d.after.rows - d.ramped.rows; d.rampedOK && d.ramped.cpu >= 0 && d.after.cpu >= 0 && rows > 0 && secs > 0 {
-			h := &dbHeld{RowsPerSec: rows / secs, CPUSeconds: d.after.cpu - d.ramped.cpu}
-			h.CPUPerRowUS = h.CPUSeconds / rows * 1e6
-			h.Cores = h.CPUSeconds / secs
-			if h.Cores > 0 {
-				h.PlayersPerCore = float64(r.Players) / h.Cores
-			}
-			d.Held = h
+		if c, ok := cpuBetween(d.ramped, d.after, secs, r.Players); d.rampedOK && ok && secs > 0 {
+			d.Held = &dbHeld{RowsPerSec: (d.after.rows - d.ramped.rows) / secs,
+				CPUSeconds: c.seconds, CPUPerRowUS: c.perRowUS, Cores: c.cores, PlayersPerCore: c.playersPerCore}
 		}
 	}
+}
+
+// dbCPU is the database server's CPU between two samples: in all, per row written, the cores
+// it kept busy over secs, and the players of the run one of its cores would serve.
+type dbCPU struct{ seconds, perRowUS, cores, playersPerCore float64 }
+
+// cpuBetween is dbCPU from sample from to sample to, over secs; false when either sample has
+// no CPU reading or no row was written between them.
+func cpuBetween(from, to dbSample, secs float64, players int) (dbCPU, bool) {
+	rows := to.rows - from.rows
+	if from.cpu < 0 || to.cpu < 0 || rows <= 0 {
+		return dbCPU{}, false
+	}
+	c := dbCPU{seconds: to.cpu - from.cpu}
+	c.perRowUS = c.seconds / rows * 1e6
+	c.cores = c.seconds / secs
+	if c.cores > 0 {
+		c.playersPerCore = float64(players) / c.cores
+	}
+	return c, true
 }
 
 func fillPercentiles(o *opReport, h *hdrhistogram.Histogram) {
