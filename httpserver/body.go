@@ -133,20 +133,19 @@ func (f *framing) limitFor(h *fasthttp.RequestHeader) int {
 
 // handler wraps the app's fasthttp handler: after Fiber has answered (its error handler and
 // its own early answers included), the connection is closed unless the request had no body or
-// its body was read to its end. A chunked request whose framing a proxy could read another
-// way is refused before Fiber sees it (chunkedFramingError).
+// its body was read to its end. A request whose framing a proxy could read another way
+// (framingError) or whose body is compressed (codingError) is refused before Fiber sees it.
 func (f *framing) handler(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		if ctx.Request.Header.ContentLength() == -1 { // chunked: rare, so the scan costs nothing on the PUT path
-			if msg := chunkedFramingError(ctx.Request.Header.RawHeaders()); msg != "" {
-				ctx.Response.Header.Set(fiber.HeaderXContentTypeOptions, "nosniff")
-				ctx.Response.Header.SetContentType(fiber.MIMEApplicationJSON)
-				ctx.Response.SetStatusCode(fiber.StatusBadRequest)
-				body, _ := json.Marshal(fiber.Map{"error": msg})
-				ctx.Response.SetBody(body)
-				ctx.Response.SetConnectionClose()
-				return
-			}
+		if msg := framingError(&ctx.Request.Header); msg != "" {
+			refuse(ctx, fiber.StatusBadRequest, msg)
+			return
+		}
+		if msg := codingError(&ctx.Request.Header); msg != "" {
+			// RFC 9110 15.5.16: a 415 for a content coding says which codings are accepted.
+			ctx.Response.Header.Set(fiber.HeaderAcceptEncoding, "identity")
+			refuse(ctx, fiber.StatusUnsupportedMediaType, msg)
+			return
 		}
 		next(ctx)
 		if !f.bodyRead(ctx) {
@@ -155,28 +154,65 @@ func (f *framing) handler(next fasthttp.RequestHandler) fasthttp.RequestHandler 
 	}
 }
 
-// chunkedFramingError says why the framing of a request fasthttp reads as chunked is refused,
-// given its header lines (RawHeaders), or returns "". fasthttp takes any Transfer-Encoding but
-// "identity" for chunked and drops a Content-Length beside it, where RFC 9112 has the server
-// refuse a request whose final coding is not chunked (6.3) and refuse, or close the connection
-// after, one with both fields (6.1): a proxy in front that framed the same bytes by the
-// Content-Length, or found no chunked body, would pass on what this server then reads as the
-// next request (request smuggling). So a chunked request must say exactly that: one
-// Transfer-Encoding, "chunked", on one line, and no Content-Length.
-func chunkedFramingError(raw []byte) string {
-	codings := 0
-	for len(raw) > 0 {
+// refuse answers a request the framing layer turns away, as the error handler answers an
+// application error ({"error": msg}), and closes the connection: the body is left unread.
+func refuse(ctx *fasthttp.RequestCtx, status int, msg string) {
+	ctx.Response.Header.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	ctx.Response.Header.SetContentType(fiber.MIMEApplicationJSON)
+	ctx.Response.SetStatusCode(status)
+	body, _ := json.Marshal(fiber.Map{"error": msg})
+	ctx.Response.SetBody(body)
+	ctx.Response.SetConnectionClose()
+}
+
+// codingError says why a request's Content-Encoding is refused, or returns "".
+//
+// No route takes a compressed body. Fiber's Ctx.Body() decodes gzip, deflate and br, in as
+// many layers as the header names, into memory with no bound, before any handler's limit
+// applies to what it returns: a body of a few hundred bytes would decode to gigabytes. So a
+// request that names any coding but "identity" is refused here, on every route, before a
+// byte of its body is read (PeekAll: fasthttp keeps every Content-Encoding line, and Fiber
+// decodes by the last).
+func codingError(h *fasthttp.RequestHeader) string {
+	for _, v := range h.PeekAll(fiber.HeaderContentEncoding) {
+		if !bytes.EqualFold(bytes.Trim(v, " \t"), []byte("identity")) {
+			return "compressed request bodies are not accepted: send the body without Content-Encoding"
+		}
+	}
+	return ""
+}
+
+// framingError says why the framing of a request is refused, or returns "".
+//
+// fasthttp takes the last of several Content-Length lines, and any Transfer-Encoding but
+// "identity" for chunked, dropping a Content-Length beside it. RFC 9112 has the server refuse
+// a request with differing lengths (6.3), one whose final coding is not chunked (6.3), and
+// refuse, or close the connection after, one with both fields (6.1): a proxy in front that
+// framed the same bytes another way (by the first length, by the Content-Length, or finding
+// no chunked body) would pass on what this server then reads as the next request (request
+// smuggling). So a request has at most one Content-Length line, and a chunked request exactly
+// one Transfer-Encoding, "chunked", and no Content-Length. Only requests that carry either
+// field are scanned: a GET without a body costs nothing.
+func framingError(h *fasthttp.RequestHeader) string {
+	if h.ContentLength() == -2 { // neither field: no body
+		return ""
+	}
+	lengths, codings := 0, 0
+	for raw := h.RawHeaders(); len(raw) > 0; {
 		line := raw
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
 			line, raw = raw[:i], raw[i+1:]
 		} else {
 			raw = nil
 		}
+		if len(line) == 0 || line[0]|0x20 != 'c' && line[0]|0x20 != 't' {
+			continue // neither field: most lines of a player's request, skipped cheaply
+		}
 		name, value, ok := bytes.Cut(bytes.TrimRight(line, "\r"), []byte(":"))
 		switch {
 		case !ok:
 		case bytes.EqualFold(name, []byte(fiber.HeaderContentLength)):
-			return "a request with both Transfer-Encoding and Content-Length has no single length"
+			lengths++
 		case bytes.EqualFold(name, []byte(fiber.HeaderTransferEncoding)):
 			codings++
 			if !bytes.EqualFold(bytes.Trim(value, " \t"), []byte("chunked")) {
@@ -184,7 +220,12 @@ func chunkedFramingError(raw []byte) string {
 			}
 		}
 	}
-	if codings != 1 {
+	switch {
+	case lengths > 0 && codings > 0:
+		return "a request with both Transfer-Encoding and Content-Length has no single length"
+	case lengths > 1:
+		return "a request has one Content-Length"
+	case codings > 1 || codings == 0 && h.ContentLength() == -1:
 		return "Transfer-Encoding must be chunked, alone"
 	}
 	return ""

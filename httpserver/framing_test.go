@@ -20,7 +20,7 @@ import (
 	"github.com/playhead/playhead/httpserver"
 )
 
-// The framing tests of issue 30: an answer given before a request's body was read must close
+// The framing tests: an answer given before a request's body was read must close
 // the connection, or the body's bytes are read as the next requests on it. Each body carries a
 // whole request (GET /smuggled) where fasthttp would start reading again, so a server that
 // keeps the connection runs it; every test counts the requests that reached /smuggled.
@@ -85,6 +85,8 @@ type answer struct {
 	status int
 	close  bool // Connection: close
 	body   string
+	// acceptEncoding is the Accept-Encoding header: what a 415 for a coding accepts.
+	acceptEncoding string
 }
 
 func (a answer) String() string {
@@ -131,7 +133,7 @@ func readAnswers(t *testing.T, br *bufio.Reader) []answer {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		got = append(got, answer{status: resp.StatusCode, close: resp.Close, body: string(body)})
+		got = append(got, answer{status: resp.StatusCode, close: resp.Close, body: string(body), acceptEncoding: resp.Header.Get("Accept-Encoding")})
 	}
 }
 
@@ -333,6 +335,64 @@ func TestFraming_AmbiguousChunkedFramingIsRefused(t *testing.T) {
 	}
 	t.Run("plain chunked is read", func(t *testing.T) {
 		got := s.exchange(t, head+"Transfer-Encoding: Chunked\r\n\r\n"+report, getOK)
+		if len(got) != 2 || got[0].status != fiber.StatusNoContent || got[0].close || got[1].status != fiber.StatusOK {
+			t.Errorf("answers %v, want 204 and 200 on a kept connection", got)
+		}
+	})
+}
+
+// TestFraming_DifferingContentLengthsAreRefused: fasthttp reads the last of several
+// Content-Length lines, where a proxy in front may read the first (RFC 9112 6.3 has the server
+// refuse the request). Each request hides one where a reader of the other length resumes; the
+// answer is one 400 that closes the connection, whether the lines differ or not.
+func TestFraming_DifferingContentLengthsAreRefused(t *testing.T) {
+	head := "PUT /v1/playback/42 HTTP/1.1\r\nHost: playhead\r\nContent-Type: application/json\r\n"
+	short, long := okReport, okReport+smuggledRequest
+	cases := []struct{ name, request string }{
+		{"the first length shorter", head + fmt.Sprintf("Content-Length: %d\r\nContent-Length: %d\r\n\r\n%s", len(short), len(long), long)},
+		{"the last length shorter", head + fmt.Sprintf("Content-Length: %d\r\ncontent-length: %d\r\n\r\n%s", len(long), len(short), long)},
+		{"a length of 0 last", head + fmt.Sprintf("Content-Length: %d\r\nContent-Length: 0\r\n\r\n%s", len(smuggledRequest), smuggledRequest)},
+		{"the same length twice", head + fmt.Sprintf("Content-Length: %d\r\nContent-Length: %d\r\n\r\n%s", len(short), len(short), short)},
+	}
+	s := startFramingServer(t)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s.checkClosedAfter(t, s.exchange(t, c.request, getOK), fiber.StatusBadRequest)
+		})
+	}
+}
+
+// TestFraming_CompressedBodiesAreRefused: Fiber's Body() would decode a compressed body into
+// memory with no bound before any limit applied to it. Every coding, in any letter case,
+// layered or on several lines, is refused with 415 before the body is read, on a route that
+// reads its body as on one that streams it; "identity" is no coding.
+func TestFraming_CompressedBodiesAreRefused(t *testing.T) {
+	s := startFramingServer(t)
+	request := func(target, codings string) string {
+		return fmt.Sprintf("PUT %s HTTP/1.1\r\nHost: playhead\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s",
+			target, codings, len(okReport), okReport)
+	}
+	for _, codings := range []string{
+		"Content-Encoding: gzip\r\n",
+		"Content-Encoding: deflate\r\n",
+		"Content-Encoding: br\r\n",
+		"content-encoding: GZIP\r\n",
+		"Content-Encoding: gzip, gzip\r\n",
+		"Content-Encoding: identity, gzip\r\n",
+		"Content-Encoding: gzip\r\nContent-Encoding: identity\r\n",
+		"Content-Encoding: identity\r\nContent-Encoding: br\r\n",
+		"Content-Encoding: zstd\r\n",
+	} {
+		t.Run(strings.TrimSpace(codings), func(t *testing.T) {
+			got := s.exchange(t, request("/v1/playback/42", codings), getOK)
+			s.checkClosedAfter(t, got, fiber.StatusUnsupportedMediaType)
+			if len(got) == 1 && got[0].acceptEncoding != "identity" {
+				t.Errorf("Accept-Encoding %q, want identity", got[0].acceptEncoding)
+			}
+		})
+	}
+	t.Run("identity is read", func(t *testing.T) {
+		got := s.exchange(t, request("/v1/playback/42", "Content-Encoding: identity\r\n"), getOK)
 		if len(got) != 2 || got[0].status != fiber.StatusNoContent || got[0].close || got[1].status != fiber.StatusOK {
 			t.Errorf("answers %v, want 204 and 200 on a kept connection", got)
 		}
