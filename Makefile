@@ -94,7 +94,7 @@ node-loss: system-deps
 TEST_FUZZTIME ?= 5s
 
 # One target at a time: go test -fuzz takes a single target and package.
-FUZZ_TARGETS := FuzzParsePosition:./playback FuzzVerify:./auth FuzzParseCSV:./ingest FuzzShareID:./ingest FuzzParse:./captions
+FUZZ_TARGETS := FuzzParsePosition:./playback FuzzVerify:./auth FuzzParseCSV:./ingest FuzzShareID:./ingest FuzzParse:./captions FuzzQuotedAttribute:./hls
 FUZZTIME ?= 60s
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -248,7 +248,10 @@ func checkLanguage(raw string) (string, error) {
 	if raw == "" {
 		return "", apperr.Errorf(apperr.Unprocessable, "language is required: a BCP 47 tag such as en, pt-BR or zh-Hant")
 	}
-	if len(raw) > maxLanguageBytes || !httpserver.ValidText(raw) {
+	if err := checkPlaylistText("language", raw, "a BCP 47 tag such as en, pt-BR or zh-Hant"); err != nil {
+		return "", err
+	}
+	if len(raw) > maxLanguageBytes {
 		return "", apperr.Errorf(apperr.Unprocessable, "language must be a BCP 47 tag such as en, pt-BR or zh-Hant")
 	}
 	tag, err := language.Parse(raw)
@@ -265,22 +268,34 @@ func checkLanguage(raw string) (string, error) {
 	return canonical, nil
 }
 
-// checkLabel returns the label trimmed: 1 to MaxLabelRunes characters of one line of text,
-// without '"', which would end the quoted NAME of the master playlist's EXT-X-MEDIA line (the
-// hls package refuses to write it too).
+// checkLabel returns the label trimmed: 1 to MaxLabelRunes characters of one line of text that
+// the master playlist's quoted NAME can hold (checkPlaylistText).
 func checkLabel(raw string) (string, error) {
 	label := strings.TrimSpace(raw)
-	switch {
-	case label == "":
+	if label == "" {
 		return "", apperr.Errorf(apperr.Unprocessable, `label is required: the name a player shows in its captions menu, such as "English"`)
-	case !httpserver.ValidText(label):
-		return "", apperr.Errorf(apperr.Unprocessable, "label must be UTF-8 text without control characters")
-	case utf8.RuneCountInString(label) > MaxLabelRunes:
+	}
+	if err := checkPlaylistText("label", label, "one line of UTF-8 text without control characters, line or paragraph separators (U+2028, U+2029) or '\"'"); err != nil {
+		return "", err
+	}
+	if utf8.RuneCountInString(label) > MaxLabelRunes {
 		return "", apperr.Errorf(apperr.Unprocessable, "label is longer than %d characters", MaxLabelRunes)
-	case strings.Contains(label, `"`):
-		return "", apperr.Errorf(apperr.Unprocessable, `label cannot contain '"'`)
 	}
 	return label, nil
+}
+
+// checkPlaylistText refuses, with a 422 naming field, the character found and what the field
+// must be (want), a value the master playlist's quoted attributes cannot hold
+// (hls.CheckQuoted): invalid UTF-8, '"', a control character, U+2028 or U+2029, any of which
+// would let the value end its attribute or its line and write tags of the uploader's making.
+// The playlist writer refuses them too (a track stored before is left out of the master);
+// refusing here tells the uploader why.
+func checkPlaylistText(field, s, want string) error {
+	var qe *hls.QuoteError
+	if !errors.As(hls.CheckQuoted(s), &qe) {
+		return nil
+	}
+	return apperr.Errorf(apperr.Unprocessable, "%s cannot contain %s (at byte %d): it must be %s", field, qe.Char, qe.Offset, want)
 }
 
 // maxPlaylistBytes bounds a playlist read to find the video's segment grid (as the object

@@ -267,6 +267,48 @@ func hlsStrict(t *testing.T, playlists ...string) []parsedPlaylist {
 	return parsed
 }
 
+// hlsJSSubtitles reads master playlists as hls.js does (testdata/hlsjs_subtitles.mjs) and
+// returns the SUBTITLES renditions it finds in each, URIs resolved against
+// https://playhead.invalid/master.m3u8.
+func hlsJSSubtitles(t *testing.T, playlists ...string) [][]hlsJSTrack {
+	t.Helper()
+	dir := t.TempDir()
+	var files []string
+	for i, p := range playlists {
+		file := filepath.Join(dir, fmt.Sprintf("p%d.m3u8", i))
+		if err := os.WriteFile(file, []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, file)
+	}
+	cmd := exec.Command("node", append([]string{"testdata/hlsjs_subtitles.mjs"}, files...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hlsjs_subtitles.mjs: %v %s\n(node and npm ci are installed by make deps / make web)", err, stderr.String())
+	}
+	var tracks [][]hlsJSTrack
+	for line := range strings.Lines(string(out)) {
+		var p struct{ Subtitles []hlsJSTrack }
+		if err := json.Unmarshal([]byte(line), &p); err != nil {
+			t.Fatalf("hlsjs_subtitles.mjs: %v: %q", err, line)
+		}
+		tracks = append(tracks, p.Subtitles)
+	}
+	if len(tracks) != len(playlists) {
+		t.Fatalf("hlsjs_subtitles.mjs read %d playlists of %d", len(tracks), len(playlists))
+	}
+	return tracks
+}
+
+// hlsJSTrack is a SUBTITLES rendition as hls.js reads it.
+type hlsJSTrack struct {
+	Group, Name, Language, URI string
+	Default                    bool `json:"default"`
+	Autoselect                 bool `json:"autoselect"`
+}
+
 type parsedPlaylist struct {
 	Master   bool `json:"master"`
 	Variants []struct {

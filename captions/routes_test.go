@@ -209,6 +209,14 @@ func TestCaptions_Refused(t *testing.T) {
 		{"label with a quote", [][2]string{{"language", "en"}, {"label", `En" ,URI="http://evil`}}, srtFile, 422, "cannot contain"},
 		{"label with a line break", [][2]string{{"language", "en"}, {"label", "En\n#EXT-X-ENDLIST"}}, srtFile, 422, "control characters"},
 		{"label with invalid UTF-8", [][2]string{{"language", "en"}, {"label", "\xff\xfe"}}, srtFile, 422, "UTF-8"},
+		// hls.js ends a line at U+2028 and U+2029: this label would add a default track whose
+		// playlist the uploader chose (TestCaptions_StoredLabelLeftOut).
+		{"label with U+2028 and a tag", [][2]string{{"language", "en"}, {"label", injectedLabel}}, srtFile, 422, "label cannot contain U+2028 (a line separator) (at byte 7)"},
+		{"label with U+2029", [][2]string{{"language", "en"}, {"label", "English\u2029#EXT-X-ENDLIST"}}, srtFile, 422, "label cannot contain U+2029"},
+		{"label with NEL", [][2]string{{"language", "en"}, {"label", "English\u0085#EXT-X-ENDLIST"}}, srtFile, 422, "label cannot contain control character U+0085"},
+		{"label with a vertical tab", [][2]string{{"language", "en"}, {"label", "English\v#EXT-X-ENDLIST"}}, srtFile, 422, "label cannot contain control character U+000B"},
+		{"label with DEL", [][2]string{{"language", "en"}, {"label", "English\x7f"}}, srtFile, 422, "label cannot contain control character U+007F"},
+		{"language with U+2028", [][2]string{{"language", "en\u2028-US"}, {"label", "X"}}, srtFile, 422, "language cannot contain U+2028"},
 		{"label too long", [][2]string{{"language", "en"}, {"label", strings.Repeat("l", 101)}}, srtFile, 422, "longer than 100"},
 		{"label taken", [][2]string{{"language", "fr"}, {"label", "English"}}, srtFile, 409, "already has captions labelled"},
 		{"unknown field", [][2]string{{"language", "en"}, {"label", "X"}, {"colour", "red"}}, srtFile, 400, "unknown form field"},
@@ -234,6 +242,78 @@ func TestCaptions_Refused(t *testing.T) {
 	}
 	if folders := f.captionFolders(t, f.fmp4); len(folders) != 1 {
 		t.Errorf("caption folders: %v, want the first track's only (the refused label's files were written, then removed)", folders)
+	}
+}
+
+// injectedLabel is a label that ends its line for hls.js (U+2028), adds a default subtitle
+// track of the uploader's choosing, and ends that line too, so that what remains of the real
+// EXT-X-MEDIA line is not read as part of it: 96 characters, under the label's limit.
+const injectedLabel = "English\u2028#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID=subs,NAME=x,DEFAULT=YES,URI=https://evil.example/\u2028#"
+
+// lineBreaks splits s at every character some client takes as the end of a line: CR, LF, VT,
+// FF, NEL, U+2028 and U+2029.
+func lineBreaks(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune("\r\n\v\f\u0085\u2028\u2029", r) })
+}
+
+// TestCaptions_StoredLabelLeftOut: a track whose stored label or language the master playlist
+// cannot hold (rows written before the upload refused them: the table's CHECK refuses only
+// '"') is left out of the master, which still plays with the other tracks: hls-parser
+// (strict) and hls.js read exactly those, no line of the master holds a line break of any
+// kind, and the API still lists the track for its owner to delete. Media whose only track is
+// such a one gets its master as stored.
+func TestCaptions_StoredLabelLeftOut(t *testing.T) {
+	f := setup(t)
+	f.mustAdd(t, f.fmp4, "en", "English", srtFile)
+	injected := f.mustAdd(t, f.fmp4, "en", "Injected", srtFile)
+	badLanguage := f.mustAdd(t, f.fmp4, "fr", "Français", srtFile)
+	only := f.mustAdd(t, f.ts, "en", "Only", []byte("1\n00:00:01,000 --> 00:00:02,000\nOnly\n"))
+	ctx := context.Background()
+	for _, u := range []struct {
+		id            int64
+		column, value string
+	}{
+		{injected.ID, "label", injectedLabel},
+		{badLanguage.ID, "language", "fr\u2028#EXT-X-ENDLIST"},
+		{only.ID, "label", injectedLabel},
+	} {
+		if _, err := f.pool.Exec(ctx, `UPDATE captions SET `+u.column+` = $2 WHERE id = $1`, u.id, u.value); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	master := f.master(t, f.fmp4)
+	wantMedia := 2 // the audio rendition and English
+	var media []string
+	for _, line := range lineBreaks(master) {
+		if strings.HasPrefix(line, "#EXT-X-MEDIA:") {
+			media = append(media, line)
+		}
+	}
+	if len(media) != wantMedia || strings.Contains(master, "evil.example") || strings.Contains(master, "Injected") {
+		t.Errorf("%d EXT-X-MEDIA lines counting every line break, want %d (the audio and English):\n%q", len(media), wantMedia, master)
+	}
+	parsed := hlsStrict(t, master)[0]
+	for _, v := range parsed.Variants {
+		if v.IFrame {
+			continue
+		}
+		if len(v.Subtitles) != 1 || v.Subtitles[0].Name != "English" || v.Subtitles[0].Language != "en" || v.Subtitles[0].Default {
+			t.Errorf("hls-parser: variant %s has subtitles %+v, want English only", v.URI, v.Subtitles)
+		}
+	}
+	tracks := hlsJSSubtitles(t, master)[0]
+	if len(tracks) != 1 || tracks[0].Name != "English" || tracks[0].Group != "subs" || tracks[0].Default ||
+		!strings.HasPrefix(tracks[0].URI, "https://playhead.invalid/objects/") {
+		t.Errorf("hls.js reads the subtitle tracks %+v, want English only, on Playhead's own link", tracks)
+	}
+
+	if master := f.master(t, f.ts); signedLike(master, tsMaster) != tsMaster {
+		t.Errorf("media whose one track cannot be written: the master is not the stored one:\n%q", master)
+	}
+	status, out := f.do(t, http.MethodGet, fmt.Sprintf("/v1/media/%d/captions", f.fmp4), f.owner, "", nil)
+	if status != http.StatusOK || strings.Count(string(out), `"id":`) != 3 {
+		t.Errorf("GET captions: %d %s, want the 3 tracks", status, out)
 	}
 }
 

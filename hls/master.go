@@ -53,8 +53,10 @@ type Master struct {
 	IFrames     []IFrameVariant
 }
 
-// Marshal writes the master playlist. A value that could break out of its quoted string is an
-// error.
+// Marshal writes the master playlist. Every quoted attribute (GROUP-ID, NAME, LANGUAGE,
+// CHANNELS, URI, CODECS, AUDIO, SUBTITLES) is written by QuotedAttribute and every URI line
+// checked by CheckURILine: a value that could leave its quoted string or its line is an error,
+// and nothing is written.
 func (m *Master) Marshal() ([]byte, error) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "#EXTM3U\n#EXT-X-VERSION:%d\n", m.Version)
@@ -119,19 +121,22 @@ type attrs struct {
 
 type attrErrors struct{ err error }
 
-func (e *attrErrors) check(s string) {
-	if err := checkQuoted(s); err != nil && e.err == nil {
+func (e *attrErrors) keep(err error) {
+	if err != nil && e.err == nil {
 		e.err = err
 	}
 }
 
-func (a *attrs) add(name, value string) {
+// check keeps CheckURILine's error for a URI line.
+func (e *attrErrors) check(s string) { e.keep(CheckURILine(s)) }
+
+func (a *attrs) add(name, value string) { a.write(name + "=" + value) }
+
+func (a *attrs) write(attr string) {
 	if a.b.Len() > 0 {
 		a.b.WriteByte(',')
 	}
-	a.b.WriteString(name)
-	a.b.WriteByte('=')
-	a.b.WriteString(value)
+	a.b.WriteString(attr)
 }
 
 func (a *attrs) enum(name, value string)  { a.add(name, value) }
@@ -143,9 +148,11 @@ func (a *attrs) optInt(name string, v int64) {
 	}
 }
 
+// quoted writes a quoted-string attribute through QuotedAttribute.
 func (a *attrs) quoted(name, value string) {
-	a.errs.check(value)
-	a.add(name, `"`+value+`"`)
+	attr, err := QuotedAttribute(name, value)
+	a.errs.keep(err)
+	a.write(attr)
 }
 
 func (a *attrs) optQuoted(name, value string) {

@@ -65,7 +65,9 @@ func (p *MediaPlaylist) TargetDuration() int {
 	return target
 }
 
-// Marshal writes the playlist. A URI that could end its line or its quoted string is an error.
+// Marshal writes the playlist. EXT-X-MAP's attributes are written by QuotedAttribute and the
+// segments' URI lines checked by CheckURILine: a URI that could end its line or its quoted
+// string is an error.
 func (p *MediaPlaylist) Marshal() ([]byte, error) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "#EXTM3U\n#EXT-X-VERSION:%d\n#EXT-X-TARGETDURATION:%d\n#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-PLAYLIST-TYPE:VOD\n",
@@ -77,17 +79,22 @@ func (p *MediaPlaylist) Marshal() ([]byte, error) {
 		b.WriteString("#EXT-X-I-FRAMES-ONLY\n")
 	}
 	if p.Map != nil {
-		if err := checkQuoted(p.Map.URI); err != nil {
+		uri, err := QuotedAttribute("URI", p.Map.URI)
+		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(&b, "#EXT-X-MAP:URI=%q", p.Map.URI)
+		b.WriteString("#EXT-X-MAP:" + uri)
 		if p.Map.Range.Length > 0 {
-			fmt.Fprintf(&b, ",BYTERANGE=\"%d@%d\"", p.Map.Range.Length, p.Map.Range.Offset)
+			byteRange, err := QuotedAttribute("BYTERANGE", fmt.Sprintf("%d@%d", p.Map.Range.Length, p.Map.Range.Offset))
+			if err != nil {
+				return nil, err
+			}
+			b.WriteString("," + byteRange)
 		}
 		b.WriteByte('\n')
 	}
 	for _, s := range p.Segments {
-		if err := checkQuoted(s.URI); err != nil {
+		if err := CheckURILine(s.URI); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(&b, "#EXTINF:%s,\n", Seconds(s.Duration))
@@ -105,14 +112,6 @@ func (p *MediaPlaylist) Marshal() ([]byte, error) {
 func Seconds(d time.Duration) string {
 	us := d.Microseconds()
 	return fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
-}
-
-// checkQuoted refuses what cannot stand in a playlist's quoted string or URI line.
-func checkQuoted(s string) error {
-	if s == "" || strings.ContainsAny(s, "\"\r\n") {
-		return fmt.Errorf("hls: %q cannot be written in a playlist", s)
-	}
-	return nil
 }
 
 // ParseMedia reads a media playlist as ffmpeg's HLS muxer writes it: EXTINF durations,

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"strconv"
 	"strings"
@@ -106,6 +107,10 @@ func signPlaylist(ctx context.Context, links *Links, member, id int64, key strin
 			}
 		default:
 			signed, err := sign(line, offset)
+			if err == nil {
+				// A line break in the signed URL would start a line of the signer's making.
+				err = hls.CheckURILine(signed)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("media: playlist %s: %w", key, err)
 			}
@@ -120,7 +125,8 @@ func signPlaylist(ctx context.Context, links *Links, member, id int64, key strin
 }
 
 // signAttributeURIs replaces the value of every URI="…" attribute of a tag (EXT-X-MAP,
-// EXT-X-MEDIA, EXT-X-I-FRAME-STREAM-INF, EXT-X-KEY) with sign's URL.
+// EXT-X-MEDIA, EXT-X-I-FRAME-STREAM-INF, EXT-X-KEY) with sign's URL, which must be one
+// hls.CheckQuoted takes.
 func signAttributeURIs(line string, sign func(string) (string, error)) (string, error) {
 	const attr = `URI="`
 	var b strings.Builder
@@ -144,6 +150,9 @@ func signAttributeURIs(line string, sign func(string) (string, error)) (string, 
 			return "", fmt.Errorf("unterminated URI attribute in %q", line)
 		}
 		signed, err := sign(rest[:end])
+		if err == nil {
+			err = hls.CheckQuoted(signed)
+		}
 		if err != nil {
 			return "", err
 		}
@@ -198,7 +207,8 @@ func isMaster(body []byte) bool { return bytes.Contains(body, []byte("#EXT-X-STR
 // before the first EXT-X-STREAM-INF; and SUBTITLES="subs" on every EXT-X-STREAM-INF (never on
 // EXT-X-I-FRAME-STREAM-INF: I-frame playlists have no renditions). It works on the stored
 // master, of an encode from before issue 31 (MPEG-TS) or after (fMP4), so captions added later
-// reach both. A master that already names a SUBTITLES group is left as it is.
+// reach both. A master that already names a SUBTITLES group is left as it is; a track whose
+// label or language a playlist cannot hold (hls.CheckQuoted) is left out.
 func (h *ObjectsHandler) addSubtitles(ctx context.Context, member, id int64, master []byte, duration time.Duration) ([]byte, error) {
 	tracks, err := h.Subtitles.SubtitleTracks(ctx, id)
 	if err != nil || len(tracks) == 0 || bytes.Contains(master, []byte("SUBTITLES=")) {
@@ -211,12 +221,32 @@ func (h *ObjectsHandler) addSubtitles(ctx context.Context, member, id int64, mas
 		if !strings.HasPrefix(t.Playlist, mediaPrefix) || storage.CheckKey(t.Playlist) != nil || path.Ext(t.Playlist) != ".m3u8" {
 			return nil, fmt.Errorf("%w: caption playlist %q", errPlaylistURI, t.Playlist)
 		}
+		// A label or language a playlist cannot hold (a row from before the upload refused
+		// U+2028, say) leaves its track out rather than failing the master: the owner chose
+		// it, and every viewer of the video would lose the video with it. The track stays
+		// listed by the API, where the owner can delete it.
+		unwritable := hls.CheckQuoted(t.Name)
+		if t.Language != "" {
+			unwritable = cmp.Or(unwritable, hls.CheckQuoted(t.Language))
+		}
+		if unwritable != nil {
+			slog.WarnContext(ctx, "caption track left out of the master playlist", "media", id, "playlist", t.Playlist, "err", unwritable)
+			continue
+		}
 		group.Media = append(group.Media, hls.Rendition{Type: "SUBTITLES", GroupID: subtitlesGroup, Name: t.Name, Language: t.Language,
 			Autoselect: !languages[t.Language], URI: h.Links.Playlist(member, t.Playlist, duration)})
 		languages[t.Language] = true
 	}
-	// hls.Master writes the lines, and refuses a NAME or LANGUAGE that would end its quoted
-	// string; only its EXT-X-MEDIA lines are taken.
+	if len(group.Media) == 0 {
+		return master, nil
+	}
+	subtitles, err := hls.QuotedAttribute("SUBTITLES", subtitlesGroup)
+	if err != nil {
+		return nil, err
+	}
+	// hls.Master writes the lines, and refuses a value that would leave its quoted string or
+	// its line (hls.CheckQuoted, checked above for NAME and LANGUAGE); only its EXT-X-MEDIA
+	// lines are taken.
 	written, err := group.Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("media: captions of media %d: %w", id, err)
@@ -235,7 +265,7 @@ func (h *ObjectsHandler) addSubtitles(ctx context.Context, member, id int64, mas
 				out.WriteString(r)
 			}
 			renditions = nil
-			line = strings.TrimRight(line, "\r\n") + `,SUBTITLES="` + subtitlesGroup + "\"\n"
+			line = strings.TrimRight(line, "\r\n") + "," + subtitles + "\n"
 		}
 		out.WriteString(line)
 	}
