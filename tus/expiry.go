@@ -71,7 +71,8 @@ type expired struct {
 }
 
 // Expire runs one pass and returns how many uploads it removed. The rows go first, in one
-// transaction; then the bytes of the unfinished ones. Bytes a pass could not remove (the node
+// transaction, with their tails' pieces (ON DELETE CASCADE); then the bytes of the unfinished
+// ones in the object store. Bytes a pass could not remove (the node
 // stopped between the two) are nobody's any more, and the orphan sweep removes them (OrphanRule).
 func (e *Expirer) Expire(ctx context.Context) (int, error) {
 	var gone []expired

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/ratelimit"
 	"github.com/playhead/playhead/tus"
 )
 
@@ -107,6 +108,44 @@ func TestCreate_UnfinishedPerMember(t *testing.T) {
 	n.create(t, 22, 10, "")
 }
 
+// A member's requests that change uploads (POST, PATCH, DELETE) are rate-limited: past the
+// burst each is refused 429 with Retry-After and a JSON error, and counted, while another
+// member's requests and the member's HEADs (a resuming client's question) go on. A request
+// refused by its id alone (404) takes nothing from the limit and is answered 404 beyond it.
+func TestUpload_RateLimitPerMember(t *testing.T) {
+	t.Parallel()
+	c := backends()["Local"](t)
+	// A rate far below what a test's requests take to send: no request of it comes back.
+	n := c.start(t, func(cfg *tus.Config) { cfg.RateLimit = ratelimit.New(1e-6, 3) })
+	path := n.create(t, 24, 10, "")
+	wantError(t, "PATCH /v1/uploads/x", n.patch(t, 24, "/v1/uploads/x", 0, []byte("x")), 404)
+	if a := n.patch(t, 24, path, 0, []byte("01234")); a.status != http.StatusNoContent {
+		t.Fatalf("PATCH within the burst: %d %s", a.status, a.body)
+	}
+	other := n.create(t, 24, 10, "") // the third
+	for _, tc := range []struct {
+		what string
+		a    answer
+	}{
+		{"POST", n.do(t, 24, http.MethodPost, "/v1/uploads", map[string]string{"Upload-Length": "10"}, nil)},
+		{"PATCH", n.patch(t, 24, path, 5, []byte("56789"))},
+		{"DELETE", n.do(t, 24, http.MethodDelete, other, nil, nil)},
+	} {
+		wantError(t, tc.what+" past the rate limit", tc.a, 429)
+		if tc.a.status == http.StatusTooManyRequests && tc.a.header.Get("Retry-After") == "" {
+			t.Errorf("%s past the rate limit: 429 without Retry-After", tc.what)
+		}
+	}
+	wantError(t, "PATCH /v1/uploads/x past the rate limit", n.patch(t, 24, "/v1/uploads/x", 0, []byte("x")), 404)
+	if got := n.offset(t, 24, path); got != 5 {
+		t.Errorf("HEAD past the rate limit: offset %d, want 5", got)
+	}
+	n.create(t, 25, 10, "") // another member
+	if got := metricValue(t, n.metrics, "playhead_tus_rate_limited_total"); got != 3 {
+		t.Errorf("rate-limited requests counted: %v, want 3", got)
+	}
+}
+
 // Another member's upload is as missing as one that never existed, for every method, and is
 // left as it was; offsets that do not match answer 409; a body of another type 415; a body
 // longer than the upload 413.
@@ -166,6 +205,9 @@ func TestUpload_Termination(t *testing.T) {
 			if got, left := c.keys(t, "tus/"), c.unfinished(t); len(got) != 0 || len(left) != 0 {
 				t.Errorf("a terminated upload left objects %q and unfinished writes %q", got, left)
 			}
+			if pieces := tailPieces(t, c, path); pieces != 0 {
+				t.Errorf("a terminated upload left %d tail pieces", pieces)
+			}
 			done := n.create(t, 41, 3, "")
 			if a := n.patch(t, 41, done, 0, []byte("abc")); a.status != http.StatusNoContent {
 				t.Fatalf("PATCH: %d %s", a.status, a.body)
@@ -202,8 +244,13 @@ func TestUpload_Expiry(t *testing.T) {
 			}
 			wantError(t, "HEAD of an expired upload", n.do(t, 51, http.MethodHead, path, nil, nil), 410)
 			wantError(t, "PATCH of an expired upload", n.patch(t, 51, path, partSize+100, file[partSize+100:partSize+101]), 410)
-			if got := c.keys(t, "tus/"); len(got) < 2 {
-				t.Fatalf("before the expirer's pass the store holds %q", got)
+			// The finished upload's source, and the unfinished one's part: a file on Local, an
+			// unfinished write on S3 (its tail is rows of the database).
+			if got, left := c.keys(t, "tus/"), c.unfinished(t); len(got)+len(left) < 2 {
+				t.Fatalf("before the expirer's pass the store holds %q and unfinished writes %q", got, left)
+			}
+			if pieces := tailPieces(t, c, path); pieces != 1 {
+				t.Fatalf("before the expirer's pass the upload's tail has %d pieces, want its 100 bytes' 1", pieces)
 			}
 			reg := prometheus.NewRegistry()
 			expirer, err := tus.NewExpirer(tus.ExpirerConfig{Pool: c.pool, Objects: c.objects, Metrics: tus.NewMetrics(reg)})
@@ -220,6 +267,9 @@ func TestUpload_Expiry(t *testing.T) {
 			}
 			if got, left := c.keys(t, "tus/"), c.unfinished(t); !slices.Equal(got, []string{source}) || len(left) != 0 {
 				t.Errorf("after the pass the store holds %q and unfinished writes %q; want only the finished upload's source", got, left)
+			}
+			if pieces := tailPieces(t, c, path); pieces != 0 {
+				t.Errorf("after the pass the expired upload's tail has %d pieces left", pieces)
 			}
 			if got := metricValue(t, reg, "playhead_tus_uploads_expired_total"); got != 1 {
 				t.Errorf("expired uploads counted: %v, want 1 (the finished one's row is not an expired upload)", got)
@@ -407,8 +457,8 @@ func TestUpload_ExpiryWaitsForTheWriter(t *testing.T) {
 			t.Errorf("after storing up to byte %d the upload expires in %s: its expiry did not start again", cut, got)
 		}
 	}
-	if tails := c.keys(t, "tus/"+strings.TrimPrefix(path, tus.Base+"/")+"/tails/"); len(tails) != 0 {
-		t.Errorf("the part that took the tail left %q", tails)
+	if pieces := tailPieces(t, c, path); pieces != 0 {
+		t.Errorf("the part that took the tail left %d of its pieces", pieces)
 	}
 	// A PATCH holds the upload's lock while its body comes; meanwhile the upload's expiry passes.
 	// The PATCH must be past its checks when the expiry passes: one that reads the upload after

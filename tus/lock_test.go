@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,9 +127,9 @@ func TestUpload_ResumeTakesTheUploadFromAStalePatch(t *testing.T) {
 	}
 }
 
-// gatedObjects holds the first PutPart (or, with tails, the first Put of a tail) until gate
-// is closed, telling entered when it waits: a node whose storage is slow while the rest of a
-// body piles up in its socket.
+// gatedObjects holds the first PutPart (or, with tails, the first commit of bytes to a tail,
+// through the node's hook: see configure) until gate is closed, telling entered when it
+// waits: a node whose storage is slow while the rest of a body piles up in its socket.
 type gatedObjects struct {
 	tus.Objects
 	tails   bool
@@ -153,11 +152,13 @@ func (g *gatedObjects) PutPart(ctx context.Context, key, id string, n int, r io.
 	return g.Objects.PutPart(ctx, key, id, n, r, size)
 }
 
-func (g *gatedObjects) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
-	if g.tails && strings.Contains(key, "/tails/") {
-		g.wait()
+// configure makes a node's Config write through g and, with tails, wait before its first
+// commit of bytes to a tail.
+func (g *gatedObjects) configure(cfg *tus.Config) {
+	cfg.Objects = g
+	if g.tails {
+		tus.BeforeTailWrite(cfg, g.wait)
 	}
-	return g.Objects.Put(ctx, key, r)
 }
 
 // The bytes already in a node's socket when a resuming client asks for the upload are kept:
@@ -204,7 +205,7 @@ func TestUpload_WriterThatLostItsLockCannotCorrupt(t *testing.T) {
 			t.Parallel()
 			c := backends()["Local"](t)
 			gated := &gatedObjects{Objects: c.objects, tails: tc.tails, entered: make(chan struct{}), gate: make(chan struct{})}
-			stale := c.start(t, func(cfg *tus.Config) { cfg.Objects = gated })
+			stale := c.start(t, gated.configure)
 			resumer := c.start(t)
 			file := randomFile(t, 2*partSize)
 			path := stale.create(t, 14, len(file), "")

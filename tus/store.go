@@ -43,10 +43,29 @@ type Objects interface {
 // (docs/performance.md has the measurement).
 //
 // The bytes of an upload: parts of PartSize bytes of one storage.Parts write, and past the last
-// whole part a tail object (tus/{id}/tails/{random}) with what a request brought that did not
-// fill a part. The next request reads the tail back in front of its own bytes. Every write is
-// committed by a compare-and-set on upload_offset, and parts and tails are never overwritten,
-// so a writer that lost the lock (its session died) cannot corrupt what the winner wrote.
+// whole part its tail, what requests brought that did not fill a part, as pieces in PostgreSQL
+// (upload_tail_pieces). A request that does not fill a part inserts only its own bytes as a
+// piece; the one that fills a part reads the pieces once in front of its bytes, stores the
+// part and deletes them. So each byte is written once as a piece, read once and written once
+// as a part, and a request costs what it carries (≤ 2× its bytes, plus a constant on
+// average), on local storage and S3 alike. A tail object rewritten whole by every request
+// would cost each request the whole tail instead (100 PATCHes of 1 byte on a tail of
+// 8 MiB - 200 B: 800 MiB read and 800 MiB written); appending to a file in place is not safe,
+// since a writer that lost the lock would write into the winner's bytes, and PostgreSQL's
+// transaction makes the piece and the offset one write. Every write is committed by a
+// compare-and-set on upload_offset, pieces in the same transaction, and parts are never
+// overwritten, so a writer that lost the lock (its session died) cannot corrupt what the
+// winner wrote: its pieces roll back with its compare-and-set, its part is in no list.
+//
+// The tail is bounded: less than a part, in at most maxPieces rows. Why a bound on the rows:
+// a piece of 1 byte costs a row (some 100 bytes with its index entry), and 8 Mi PATCHes of 1
+// byte would make a part of them. A request that would pass the bound merges the tail and its
+// bytes into pieces of maxPieceBytes, which costs at most a part's bytes read and written once
+// in maxPieces - PartSize/maxPieceBytes requests (1016 with the defaults): about 8 KiB each
+// way per request on average, a constant.
+//
+// An upload stored by an earlier version may have a tail object (tail_key, tus/{id}/tails/…)
+// instead of pieces: the next request reads it once and stores it as pieces or in a part.
 type store struct {
 	pool      *pgxpool.Pool
 	objects   Objects
@@ -56,7 +75,22 @@ type store struct {
 	commit    media.Committer
 	metrics   *Metrics
 	buffers   sync.Pool
+	// maxPieces bounds an upload's tail pieces (Config.maxTailPieces).
+	maxPieces int
+	// beforeTailWrite, when set, is called before a request commits bytes to a tail (tests).
+	beforeTailWrite func()
 }
+
+// maxPieceBytes bounds one tail piece: a request's bytes go in pieces of at most this size, so
+// that no row read or written is a message of a whole part.
+const maxPieceBytes = 1 << 20
+
+// maxTailPieces is the default bound on an upload's tail pieces: with 8 MiB parts a merge
+// (at most 8 pieces) comes at most once in 1016 requests.
+const maxTailPieces = 1024
+
+// pieceCount is the number of pieces n bytes are stored in.
+func pieceCount(n int) int { return (n + maxPieceBytes - 1) / maxPieceBytes }
 
 // sourceKey is where an upload's file ends up: the source the encoder reads.
 func sourceKey(id string) string { return "tus/" + id + "/source" }
@@ -73,11 +107,14 @@ type upload struct {
 	details        media.UploadDetails
 	partsID        string
 	parts          []storage.Part
-	tailKey        string
-	tailSize       int64
-	mediaID        int64
-	expiresAt      time.Time
-	expired        bool
+	// tailKey is an earlier version's tail object, if any; then tailSize is its size and
+	// there are no pieces. Else the tail is tailPieces pieces of tailSize bytes in all.
+	tailKey    string
+	tailSize   int64
+	tailPieces int
+	mediaID    int64
+	expiresAt  time.Time
+	expired    bool
 }
 
 var (
@@ -152,9 +189,9 @@ func (s *store) GetUpload(ctx context.Context, id string) (handler.Upload, error
 	var mediaID *int64
 	err := s.pool.QueryRow(ctx, `
 		SELECT owner_id, upload_length, upload_offset, metadata, title, visibility, parts_id, parts,
-			tail_key, tail_size, media_id, expires_at, expires_at <= statement_timestamp()
+			tail_key, tail_size, tail_pieces, media_id, expires_at, expires_at <= statement_timestamp()
 		FROM uploads WHERE id = $1`, id).Scan(&u.owner, &u.length, &u.offset, &metadata, &u.details.Title, &u.details.Visibility,
-		&u.partsID, &parts, &tailKey, &u.tailSize, &mediaID, &u.expiresAt, &u.expired)
+		&u.partsID, &parts, &tailKey, &u.tailSize, &u.tailPieces, &mediaID, &u.expiresAt, &u.expired)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, handler.ErrNotFound
 	}
@@ -202,9 +239,9 @@ func (u *upload) GetReader(context.Context) (io.ReadCloser, error) {
 	return nil, handler.ErrNotImplemented // downloads are disabled: the file is read as media
 }
 
-// WriteChunk stores what src brings at offset: whole parts as they fill, the rest as the new
-// tail. tusd's body reader ends src with io.EOF whatever stopped the body (its end, a broken
-// connection, an interruption), so the bytes that arrived are stored in every case.
+// WriteChunk stores what src brings at offset: whole parts as they fill, the rest as pieces of
+// the tail. tusd's body reader ends src with io.EOF whatever stopped the body (its end, a
+// broken connection, an interruption), so the bytes that arrived are stored in every case.
 func (u *upload) WriteChunk(ctx context.Context, offset int64, src io.Reader) (int64, error) {
 	if offset != u.offset {
 		return 0, handler.ErrMismatchOffset
@@ -217,18 +254,14 @@ func (u *upload) WriteChunk(ctx context.Context, offset int64, src io.Reader) (i
 	bufp := u.s.buffers.Get().(*[]byte)
 	defer u.s.buffers.Put(bufp)
 	buf := (*bufp)[:u.s.partSize]
-	filled := 0
-	if u.tailSize > 0 {
-		if err := u.readTail(ctx, buf[:u.tailSize]); err != nil {
-			return 0, err
-		}
-		filled = int(u.tailSize)
-	}
+	// buf[:tailSize] is the tail's place: its bytes are read there only when a part is made of
+	// them (or the tail is merged), never for a request that only adds to the tail.
+	filled := int(u.tailSize)
 	start := u.offset
 	for u.offset < u.length {
 		n, err := io.ReadFull(src, buf[filled:])
 		filled += n
-		// The buffer holds the tail, then bytes past the stored offset.
+		// The buffer holds the tail's place, then bytes past the stored offset.
 		complete := u.offset-u.tailSize+int64(filled) == u.length
 		if complete && !bodyEnded(ctx, src, u.length-start) {
 			return u.offset - start, handler.ErrSizeExceeded // the last bytes are not stored: no media of a cut file
@@ -247,7 +280,7 @@ func (u *upload) WriteChunk(ctx context.Context, offset int64, src io.Reader) (i
 		}
 	}
 	if int64(filled) > u.tailSize {
-		if err := u.putTail(ctx, buf[:filled]); err != nil {
+		if err := u.addToTail(ctx, buf[:filled]); err != nil {
 			return u.offset - start, err
 		}
 	}
@@ -268,21 +301,78 @@ func bodyEnded(ctx context.Context, src io.Reader, left int64) bool {
 	return st.received <= left
 }
 
-// readTail reads the upload's tail object into b (its size).
+// readTail reads the upload's tail into b (its size): the earlier version's tail object, or
+// the pieces. Pieces that do not make the tail this request read in the upload's row (another
+// request changed it since: this one lost the upload) are errOffsetMoved.
 func (u *upload) readTail(ctx context.Context, b []byte) error {
-	r, err := u.s.objects.Open(ctx, u.tailKey)
+	if len(b) == 0 {
+		return nil
+	}
+	if u.tailKey != "" {
+		r, err := u.s.objects.Open(ctx, u.tailKey)
+		if err != nil {
+			return fmt.Errorf("read the upload's tail: %w", err)
+		}
+		defer r.Close()
+		if _, err := io.ReadFull(r, b); err != nil {
+			return fmt.Errorf("read the upload's tail: %w", err)
+		}
+		return nil
+	}
+	rows, err := u.s.pool.Query(ctx, `SELECT start_offset, bytes FROM upload_tail_pieces WHERE upload_id = $1 ORDER BY start_offset`, u.id)
 	if err != nil {
 		return fmt.Errorf("read the upload's tail: %w", err)
 	}
-	defer r.Close()
-	if _, err := io.ReadFull(r, b); err != nil {
+	defer rows.Close()
+	base := u.offset - u.tailSize
+	into := &tailBuffer{b: b}
+	for rows.Next() {
+		var at int64
+		n := into.n
+		if err := rows.Scan(&at, into); err != nil {
+			if errors.Is(err, errTailChanged) {
+				return errOffsetMoved
+			}
+			return fmt.Errorf("read the upload's tail: %w", err)
+		}
+		if at != base+int64(n) {
+			return errOffsetMoved
+		}
+	}
+	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read the upload's tail: %w", err)
 	}
+	if into.n != len(b) {
+		return errOffsetMoved
+	}
+	u.s.metrics.tailRead.Add(float64(len(b)))
 	return nil
 }
 
-// putPart stores b (the tail and what followed it) as the next part and records it.
+var errTailChanged = errors.New("the tail's pieces are longer than the upload's row says")
+
+// tailBuffer takes the pieces' bytes one after another into b, straight from the row: no
+// copy of a piece on the heap.
+type tailBuffer struct {
+	b []byte
+	n int
+}
+
+// ScanBytes copies a piece's bytes after those taken before (pgtype.BytesScanner).
+func (t *tailBuffer) ScanBytes(v []byte) error {
+	if len(v) > len(t.b)-t.n {
+		return errTailChanged
+	}
+	t.n += copy(t.b[t.n:], v)
+	return nil
+}
+
+// putPart stores b (the tail's place, then what followed it) as the next part and records it:
+// the tail is read into its place first, and its pieces are deleted in the part's commit.
 func (u *upload) putPart(ctx context.Context, b []byte) error {
+	if err := u.readTail(ctx, b[:u.tailSize]); err != nil {
+		return err
+	}
 	var n int
 	// A number of its own for each part written: two writers can never write the same one.
 	err := u.s.pool.QueryRow(ctx, `UPDATE uploads SET next_part = next_part + 1 WHERE id = $1 AND media_id IS NULL RETURNING next_part - 1`, u.id).Scan(&n)
@@ -306,43 +396,87 @@ func (u *upload) putPart(ctx context.Context, b []byte) error {
 	// A compare-and-set on the offset this request started from: a writer racing with another
 	// loses here, not in the stored bytes.
 	next := u.offset + int64(len(b)) - u.tailSize
-	err = u.s.pool.QueryRow(ctx, `
-		UPDATE uploads SET upload_offset = $3, parts = parts || $4::jsonb, tail_key = NULL, tail_size = 0,
-			updated_at = statement_timestamp(), expires_at = statement_timestamp() + $5 * interval '1 microsecond'
-		WHERE id = $1 AND upload_offset = $2 AND media_id IS NULL
-		RETURNING expires_at`, u.id, u.offset, next, partJSON, u.s.expiry.Microseconds()).Scan(&u.expiresAt)
-	if err := u.advanced(err, next); err != nil {
+	var expiresAt time.Time
+	err = pgx.BeginFunc(ctx, u.s.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `
+			UPDATE uploads SET upload_offset = $3, parts = parts || $4::jsonb, tail_key = NULL, tail_size = 0, tail_pieces = 0,
+				updated_at = statement_timestamp(), expires_at = statement_timestamp() + $5 * interval '1 microsecond'
+			WHERE id = $1 AND upload_offset = $2 AND media_id IS NULL
+			RETURNING expires_at`, u.id, u.offset, next, partJSON, u.s.expiry.Microseconds()).Scan(&expiresAt)
+		if err != nil || u.tailPieces == 0 {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM upload_tail_pieces WHERE upload_id = $1`, u.id)
+		return err
+	})
+	if err := u.advanced(err, next, expiresAt); err != nil {
 		return err
 	}
 	u.deleteTail(ctx)
-	u.parts, u.tailKey, u.tailSize = append(u.parts, part), "", 0
+	u.parts, u.tailKey, u.tailSize, u.tailPieces = append(u.parts, part), "", 0, 0
 	return nil
 }
 
-// putTail stores b (the old tail and what followed it, less than a part) as the new tail.
-func (u *upload) putTail(ctx context.Context, b []byte) error {
-	key := tailsPrefix(u.id) + newID()
-	if _, err := u.s.objects.Put(ctx, key, bytes.NewReader(b)); err != nil {
+// addToTail stores b (the tail's place, then what followed it: less than a part) as the new
+// tail: its new bytes as pieces after the tail's, or, when they would pass the bound on pieces
+// (or the tail is an earlier version's object), the tail and the new bytes merged into pieces
+// that replace the tail's.
+func (u *upload) addToTail(ctx context.Context, b []byte) error {
+	added := b[u.tailSize:]
+	pieces, at, count, merge := added, u.offset, u.tailPieces+pieceCount(len(added)), false
+	if u.tailKey != "" || count > u.s.maxPieces {
+		if err := u.readTail(ctx, b[:u.tailSize]); err != nil {
+			return err
+		}
+		pieces, at, count, merge = b, u.offset-u.tailSize, pieceCount(len(b)), true
+	}
+	if u.s.beforeTailWrite != nil {
+		u.s.beforeTailWrite()
+	}
+	next := u.offset + int64(len(added))
+	var expiresAt time.Time
+	err := pgx.BeginFunc(ctx, u.s.pool, func(tx pgx.Tx) error {
+		// The compare-and-set first: it locks the upload's row, so that a writer racing with
+		// this one finds the offset moved rather than a piece where it would put its own.
+		err := tx.QueryRow(ctx, `
+			UPDATE uploads SET upload_offset = $3, tail_key = NULL, tail_size = $4, tail_pieces = $5,
+				updated_at = statement_timestamp(), expires_at = statement_timestamp() + $6 * interval '1 microsecond'
+			WHERE id = $1 AND upload_offset = $2 AND media_id IS NULL
+			RETURNING expires_at`, u.id, u.offset, next, len(b), count, u.s.expiry.Microseconds()).Scan(&expiresAt)
+		if err != nil {
+			return err
+		}
+		if merge && u.tailPieces > 0 {
+			if _, err := tx.Exec(ctx, `DELETE FROM upload_tail_pieces WHERE upload_id = $1`, u.id); err != nil {
+				return err
+			}
+		}
+		for len(pieces) > 0 {
+			piece := pieces[:min(len(pieces), maxPieceBytes)]
+			if _, err := tx.Exec(ctx, `INSERT INTO upload_tail_pieces (upload_id, start_offset, bytes) VALUES ($1, $2, $3)`,
+				u.id, at, piece); err != nil {
+				return err
+			}
+			pieces, at = pieces[len(piece):], at+int64(len(piece))
+		}
+		return nil
+	})
+	if err := u.advanced(err, next, expiresAt); err != nil {
 		return err
 	}
-	next := u.offset + int64(len(b)) - u.tailSize
-	err := u.s.pool.QueryRow(ctx, `
-		UPDATE uploads SET upload_offset = $3, tail_key = $4, tail_size = $5,
-			updated_at = statement_timestamp(), expires_at = statement_timestamp() + $6 * interval '1 microsecond'
-		WHERE id = $1 AND upload_offset = $2 AND media_id IS NULL
-		RETURNING expires_at`, u.id, u.offset, next, key, len(b), u.s.expiry.Microseconds()).Scan(&u.expiresAt)
-	if err := u.advanced(err, next); err != nil {
-		_ = u.s.objects.DeletePrefix(context.WithoutCancel(ctx), key) // a tail nothing will read
-		return err
+	if merge {
+		u.s.metrics.tailWritten.Add(float64(len(b)))
+	} else {
+		u.s.metrics.tailWritten.Add(float64(len(added)))
 	}
 	u.deleteTail(ctx)
-	u.tailKey, u.tailSize = key, int64(len(b))
+	u.tailKey, u.tailSize, u.tailPieces = "", int64(len(b)), count
 	return nil
 }
 
-// advanced takes the result of a compare-and-set of the offset to next: no row means another
-// request moved it first.
-func (u *upload) advanced(err error, next int64) error {
+// advanced takes the result of a compare-and-set of the offset to next, which gave the
+// upload's new expiry: no row means another request moved it first.
+func (u *upload) advanced(err error, next int64, expiresAt time.Time) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errOffsetMoved
 	}
@@ -350,11 +484,11 @@ func (u *upload) advanced(err error, next int64) error {
 		return fmt.Errorf("record the upload's offset: %w", err)
 	}
 	u.s.metrics.bytes.Add(float64(next - u.offset))
-	u.offset = next
+	u.offset, u.expiresAt = next, expiresAt
 	return nil
 }
 
-// deleteTail removes the tail object that the last advance replaced.
+// deleteTail removes the earlier version's tail object that the last advance replaced.
 func (u *upload) deleteTail(ctx context.Context) {
 	if u.tailKey != "" {
 		_ = u.s.objects.DeletePrefix(context.WithoutCancel(ctx), u.tailKey)
@@ -400,7 +534,7 @@ func (u *upload) finish(ctx context.Context) error {
 			return err
 		}
 		err = tx.QueryRow(ctx, `
-			UPDATE uploads SET media_id = $2, parts = '[]', tail_key = NULL, tail_size = 0, updated_at = statement_timestamp(),
+			UPDATE uploads SET media_id = $2, parts = '[]', tail_key = NULL, tail_size = 0, tail_pieces = 0, updated_at = statement_timestamp(),
 				expires_at = statement_timestamp() + $3 * interval '1 microsecond'
 			WHERE id = $1 RETURNING expires_at`, u.id, id, u.s.expiry.Microseconds()).Scan(&u.expiresAt)
 		u.mediaID = id
@@ -430,8 +564,8 @@ func objectSize(ctx context.Context, st storage.Store, key string) (int64, error
 
 func (s *store) AsTerminatableUpload(u handler.Upload) handler.TerminatableUpload { return u.(*upload) }
 
-// Terminate removes an unfinished upload: its row, then its bytes. A finished one is media now
-// and stays (409).
+// Terminate removes an unfinished upload: its row (its tail's pieces with it), then its bytes.
+// A finished one is media now and stays (409).
 func (u *upload) Terminate(ctx context.Context) error {
 	if u.mediaID != 0 {
 		return errFinished(u.mediaID)

@@ -29,6 +29,7 @@ import (
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/ratelimit"
 	"github.com/playhead/playhead/storage"
 )
 
@@ -56,7 +57,17 @@ type Config struct {
 	// LockWait is how long a HEAD or DELETE waits for another request of its upload to let go
 	// of the lock (423 beyond). Default 20 s.
 	LockWait time.Duration
-	Metrics  *Metrics
+	// RateLimit bounds each member's requests that change uploads (POST, PATCH and DELETE;
+	// PLAYHEAD_UPLOAD_RATE and PLAYHEAD_UPLOAD_BURST): beyond it they are refused 429 with
+	// Retry-After. Optional: nil is no limit.
+	RateLimit *ratelimit.Limiter
+	Metrics   *Metrics
+
+	// maxTailPieces bounds an upload's tail pieces. Default maxTailPieces, or twice the pieces
+	// of a part when parts are larger than 512 MiB. Set by tests (export_test.go).
+	maxTailPieces int
+	// beforeTailWrite, when set, is called before each commit of bytes to a tail (tests).
+	beforeTailWrite func()
 }
 
 func (c Config) withDefaults() Config {
@@ -64,6 +75,8 @@ func (c Config) withDefaults() Config {
 	c.UnfinishedPerMember = cmp.Or(c.UnfinishedPerMember, 10)
 	c.PartSize = cmp.Or(c.PartSize, 8<<20)
 	c.LockWait = cmp.Or(c.LockWait, 20*time.Second)
+	// A merge leaves a part's pieces at most: the bound leaves room for many more between merges.
+	c.maxTailPieces = cmp.Or(c.maxTailPieces, max(maxTailPieces, 2*pieceCount(int(c.PartSize))))
 	if c.Limits == nil {
 		c.Limits = &media.UploadLimits{}
 	}
@@ -110,7 +123,8 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	s := &store{pool: cfg.Pool, objects: cfg.Objects, partSize: cfg.PartSize, expiry: cfg.Expiry,
-		perMember: cfg.UnfinishedPerMember, commit: cfg.Commit, metrics: cfg.Metrics}
+		perMember: cfg.UnfinishedPerMember, commit: cfg.Commit, metrics: cfg.Metrics,
+		maxPieces: cfg.maxTailPieces, beforeTailWrite: cfg.beforeTailWrite}
 	s.buffers.New = func() any { b := make([]byte, cfg.PartSize); return &b }
 	composer := handler.NewStoreComposer()
 	composer.UseCore(s)
@@ -187,6 +201,9 @@ func (h *Handler) createUpload(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if err := h.allow(c, member); err != nil {
+		return err
+	}
 	st := &request{member: member, create: &creation{metadata: meta, details: details}}
 	var upload *media.UploadBody
 	if withBody {
@@ -203,7 +220,7 @@ func (h *Handler) createUpload(c *fiber.Ctx) error {
 // patchUpload appends to an upload; it holds the upload's place in the node's limits.
 func (h *Handler) patchUpload(c *fiber.Ctx) error {
 	member := auth.From(c).MemberID
-	id, err := h.owned(c, member)
+	id, err := h.owned(c, member, true)
 	if err != nil {
 		return err
 	}
@@ -222,7 +239,7 @@ func (h *Handler) patchUpload(c *fiber.Ctx) error {
 
 // headUpload answers where an upload stands (its offset, or the media it became).
 func (h *Handler) headUpload(c *fiber.Ctx) error {
-	st, err := h.bodiless(c, h.head)
+	st, err := h.bodiless(c, h.head, false)
 	if err == nil && st.mediaID == 0 {
 		// A client asks where an unfinished upload stands only to resume it.
 		h.cfg.Metrics.resumed.Inc()
@@ -232,14 +249,15 @@ func (h *Handler) headUpload(c *fiber.Ctx) error {
 
 // terminateUpload removes an unfinished upload (DELETE, the termination extension).
 func (h *Handler) terminateUpload(c *fiber.Ctx) error {
-	_, err := h.bodiless(c, h.terminate)
+	_, err := h.bodiless(c, h.terminate, true)
 	return err
 }
 
 // bodiless serves a request for one upload without a body; it waits for the upload's lock.
-func (h *Handler) bodiless(c *fiber.Ctx, serve http.Handler) (*request, error) {
+// limited says whether it counts against the member's rate limit.
+func (h *Handler) bodiless(c *fiber.Ctx, serve http.Handler, limited bool) (*request, error) {
 	member := auth.From(c).MemberID
-	id, err := h.owned(c, member)
+	id, err := h.owned(c, member, limited)
 	if err != nil {
 		return nil, err
 	}
@@ -254,12 +272,18 @@ var (
 
 // owned returns the upload id of c's path when it names an upload of member: another
 // member's upload is as missing as one that never existed (404), and is never locked or read
-// by tusd.
-func (h *Handler) owned(c *fiber.Ctx, member int64) (string, error) {
+// by tusd. A limited request (one that changes the upload) takes its place in the member's
+// rate limit once its id is well-formed, before the database is asked.
+func (h *Handler) owned(c *fiber.Ctx, member int64, limited bool) (string, error) {
 	id := utils.CopyString(c.Params("uploadID"))
 	notFound := apperr.Errorf(apperr.NotFound, "no such upload")
 	if !validID.MatchString(id) {
 		return "", notFound
+	}
+	if limited {
+		if err := h.allow(c, member); err != nil {
+			return "", err
+		}
 	}
 	var owner int64
 	err := h.cfg.Pool.QueryRow(c.UserContext(), `SELECT owner_id FROM uploads WHERE id = $1`, id).Scan(&owner)
@@ -270,4 +294,21 @@ func (h *Handler) owned(c *fiber.Ctx, member int64) (string, error) {
 		return "", fmt.Errorf("look up upload: %w", err)
 	}
 	return id, nil
+}
+
+// allow takes one of member's requests from the rate limit, or refuses it: 429 with
+// Retry-After. It is asked once a request is well-formed, before the database or storage
+// sees it: what the limit guards is their work, and a request refused by its headers or its
+// id costs less than the limit's own check.
+func (h *Handler) allow(c *fiber.Ctx, member int64) error {
+	if h.cfg.RateLimit == nil {
+		return nil
+	}
+	ok, wait := h.cfg.RateLimit.Allow(member)
+	if ok {
+		return nil
+	}
+	h.cfg.Metrics.rateLimited.Inc()
+	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(ratelimit.RetryAfterSeconds(wait)))
+	return apperr.Errorf(apperr.TooManyRequests, "too many upload requests; try again after Retry-After seconds")
 }

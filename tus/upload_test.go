@@ -63,6 +63,9 @@ func TestUpload_ResumedOnOtherNodesEndsAsMedia(t *testing.T) {
 			if left := c.unfinished(t); len(left) != 0 {
 				t.Errorf("unfinished writes left: %q", left)
 			}
+			if pieces := tailPieces(t, c, path); pieces != 0 {
+				t.Errorf("%d tail pieces left", pieces)
+			}
 			if got := metricValue(t, a.metrics, "playhead_tus_bytes_received_total") + metricValue(t, b.metrics, "playhead_tus_bytes_received_total"); got != float64(len(file)) {
 				t.Errorf("bytes received: %v, want %d", got, len(file))
 			}

@@ -151,6 +151,13 @@ type Config struct {
 	// UploadsUnfinished bounds a member's unfinished resumable uploads
 	// (PLAYHEAD_UPLOADS_UNFINISHED). Default 10.
 	UploadsUnfinished int
+	// UploadRate and UploadBurst limit each member's resumable-upload requests that change an
+	// upload (POST, PATCH, DELETE of /v1/uploads): a sustained rate per second and a burst
+	// (PLAYHEAD_UPLOAD_RATE, PLAYHEAD_UPLOAD_BURST). Defaults 20/s and 100: a client sends one
+	// PATCH a chunk (the upload page's are 8 MiB, 160 MiB/s at the rate) and retries after a
+	// broken connection. A rate of 0 turns the limit off.
+	UploadRate  float64
+	UploadBurst int
 	// VideoLimits bound what an upload may decode to (PLAYHEAD_MAX_VIDEO_WIDTH, _HEIGHT,
 	// _PIXELS, _FPS, _DURATION; defaults encoder.DefaultLimits: 4096, 4096, 9 437 184, 120,
 	// 4 h) and each ffmpeg process's address space (PLAYHEAD_ENCODE_MEMORY_LIMIT, bytes;
@@ -389,6 +396,8 @@ func loadConfig(args []string) (Config, error) {
 		UploadsTotal:        e.int("PLAYHEAD_UPLOADS_TOTAL", 32),
 		UploadExpiry:        e.duration("PLAYHEAD_UPLOAD_EXPIRY", 24*time.Hour),
 		UploadsUnfinished:   e.int("PLAYHEAD_UPLOADS_UNFINISHED", 10),
+		UploadRate:          e.float("PLAYHEAD_UPLOAD_RATE", 20),
+		UploadBurst:         e.int("PLAYHEAD_UPLOAD_BURST", 100),
 		VideoLimits: encoder.Limits{
 			MaxWidth:     e.int("PLAYHEAD_MAX_VIDEO_WIDTH", encoder.DefaultLimits.MaxWidth),
 			MaxHeight:    e.int("PLAYHEAD_MAX_VIDEO_HEIGHT", encoder.DefaultLimits.MaxHeight),
@@ -487,6 +496,8 @@ func (c Config) validate(e *env) error {
 		"PLAYHEAD_UPLOADS_PER_MEMBER/PLAYHEAD_UPLOADS_TOTAL: need 1 <= per member <= total")
 	e.check(c.UploadExpiry > 0, "PLAYHEAD_UPLOAD_EXPIRY: must be positive")
 	e.check(c.UploadsUnfinished >= 1, "PLAYHEAD_UPLOADS_UNFINISHED: must be at least 1")
+	e.check(c.UploadRate >= 0, "PLAYHEAD_UPLOAD_RATE: must not be negative (0 turns the limit off)")
+	e.check(c.UploadBurst >= 1, "PLAYHEAD_UPLOAD_BURST: must be at least 1")
 	v := c.VideoLimits
 	e.check(v.MaxWidth >= 2 && v.MaxHeight >= 2, "PLAYHEAD_MAX_VIDEO_WIDTH/_HEIGHT: must be at least 2")
 	e.check(v.MaxPixels >= 4 && v.MaxPixels <= math.MaxInt32, "PLAYHEAD_MAX_VIDEO_PIXELS: must be from 4 to %d (ffmpeg's -max_pixels)", math.MaxInt32)

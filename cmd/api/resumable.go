@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/notify"
+	"github.com/playhead/playhead/ratelimit"
 	"github.com/playhead/playhead/storage"
 	"github.com/playhead/playhead/tus"
 )
@@ -33,8 +35,9 @@ func (n *node) tusMetrics() *tus.Metrics {
 }
 
 // buildResumable registers the tus routes on app behind authenticate, with the node's upload
-// limits and the same end as POST /v1/media's, and lists the upload locks' session, which
-// stops after the public server (no request holds a lock then).
+// limits, the members' rate limit of upload requests and the same end as POST /v1/media's,
+// and lists the upload locks' session, which stops after the public server (no request holds
+// a lock then), and the rate limit's sweeper.
 func (n *node) buildResumable(app *fiber.App, store storage.Store, limits *media.UploadLimits, commit media.Committer,
 	authenticate fiber.Handler, listener *notify.Listener) error {
 	objects, err := uploadObjects(store)
@@ -44,10 +47,15 @@ func (n *node) buildResumable(app *fiber.App, store storage.Store, limits *media
 	locker := tus.NewLocker(n.sessionPool, n.logger)
 	listener.Handle(tus.ChannelRelease, locker.Release, nil)
 	n.add("upload locks", locker)
+	var rate *ratelimit.Limiter
+	if n.cfg.UploadRate > 0 {
+		rate = ratelimit.New(n.cfg.UploadRate, n.cfg.UploadBurst)
+		n.add("upload rate-limit sweeper", ratelimit.NewSweeper(rate, time.Minute))
+	}
 	h, err := tus.New(tus.Config{
 		Pool: n.pool, Objects: objects, Locker: locker, Limits: limits, Commit: commit,
 		MaxBytes: n.cfg.MaxUploadBytes, Expiry: n.cfg.UploadExpiry, UnfinishedPerMember: n.cfg.UploadsUnfinished,
-		Metrics: n.tusMetrics(),
+		RateLimit: rate, Metrics: n.tusMetrics(),
 	})
 	if err != nil {
 		return err
