@@ -16,29 +16,43 @@ import (
 // MinViewers is the fewest viewers whose figures a media shows: below it, who finished, the
 // watch time and the retention curve are withheld, because with one viewer the curve is that
 // member's watched ranges, bucket for bucket (issue 35's review), and with a few an owner who
-// knows them could tell them apart.
+// knows them could tell them apart. It is no defence against an owner whose own accounts are
+// the others: the noise of a release is (the package doc).
 const MinViewers = 5
+
+// MinCurveViewers is the fewest viewers, at its release, whose retention curve a media shows:
+// below it, the noise on each point (curveNoise counts) is larger than what it measures, and
+// an owner whose accounts are all the other viewers needs that many of them for a first,
+// noisy, reading of one member's curve.
+const MinCurveViewers = 100
 
 // Media is one media's audience, as of its last rollup.
 type Media struct {
 	MediaID    int64  `json:"media_id"`
 	DurationMS *int64 `json:"duration_ms"`
 	// Views are the members with a playback row (who opened it or reported a position);
-	// Viewers those who played a part of it or finished it.
+	// Viewers those who played a part of it or finished it. Both are exact.
 	Views   int64 `json:"views"`
 	Viewers int64 `json:"viewers"`
-	// Withheld is true when the figures below are null because Viewers < MinViewers.
+	// Withheld is true when the figures below are null because Viewers < MinViewers (or none
+	// are released yet).
 	Withheld bool `json:"withheld"`
-	// Finished are the viewers who reached its completion point; CompletionRate is Finished /
-	// Viewers (0 without viewers).
+	// FiguresViewers are the viewers the figures below were released over (0 when withheld):
+	// they are released with noise only when the audience has grown by a step (the package
+	// doc), so Viewers may be ahead of it by up to max(MinViewers, an eighth).
+	FiguresViewers int64 `json:"figures_viewers"`
+	// Finished are the viewers who reached its completion point, with noise (σ 3);
+	// CompletionRate is Finished / FiguresViewers.
 	Finished       *int64   `json:"finished"`
 	CompletionRate *float64 `json:"completion_rate"`
-	// WatchTimeMS is the viewers' watched parts added up: buckets × duration / 100 (null also
-	// when the duration is unknown).
+	// WatchTimeMS is the viewers' watched parts added up: buckets × duration / 100, the buckets
+	// being the sum of the noisy retention counts (σ one duration); null also when the
+	// duration is unknown.
 	WatchTimeMS *int64 `json:"watch_time_ms"`
-	// Retention is, for each 1 % of the video, the share of viewers who watched it.
+	// Retention is, for each 1 % of the video, the share of viewers who watched it, with noise
+	// (σ 10 viewers over FiguresViewers); null also when FiguresViewers < MinCurveViewers.
 	Retention []float64 `json:"retention"`
-	// ComputedAt is when it was rolled up; nil when it has not been yet.
+	// ComputedAt is when a figure here last changed; nil before the first rollup.
 	ComputedAt *time.Time `json:"computed_at"`
 }
 
@@ -48,8 +62,9 @@ type Lesson struct {
 	Position *int32 `json:"position"`
 	MediaID  int64  `json:"media_id"`
 	Title    string `json:"title"`
-	// Started are the lesson's viewers, Finished those who reached its completion point:
-	// withheld (null, Withheld true) below MinViewers viewers, as a media's are.
+	// Started are the lesson's viewers (exact), Finished those who reached its completion
+	// point, the media's noisy figure: withheld (null, Withheld true) below MinViewers
+	// viewers, as a media's are.
 	Started  int64  `json:"started"`
 	Finished *int64 `json:"finished"`
 	Withheld bool   `json:"withheld"`
@@ -82,12 +97,12 @@ func notFound(what string) error { return apperr.Errorf(apperr.NotFound, "no suc
 func (s *Store) Media(ctx context.Context, id int64, who auth.Identity) (Media, error) {
 	a := Media{MediaID: id}
 	var owner int64
-	var views, viewers, finished, buckets *int64
+	var views, viewers, released, finished, buckets *int64
 	var retention []int64
 	err := s.pool.QueryRow(ctx, `
-		SELECT m.owner_id, m.duration_ms, a.views, a.viewers, a.finished, a.watched_buckets, a.retention, a.computed_at
+		SELECT m.owner_id, m.duration_ms, a.views, a.viewers, a.released_viewers, a.finished, a.watched_buckets, a.retention, a.computed_at
 		FROM media m LEFT JOIN media_audience a ON a.media_id = m.id WHERE m.id = $1`, id).
-		Scan(&owner, &a.DurationMS, &views, &viewers, &finished, &buckets, &retention, &a.ComputedAt)
+		Scan(&owner, &a.DurationMS, &views, &viewers, &released, &finished, &buckets, &retention, &a.ComputedAt)
 	if errors.Is(err, pgx.ErrNoRows) || err == nil && owner != who.MemberID && !who.Admin {
 		return Media{}, notFound("media")
 	}
@@ -99,15 +114,20 @@ func (s *Store) Media(ctx context.Context, id int64, who auth.Identity) (Media, 
 		return a, nil
 	}
 	a.Views, a.Viewers = *views, *viewers
-	if a.Viewers < MinViewers {
+	// Figures never released are not shown, whatever the viewers: rollupSQL releases them as
+	// the viewers reach MinViewers, so this is a second fence.
+	if a.Viewers < MinViewers || *released < MinViewers {
 		a.Withheld = true
 		return a, nil
 	}
-	rate := float64(*finished) / float64(a.Viewers)
+	a.FiguresViewers = *released
+	rate := float64(*finished) / float64(a.FiguresViewers)
 	a.Finished, a.CompletionRate = finished, &rate
-	a.Retention = make([]float64, Buckets)
-	for i, n := range retention {
-		a.Retention[i] = float64(n) / float64(a.Viewers)
+	if a.FiguresViewers >= MinCurveViewers {
+		a.Retention = make([]float64, Buckets)
+		for i, n := range retention {
+			a.Retention[i] = float64(n) / float64(a.FiguresViewers)
+		}
 	}
 	if a.DurationMS != nil {
 		watched := *buckets * *a.DurationMS / Buckets
@@ -120,7 +140,7 @@ func (s *Store) Media(ctx context.Context, id int64, who auth.Identity) (Media, 
 // every lesson's media; anyone else, and a collection without lessons, get apperr.NotFound.
 func (s *Store) Collection(ctx context.Context, name string, who auth.Identity) (Collection, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT ci.chapter, ci.position, m.id, m.title, m.owner_id, coalesce(a.viewers, 0), coalesce(a.finished, 0), a.computed_at
+		SELECT ci.chapter, ci.position, m.id, m.title, m.owner_id, coalesce(a.viewers, 0), coalesce(a.released_viewers, 0), coalesce(a.finished, 0), a.computed_at
 		FROM collection_items ci
 		JOIN media m ON m.id = ci.media_id
 		LEFT JOIN media_audience a ON a.media_id = m.id
@@ -132,13 +152,14 @@ func (s *Store) Collection(ctx context.Context, name string, who auth.Identity) 
 	type lessonRow struct {
 		Lesson
 		owner      int64
+		released   int64
 		finished   int64
 		computedAt *time.Time
 	}
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (lessonRow, error) {
 		var l lessonRow
-		err := row.Scan(&l.Chapter, &l.Position, &l.MediaID, &l.Title, &l.owner, &l.Started, &l.finished, &l.computedAt)
-		if l.Withheld = l.Started < MinViewers; !l.Withheld {
+		err := row.Scan(&l.Chapter, &l.Position, &l.MediaID, &l.Title, &l.owner, &l.Started, &l.released, &l.finished, &l.computedAt)
+		if l.Withheld = l.Started < MinViewers || l.released < MinViewers; !l.Withheld {
 			l.Finished = &l.finished
 		}
 		return l, err

@@ -130,15 +130,24 @@ func TestCollection_APartOwnerReadsNothing(t *testing.T) {
 // member's ranges". With one viewer, the retention curve was that viewer's bitmap: the owner of
 // a public media read exactly which seconds the one other member played. Below
 // audience.MinViewers viewers the curve, the watch time and who finished are withheld; from
-// MinViewers on they are shown.
+// MinViewers on the watch time and who finished are shown (with noise), and the curve from
+// audience.MinCurveViewers viewers at its release: at 99 viewers, then at 100 (still released
+// over 99: the next release is at 99 + 12), and from 111.
 func TestMedia_FewViewersFiguresAreWithheld(t *testing.T) {
 	t.Parallel()
 	v := setup(t)
 	ctx := context.Background()
 	const owner = 7
 	id := v.video(t, owner, "public lecture")
-	for member := int64(300); member < 300+audience.MinViewers; member++ {
-		reports, _ := play(nil, member, id, 0, 20, 40) // watched 20 s to 40 s
+	member := int64(300)
+	// watch adds n viewers who watched 20 s to 40 s, rolls up and reads the owner's figures.
+	watch := func(n int) audience.Media {
+		t.Helper()
+		var reports []report
+		for range n {
+			reports, _ = play(reports, member, id, 0, 20, 40)
+			member++
+		}
 		v.flush(t, reports)
 		if _, err := audience.Rollup(ctx, v.pool); err != nil {
 			t.Fatal(err)
@@ -147,11 +156,23 @@ func TestMedia_FewViewersFiguresAreWithheld(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		return a
+	}
+	for range audience.MinViewers {
+		a := watch(1)
 		few := a.Viewers < audience.MinViewers
-		if a.Viewers != member-299 || a.Withheld != few || few != (a.Retention == nil) || few != (a.WatchTimeMS == nil) ||
-			few != (a.Finished == nil) || few != (a.CompletionRate == nil) {
-			t.Errorf("with %d viewers: %+v; want the curve, watch time and finishes withheld below %d viewers and shown from there",
-				member-299, a, audience.MinViewers)
+		if a.Viewers != member-300 || a.Withheld != few || few != (a.WatchTimeMS == nil) || few != (a.Finished == nil) || few != (a.CompletionRate == nil) ||
+			a.Retention != nil {
+			t.Errorf("with %d viewers: %+v; want the watch time and finishes withheld below %d viewers and shown from there, and no curve",
+				member-300, a, audience.MinViewers)
+		}
+	}
+	for _, c := range []struct{ add, viewers, figures int64 }{{94, 99, 99}, {1, 100, 99}, {11, 111, 111}} {
+		a := watch(int(c.add))
+		curve := c.figures >= audience.MinCurveViewers
+		if a.Viewers != c.viewers || a.FiguresViewers != c.figures || a.Withheld || a.Finished == nil || curve != (a.Retention != nil) {
+			t.Errorf("with %d viewers: %d viewers, figures over %d, curve %v (%+v); want figures over %d, the curve shown %v",
+				c.viewers, a.Viewers, a.FiguresViewers, a.Retention != nil, a, c.figures, curve)
 		}
 	}
 }
