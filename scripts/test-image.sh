@@ -10,6 +10,10 @@
 #      / fails);
 #   3. a player's position: PUT, then read back;
 #   4. an upload (a 2 s video ffmpeg makes here) through the API to READY;
+#   4b. SeaweedFS answers only to its keys: of the ports it listens on, only S3's are on the
+#      network; from another container on the compose network (the api node) every other one
+#      (master, volume server, filer: HTTP and gRPC) refuses the connection, and S3 answers
+#      requests without keys 403 (the object stays; a signed request reads it);
 #   5. Prometheus scrapes both nodes;
 #   6. many players' positions while the api container is stopped (podman stop: SIGTERM): every
 #      position answered 204 is in PostgreSQL afterwards, and the node exited 0;
@@ -242,6 +246,72 @@ while :; do
   sleep 0.5
 done
 say "an upload: media $upload READY"
+
+# SeaweedFS answers only to its keys (compose.yaml's seaweedfs): its master, volume server and
+# filer read, write, list and delete every object without credentials, so they must not be
+# reachable from the other containers of the network (where anyone who took one of them would
+# be). The ports it listens on are read from inside its container (/proc/net/tcp*), "port
+# loopback|network" each: only S3's (8333) and S3's gRPC (18333, whose IAM and lifecycle calls
+# SeaweedFS takes from local peers only) may be on the network, and the filer, master and volume
+# ports must be among those on loopback, so that the refusals below are of ports in use.
+sockets=$(timeout 10 podman exec "$(ctr seaweedfs)" cat /proc/net/tcp /proc/net/tcp6 | /usr/bin/python3 -c '
+import ipaddress, sys
+for line in sys.stdin:
+    f = line.split()
+    if len(f) < 4 or f[3] != "0A":  # 0A: LISTEN
+        continue
+    addr, port = f[1].rsplit(":", 1)
+    # The kernel writes each 32-bit word of the address in host (little-endian) order.
+    raw = b"".join(bytes.fromhex(addr[i:i + 8])[::-1] for i in range(0, len(addr), 8))
+    ip = ipaddress.ip_address(raw)
+    ip = getattr(ip, "ipv4_mapped", None) or ip
+    print(int(port, 16), "loopback" if ip.is_loopback else "network")' | sort -u)
+[ -n "$sockets" ] || fail "seaweedfs: no listening socket read from /proc/net/tcp*"
+network_ports=$(awk '$2 == "network" { print $1 }' <<<"$sockets" | sort -un | tr '\n' ' ')
+loopback_ports=$(awk '$2 == "loopback" { print $1 }' <<<"$sockets" | sort -un | tr '\n' ' ')
+[ "$network_ports" = "8333 18333 " ] ||
+  fail "seaweedfs listens on the network on ports $network_ports, want S3's only (8333 18333): its master, volume server or filer is reachable without keys"
+for port in 8888 9333 8080; do
+  grep -qw "$port" <<<"$loopback_ports" || fail "seaweedfs: nothing on 127.0.0.1:$port (filer 8888, master 9333, volume 8080), so the check below would prove nothing: loopback ports are $loopback_ports"
+done
+# from_api SCRIPT ARGS...: bash SCRIPT in the api container, ARGS as its $1….
+from_api() {
+  local script=$1
+  shift
+  timeout 20 podman exec "$(ctr api)" bash -c "$script" _ "$@"
+}
+for port in $loopback_ports; do
+  if out=$(from_api 'exec 3<>"/dev/tcp/seaweedfs/$1"' "$port" 2>&1); then
+    fail "seaweedfs:$port accepts a connection from the api container"
+  fi
+  case $out in *"Connection refused"*) ;; *) fail "seaweedfs:$port from the api container: not refused but: $out" ;; esac
+done
+from_api 'exec 3<>/dev/tcp/seaweedfs/8333' || fail "seaweedfs:8333 (S3) does not accept a connection from the api container"
+# A request without keys: its status line, sent from the api container (bash's /dev/tcp: the
+# image has no HTTP client).
+anonymous() {
+  from_api 'exec 3<>/dev/tcp/seaweedfs/8333 &&
+    printf "%s %s HTTP/1.1\r\nHost: seaweedfs:8333\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" "$1" "$2" >&3 &&
+    IFS=" " read -r _ code _ <&3 && echo "$code"' "$1" "$2"
+}
+# signed CURL-ARGS... PATH: a request with the keys, from SeaweedFS's container (its curl, its
+# environment's keys), through the network address the other containers use.
+signed() {
+  local path=${*: -1}
+  timeout 20 podman exec "$(ctr seaweedfs)" bash -c \
+    'curl -sS --max-time 10 --aws-sigv4 aws:amz:us-east-1:s3 --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" "${@:1:$#-1}" "http://seaweedfs:8333${@: -1}"' \
+    _ "${@:1:$#-1}" "$path"
+}
+object=$(signed '/playhead?list-type=2&max-keys=1' | grep -o '<Key>[^<]*' | head -n 1 | sed 's/^<Key>//')
+[ -n "$object" ] || fail "S3 with the keys lists no object in the bucket after an upload"
+for request in "GET /" "GET /playhead/" "GET /playhead/$object" "PUT /playhead/anonymous-probe" "DELETE /playhead/$object"; do
+  # shellcheck disable=SC2086
+  code=$(anonymous $request) || fail "S3 without keys, $request: no answer"
+  [ "$code" = 403 ] || fail "S3 without keys, $request: $code, want 403"
+done
+code=$(signed -o /dev/null -w '%{http_code}' --head "/playhead/$object")
+[ "$code" = 200 ] || fail "S3 with the keys, HEAD of $object after the requests without keys: $code, want 200"
+say "seaweedfs: on the network only S3 ($network_ports); ports $loopback_ports on its loopback refuse the api container; S3 without keys 403 (list, read, write, delete), with them 200"
 
 # Prometheus: both nodes' targets up (its first scrape comes within one 15 s interval of its
 # start, which the position and upload above mostly cover).
