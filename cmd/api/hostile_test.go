@@ -1,6 +1,6 @@
 package main
 
-// The hostile-input suite of issue 11: every route of the public app × the input classes an
+// The hostile-input suite: every route of the public app × the input classes an
 // attacker uses, against the real binary. Each route is in routeTable; TestHostileInput fails
 // when the app the binary builds (appRoutes) has a route the table lacks, so a new route cannot
 // ship without its hostile cases. Whatever a case expects, no answer may be a 500 (or no answer
@@ -43,10 +43,14 @@ const (
 	// classMethod: a method the route does not take: HEAD where the document declares none,
 	// and another that no route of its path has.
 	classMethod = "method"
-	classCount  = 8
+	// classEncoding: compressed bodies (decompression bombs) on every route that takes a body.
+	classEncoding = "encoding"
+	// classFraming: several Content-Length lines, or one beside Transfer-Encoding.
+	classFraming = "framing"
+	classCount   = 10
 )
 
-var classes = []string{classAuth, classPath, classText, classBody, classFile, classSlow, classLink, classMethod}
+var classes = []string{classAuth, classPath, classText, classBody, classFile, classSlow, classLink, classMethod, classEncoding, classFraming}
 
 // access is who a route lets in.
 type access int
@@ -217,10 +221,15 @@ type hostileCase struct {
 	header  map[string]string
 	body    []byte
 	chunked bool
+	// framing, when set, is written as the request's framing header lines in place of the
+	// Content-Length line send writes, before body.
+	framing string
 	// want is the set of acceptable statuses; empty: any status below 500.
 	want []int
 	// allow, when set, is a method the answer's Allow header must name (a 405).
 	allow string
+	// answerHeader are headers the answer must carry, with these values.
+	answerHeader map[string]string
 }
 
 func (c hostileCase) String() string {
@@ -246,6 +255,9 @@ func (c hostileCase) send(t *testing.T, s *binarytest.Server) (int, http.Header,
 		fmt.Fprintf(&req, "%s: %s\r\n", k, c.header[k])
 	}
 	switch {
+	case c.framing != "":
+		req.WriteString(c.framing + "\r\n\r\n")
+		req.Write(c.body)
 	case c.chunked:
 		req.WriteString("Transfer-Encoding: chunked\r\n\r\n")
 		fmt.Fprintf(&req, "%x\r\n%s\r\n0\r\n\r\n", len(c.body), c.body)
@@ -351,6 +363,7 @@ func TestHostileInput(t *testing.T) {
 	counts[classSlow] += f.slowClients(t)
 	counts[classLink] += f.privateLinks(t)
 	counts[classFile] += f.hostileCaptions(t)
+	counts[classEncoding] += f.compressedBodies(t)
 
 	total := 0
 	var summary []string
@@ -383,6 +396,11 @@ func (f *hostileFixture) check(t *testing.T, c hostileCase) int {
 		t.Errorf("%s: status %d (%s)", c, status, body)
 	case len(c.want) > 0 && !slices.Contains(c.want, status):
 		t.Errorf("%s: status %d (%.300s), want one of %v", c, status, body, c.want)
+	}
+	for k, v := range c.answerHeader {
+		if status != 0 && header.Get(k) != v {
+			t.Errorf("%s: status %d with %s %q, want %q", c, status, k, header.Get(k), v)
+		}
 	}
 	if c.allow != "" && !strings.Contains(header.Get("Allow"), c.allow) {
 		t.Errorf("%s: status %d with Allow %q, want it to name %s", c, status, header.Get("Allow"), c.allow)
@@ -439,6 +457,9 @@ func setupHostile(t *testing.T) *hostileFixture {
 	env["PLAYHEAD_URL_SIGNING_SECRET"] = hostileSigningSecret
 	// Abandoned resumable uploads are removed within a second of their expiry.
 	env["PLAYHEAD_ORPHAN_SWEEP_INTERVAL"] = "1s"
+	// The node runs within a memory bound, as in a container: the compressed bodies' check
+	// reads its peak resident memory.
+	env["GOMEMLIMIT"] = "256MiB"
 	s := binarytest.Start(t, env)
 	signer, err := media.NewSigner([]byte(hostileSigningSecret))
 	if err != nil {
