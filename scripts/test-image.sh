@@ -267,9 +267,9 @@ for line in sys.stdin:
     ip = getattr(ip, "ipv4_mapped", None) or ip
     print(int(port, 16), "loopback" if ip.is_loopback else "network")' | sort -u)
 [ -n "$sockets" ] || fail "seaweedfs: no listening socket read from /proc/net/tcp*"
-network_ports=$(awk '$2 == "network" { print $1 }' <<<"$sockets" | sort -un | tr '\n' ' ')
-loopback_ports=$(awk '$2 == "loopback" { print $1 }' <<<"$sockets" | sort -un | tr '\n' ' ')
-[ "$network_ports" = "8333 18333 " ] ||
+network_ports=$(awk '$2 == "network" { print $1 }' <<<"$sockets" | sort -un | paste -sd ' ')
+loopback_ports=$(awk '$2 == "loopback" { print $1 }' <<<"$sockets" | sort -un | paste -sd ' ')
+[ "$network_ports" = "8333 18333" ] ||
   fail "seaweedfs listens on the network on ports $network_ports, want S3's only (8333 18333): its master, volume server or filer is reachable without keys"
 for port in 8888 9333 8080; do
   grep -qw "$port" <<<"$loopback_ports" || fail "seaweedfs: nothing on 127.0.0.1:$port (filer 8888, master 9333, volume 8080), so the check below would prove nothing: loopback ports are $loopback_ports"
