@@ -5,14 +5,17 @@
 //
 //   PLAYHEAD_URL         the server, http://127.0.0.1:port
 //   PLAYHEAD_TOKEN       the owner's token (passed to the page once, as #token=…)
-//   PLAYHEAD_MEDIA       the media whose audience to show
+//   PLAYHEAD_MEDIA       the media whose audience to show, with its retention curve
+//   PLAYHEAD_SMALL_MEDIA a media with too few viewers for a curve
 //   PLAYHEAD_COLLECTION  the collection whose funnel to show
 //   PLAYHEAD_SHOTS       where to save the screenshot
 //   CHROMIUM             the browser, /usr/bin/chromium unless set
 //
-// Events: media (the figures, the retention table, whether the chart was drawn), course (the
-// funnel table and its chart), done (axe-core's violations, problems). Any failure: an
-// "error" event, and exit status 1. Timeouts only bound how long a step may wait.
+// Events: media (the figures, the retention table and note, whether the chart was drawn),
+// small (the same for the media without a curve), course (the funnel table and its chart),
+// done (axe-core's violations, problems). Any failure: an "error" event, and exit status 1.
+// A step waits for what it needs as long as it takes (timeout 0): the Go test's -timeout
+// bounds the run.
 
 import { join } from 'node:path';
 
@@ -21,13 +24,14 @@ import { accessibility, emit, env, run, withBrowser } from './harness.mjs';
 const BASE = env('PLAYHEAD_URL');
 const TOKEN = env('PLAYHEAD_TOKEN');
 const MEDIA = env('PLAYHEAD_MEDIA');
+const SMALL_MEDIA = env('PLAYHEAD_SMALL_MEDIA');
 const COLLECTION = env('PLAYHEAD_COLLECTION');
 const SHOTS = env('PLAYHEAD_SHOTS');
 
-const STEP_WAIT = 30_000;
+const STEP_WAIT = 0;
 
-// drawn reports whether Chart.js drew on the canvas: a chart instance bound to it with data,
-// and pixels that are not all transparent.
+// drawn reports whether Chart.js drew on the canvas: a chart instance bound to it with data
+// (each series' length and values), and pixels that are not all transparent.
 const drawn = (page, id) => page.evaluate((canvasID) => {
   const canvas = document.getElementById(canvasID);
   const chart = window.Chart?.getChart(canvas);
@@ -35,8 +39,20 @@ const drawn = (page, id) => page.evaluate((canvasID) => {
   const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
   let painted = 0;
   for (let i = 3; i < data.length; i += 4) if (data[i] > 0) painted++;
-  return { chart: true, type: chart.config.type, points: chart.data.datasets.map((d) => d.data.length), painted };
+  const series = chart.data.datasets.map((d) => d.data);
+  return { chart: true, type: chart.config.type, points: series.map((d) => d.length), values: series, painted };
 }, id);
+
+// mediaView is what the page shows of a media: its title, figures, retention table and note,
+// and whether the chart and the table are on view.
+const mediaView = async (page) => ({
+  title: await page.textContent('#media-title'),
+  figures: await page.$$eval('#media-figures dd', (dds) => Object.fromEntries(dds.map((dd) => [dd.dataset.figure, dd.textContent]))),
+  retention: await page.$$eval('#retention-body tr', (trs) => trs.map((tr) => tr.querySelector('td').textContent)),
+  note: await page.textContent('#retention-note'),
+  curveShown: await page.isVisible('#retention-chart') && await page.isVisible('#retention-table'),
+  chart: await drawn(page, 'retention-chart'),
+});
 
 async function main() {
   const problems = [];
@@ -52,14 +68,15 @@ async function main() {
     await page.goto(`${BASE}/insights?media=${MEDIA}#token=${encodeURIComponent(TOKEN)}`);
     await page.waitForSelector('#media:not([hidden]) #retention-body tr', { state: 'attached', timeout: STEP_WAIT }); // in a closed details
     await page.waitForFunction(() => window.Chart?.getChart(document.getElementById('retention-chart')), null, { timeout: STEP_WAIT });
-    emit('media', {
-      title: await page.textContent('#media-title'),
-      figures: await page.$$eval('#media-figures dd', (dds) => Object.fromEntries(dds.map((dd) => [dd.dataset.figure, dd.textContent]))),
-      retention: await page.$$eval('#retention-body tr', (trs) => trs.map((tr) => tr.querySelector('td').textContent)),
-      chart: await drawn(page, 'retention-chart'),
-    });
+    emit('media', await mediaView(page));
 
-    // 2. A collection's funnel, chosen with the form.
+    // 2. A media with too few viewers for a curve: its figures and the note on why.
+    await page.goto(`${BASE}/insights?media=${SMALL_MEDIA}`);
+    await page.waitForSelector('#media:not([hidden])', { timeout: STEP_WAIT });
+    emit('small', await mediaView(page));
+    result.accessibility = await accessibility(page, 'a media without a curve');
+
+    // 3. A collection's funnel, chosen with the form.
     await page.fill('#media-id', '');
     await page.fill('#collection-name', COLLECTION);
     await page.click('#choose button[type="submit"]');
@@ -71,7 +88,7 @@ async function main() {
       lessons: await page.$$eval('#funnel-body tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('th, td')].map((c) => c.textContent.trim()))),
       chart: await drawn(page, 'funnel-chart'),
     });
-    result.accessibility = await accessibility(page, 'the collection funnel');
+    result.accessibility.push(...await accessibility(page, 'the collection funnel'));
 
     // Both at once for the screenshot.
     await page.goto(`${BASE}/insights?media=${MEDIA}&collection=${encodeURIComponent(COLLECTION)}`);

@@ -2,7 +2,9 @@
 // watch time, the retention curve) and a collection's funnel (started, finished and the drop
 // per lesson), drawn with Chart.js (web/static/vendor/chart.min.js, a classic script that
 // defines window.Chart) and given as tables too. The media and collection are in the address
-// (?media=, ?collection=), so a view can be linked to.
+// (?media=, ?collection=), so a view can be linked to. Views and viewers are exact; the other
+// figures carry noise and cover the viewers of their release (figures_viewers), and the curve
+// comes from MIN_CURVE_VIEWERS of them (the audience package's doc says why).
 
 import { api, clock, el, fail, initSession } from './common.mjs';
 
@@ -13,6 +15,11 @@ const percent = (share) => `${(share * 100).toFixed(1)} %`;
 
 // MIN_VIEWERS is audience.MinViewers: below it the API withholds all but the counts.
 const MIN_VIEWERS = 5;
+// MIN_CURVE_VIEWERS is audience.MinCurveViewers: the API gives the retention curve (null
+// otherwise) only when its figures cover at least that many viewers. CURVE_NOISE is the
+// standard deviation of the noise on each of its points, in viewers.
+const MIN_CURVE_VIEWERS = 100;
+const CURVE_NOISE = 10;
 
 // pathPart escapes a collection name for a path: encodeURIComponent leaves "." alone, and a
 // name "." or ".." would then be resolved away by the URL parser.
@@ -28,18 +35,35 @@ const axisColor = '#9aa0b4';
 const gridColor = 'rgba(154, 160, 180, 0.15)';
 const scale = (title, extra = {}) => ({ ticks: { color: axisColor }, grid: { color: gridColor }, title: { display: true, text: title, color: axisColor }, ...extra });
 
+// retentionNote says why there is no curve, or how much noise the one shown carries.
+function retentionNote(a, hidden) {
+  if (a.computed_at === null) return 'The retention curve comes with the first rollup.';
+  if (a.withheld) return `The retention curve is ${hidden}.`;
+  if (!a.retention) {
+    return `The retention curve is shown from ${MIN_CURVE_VIEWERS} viewers; these figures cover ${a.figures_viewers}.`;
+  }
+  return `Each point carries noise of about ${(CURVE_NOISE * 100 / a.figures_viewers).toFixed(1)} points (one standard deviation).`;
+}
+
 function showMedia(a) {
   $('media-title').textContent = `Media #${a.media_id}`;
   $('media-computed').textContent = a.computed_at ? `Rolled up ${new Date(a.computed_at).toLocaleString()}` : 'Not rolled up yet';
   const hidden = a.withheld ? `withheld (fewer than ${MIN_VIEWERS} viewers)` : '—';
-  const figures = [['Views', a.views], ['Viewers', a.viewers], ['Finished', a.finished ?? hidden],
+  const figures = [['Views', a.views], ['Viewers', a.viewers],
+    ['Figures cover', a.withheld || a.computed_at === null ? hidden : `${a.figures_viewers} viewers`], ['Finished', a.finished ?? hidden],
     ['Completion rate', a.completion_rate === null ? hidden : percent(a.completion_rate)],
     ['Watch time', a.watch_time_ms === null ? hidden : clock(a.watch_time_ms)], ['Duration', a.duration_ms ? clock(a.duration_ms) : 'unknown']];
   $('media-figures').replaceChildren(...figures.flatMap(([k, v]) => [el('dt', {}, k), el('dd', { dataset: { figure: k } }, v)]));
   const retention = a.retention ?? [];
   $('retention-body').replaceChildren(...retention.map((share, i) => el('tr', {}, el('th', { scope: 'row' }, `${i} %`), el('td', {}, percent(share)))));
-  $('retention-note').textContent = a.retention ? '' : `The retention curve is ${hidden}.`;
+  $('retention-note').textContent = retentionNote(a, hidden);
+  // Without a curve, neither an empty chart nor an empty table: the note says why.
+  $('retention-chart').parentElement.hidden = !a.retention;
+  $('retention-table').hidden = !a.retention;
   $('media').hidden = false;
+  charts['retention-chart']?.destroy();
+  delete charts['retention-chart'];
+  if (!a.retention) return;
   draw('retention-chart', {
     type: 'line',
     data: { labels: retention.map((_, i) => `${i} %`), datasets: [{ label: 'Viewers who watched', data: retention.map((s) => s * 100),
