@@ -44,6 +44,11 @@ type Handler struct {
 	// Logger gets the files a deletion could not remove (the orphan sweep removes them later).
 	// Default slog.Default().
 	Logger *slog.Logger
+	// Limits bounds the caption uploads in progress, per member and on the node: the places
+	// the node's video uploads take (429 with Retry-After beyond). A caption's body is read
+	// into memory, up to MaxBodyBytes, so without a bound a member's concurrent uploads would
+	// each hold that much. Default: media.UploadLimits' defaults, of this handler's own.
+	Limits *media.UploadLimits
 }
 
 // MaxBodyBytes bounds the body of POST /v1/media/{id}/captions: the file and the form around it.
@@ -61,9 +66,33 @@ const maxLanguageBytes = 35
 
 // RegisterUpload adds POST /v1/media/{id}/captions to router, the app, behind middleware
 // (authentication). Its body may be up to MaxBodyBytes, read into memory by LimitBody, so it
-// is registered before the /v1 group whose LimitBody caps bodies lower.
+// is registered before the /v1 group whose LimitBody caps bodies lower; admit runs before
+// LimitBody, so a body is read only for the media's owner or an admin, within the limits.
 func (h *Handler) RegisterUpload(router fiber.Router, middleware ...fiber.Handler) {
-	router.Post("/v1/media/:id/captions", append(middleware, httpserver.LimitBody(MaxBodyBytes), h.create)...)
+	if h.Limits == nil {
+		h.Limits = &media.UploadLimits{}
+	}
+	router.Post("/v1/media/:id/captions", append(middleware, h.admit, httpserver.LimitBody(MaxBodyBytes), h.create)...)
+}
+
+// admit lets a caption upload's body be read only by the media's owner or an admin (404 for
+// anyone else, from the media cache: no body read and no query for a stranger), and only
+// while the member and the node have an upload place (429). The place is held until the
+// upload's answer.
+func (h *Handler) admit(c *fiber.Ctx) error {
+	id, err := httpserver.ParamID(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := h.allowed(c, id, false); err != nil {
+		return err
+	}
+	release, err := h.Limits.Acquire(c, auth.From(c).MemberID, "")
+	if err != nil {
+		return err
+	}
+	defer release()
+	return c.Next()
 }
 
 // Register adds the list and delete routes to router, the authenticated /v1 group.

@@ -127,7 +127,9 @@ func setup(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	captionStore := captions.NewStore(pool)
-	h := &captions.Handler{Store: captionStore, Media: mediaStore, Access: access, Objects: f.objects}
+	// One caption upload in progress per member, so that a test can fill a member's places.
+	h := &captions.Handler{Store: captionStore, Media: mediaStore, Access: access, Objects: f.objects,
+		Limits: &media.UploadLimits{MaxPerMember: 1}}
 	app := httpserver.New(httpserver.Config{BodyLimit: 64 << 10})
 	(&media.ObjectsHandler{Store: f.objects, Access: access, Links: f.links, Subtitles: captionStore}).Register(app)
 	h.RegisterUpload(app, verifier.Middleware())

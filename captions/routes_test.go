@@ -1,13 +1,17 @@
 package captions_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/playhead/playhead/captions"
 )
@@ -346,4 +350,80 @@ func TestCaptions_NeverPartial(t *testing.T) {
 	if n := len(parsed.Variants[0].Subtitles); n != captions.MaxTracks {
 		t.Errorf("the master lists %d tracks, want %d", n, captions.MaxTracks)
 	}
+}
+
+// TestCaptions_BodyReadOnlyForTheOwnerWithinTheLimits: a caption's body (up to MaxBodyBytes,
+// read into memory) is read only for the media's owner or an admin, and only while the member
+// has an upload place. Another member announcing a whole body and sending only what fasthttp
+// reads before the handler is answered 404 without the rest; an owner whose place is held by
+// an upload still arriving is answered 429 with Retry-After, while another member (an admin)
+// is not, and the place comes back when that upload's client goes.
+func TestCaptions_BodyReadOnlyForTheOwnerWithinTheLimits(t *testing.T) {
+	f := setup(t)
+	path := fmt.Sprintf("/v1/media/%d/captions", f.fmp4)
+	_, goodType := form([][2]string{{"language", "en"}, {"label", "English"}}, srtFile)
+	// 70 KiB is past the server's 64 KiB limit, after which fasthttp calls the handler.
+	for _, c := range []struct {
+		name  string
+		token string
+		path  string
+	}{
+		{"another member, private media", f.other, path},
+		{"another member, public media", f.other, fmt.Sprintf("/v1/media/%d/captions", f.ts)},
+		{"no such media", f.owner, "/v1/media/999999/captions"},
+	} {
+		if status := f.announce(t, c.path, c.token, goodType, captions.MaxBodyBytes, 70<<10); status != http.StatusNotFound {
+			t.Errorf("%s, a whole body announced and 70 KiB sent: %d, want 404 before the rest is read", c.name, status)
+		}
+	}
+
+	// The owner's one place, held by an upload whose body is still arriving.
+	held, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	fmt.Fprintf(held, "POST %s HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n",
+		path, f.owner, goodType, captions.MaxBodyBytes)
+	if _, err := held.Write(make([]byte, 70<<10)); err != nil {
+		t.Fatal(err)
+	}
+	// An empty file is refused (422) after the place is taken: 429 says the held upload has it.
+	empty, emptyType := form([][2]string{{"language", "en"}, {"label", "Empty"}}, []byte{})
+	probe := func(token string) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, f.url+path, bytes.NewReader(empty))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", emptyType)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, resp.Header.Get("Retry-After")
+	}
+	waitFor := func(what string, done func(status int) bool) int {
+		t.Helper()
+		for range 3000 { // each probe is a request; the server answers it at once
+			status, _ := probe(f.owner)
+			if done(status) {
+				return status
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("the owner's caption uploads never %s", what)
+		return 0
+	}
+	waitFor("found their place held (429)", func(status int) bool { return status == http.StatusTooManyRequests })
+	if status, retry := probe(f.owner); status != http.StatusTooManyRequests || retry == "" {
+		t.Errorf("the owner's second upload: %d with Retry-After %q, want 429 with Retry-After", status, retry)
+	}
+	if status, _ := probe(f.admin); status != http.StatusUnprocessableEntity {
+		t.Errorf("an admin's upload while the owner's place is held: %d, want 422 (the empty file)", status)
+	}
+	held.Close()
+	waitFor("got their place back after the held upload's client went", func(status int) bool { return status != http.StatusTooManyRequests })
 }

@@ -187,6 +187,7 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 	}
 	out = append(out, methodCases(r, target, tok)...)
 	out = append(out, framingCases(r, target, tok)...)
+	out = append(out, separatorCases(r, target, tok)...)
 	// body: malformed bodies, for every route that reads one.
 	if r.jsonBody != nil {
 		// A body not declared JSON is refused before it is read (415), whatever it holds.

@@ -47,10 +47,13 @@ const (
 	classEncoding = "encoding"
 	// classFraming: several Content-Length lines, or one beside Transfer-Encoding.
 	classFraming = "framing"
-	classCount   = 10
+	// classSeparator: characters a client may read as a line break (U+2028, U+2029, NEL, VT,
+	// FF) in every text field, and in the caption fields a master playlist quotes.
+	classSeparator = "separator"
+	classCount     = 11
 )
 
-var classes = []string{classAuth, classPath, classText, classBody, classFile, classSlow, classLink, classMethod, classEncoding, classFraming}
+var classes = []string{classAuth, classPath, classText, classBody, classFile, classSlow, classLink, classMethod, classEncoding, classFraming, classSeparator}
 
 // access is who a route lets in.
 type access int
@@ -364,6 +367,7 @@ func TestHostileInput(t *testing.T) {
 	counts[classLink] += f.privateLinks(t)
 	counts[classFile] += f.hostileCaptions(t)
 	counts[classEncoding] += f.compressedBodies(t)
+	counts[classSeparator] += f.captionSeparators(t)
 
 	total := 0
 	var summary []string

@@ -149,7 +149,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	imports.RegisterUpload(app, verifier.Middleware(), auth.RequireAdmin)
 	// Caption files (up to captions.MaxBodyBytes) come before the group's body limit too.
 	captionsHandler := &captions.Handler{Store: captionStore, Media: mediaStore, Access: mediaCache, Objects: store,
-		Metrics: captions.NewMetrics(n.reg), Logger: n.logger}
+		Metrics: captions.NewMetrics(n.reg), Logger: n.logger, Limits: limits}
 	captionsHandler.RegisterUpload(app, verifier.Middleware())
 	v1 := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
 	playbackHandler.Register(v1)
