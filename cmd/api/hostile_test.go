@@ -361,6 +361,7 @@ func TestHostileInput(t *testing.T) {
 		f.check(t, c)
 		counts[c.class]++
 	}
+	counts[classSlow] += f.tusTrickle(t)
 	counts[classBody] += f.tusNothingLeftBehind(t)
 	counts[classFile] += f.hostileFiles(t)
 	counts[classSlow] += f.slowClients(t)
@@ -461,6 +462,9 @@ func setupHostile(t *testing.T) *hostileFixture {
 	env["PLAYHEAD_URL_SIGNING_SECRET"] = hostileSigningSecret
 	// Abandoned resumable uploads are removed within a second of their expiry.
 	env["PLAYHEAD_ORPHAN_SWEEP_INTERVAL"] = "1s"
+	// A member's upload requests: a burst the suite's own (about 35 of member A) fits in, and
+	// a rate slow enough that a member sending 260 in a row is refused some (tusTrickle).
+	env["PLAYHEAD_UPLOAD_RATE"], env["PLAYHEAD_UPLOAD_BURST"] = "0.5", "200"
 	// The node runs within a memory bound, as in a container: the compressed bodies' check
 	// reads its peak resident memory.
 	env["GOMEMLIMIT"] = "256MiB"

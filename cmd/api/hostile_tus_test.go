@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/playhead/playhead/internal/binarytest"
 )
 
 // uploadTarget is the path of A's unfinished upload, or of the upload id param.
@@ -133,6 +135,48 @@ func waitExpired(t *testing.T, f *hostileFixture, path string) {
 	}
 }
 
+// tusTrickle is a member sending an upload one byte a PATCH, as fast as it can: each PATCH
+// costs what it carries (its byte, in the upload's tail pieces, never a rewrite of the tail),
+// and past the member's request rate (setupHostile: PLAYHEAD_UPLOAD_RATE 0.5/s, burst 200) the
+// rest are refused 429 with Retry-After and store nothing. It returns the number of cases.
+func (f *hostileFixture) tusTrickle(t *testing.T) int {
+	t.Helper()
+	const patches = 260
+	tok := binarytest.Token(t, 203, false)
+	path := f.s.TusUpload(t, tok, 1000, "", nil)
+	stored, refused := 0, 0
+	for range patches {
+		status, header, body := f.s.Tus(t, http.MethodPatch, f.s.URL("%s", path), tok,
+			map[string]string{"Upload-Offset": strconv.Itoa(stored), "Content-Type": "application/offset+octet-stream"}, []byte("x"))
+		switch {
+		case status == http.StatusNoContent:
+			stored++
+		case status == http.StatusTooManyRequests && header.Get("Retry-After") != "":
+			refused++
+		default:
+			t.Errorf("[slow] a 1-byte PATCH at offset %d: %d (Retry-After %q) %s, want 204 or 429 with Retry-After",
+				stored, status, header.Get("Retry-After"), body)
+		}
+	}
+	t.Logf("hostile input: %d 1-byte PATCHes of one member in a row: %d stored, %d refused (429)", patches, stored, refused)
+	if refused == 0 {
+		t.Errorf("[slow] %d 1-byte PATCHes of one member in a row: none refused by the request rate", patches)
+	}
+	status, header, _ := f.s.Tus(t, http.MethodHead, f.s.URL("%s", path), tok, nil, nil)
+	if status != http.StatusOK || header.Get("Upload-Offset") != strconv.Itoa(stored) {
+		t.Errorf("[slow] HEAD after the PATCHes: %d at offset %q, want 200 at %d", status, header.Get("Upload-Offset"), stored)
+	}
+	var pieces int
+	if err := f.s.Pool(t).QueryRow(t.Context(), `SELECT count(*) FROM upload_tail_pieces p JOIN uploads u ON u.id = p.upload_id
+		WHERE u.owner_id = 203`).Scan(&pieces); err != nil {
+		t.Fatal(err)
+	}
+	if pieces > 1024 {
+		t.Errorf("[slow] the upload holds %d tail pieces, more than 1 024", pieces)
+	}
+	return patches
+}
+
 // tusNothingLeftBehind expires every unfinished upload the suite left (its cases created
 // some) and checks that the expirer leaves nothing half-written: no upload row, and under
 // tus/ only the sources of finished uploads.
@@ -184,6 +228,13 @@ func (f *hostileFixture) tusNothingLeftBehind(t *testing.T) int {
 	})
 	if len(sources) == 0 {
 		t.Error("[body] no finished upload's source under tus/: the suite's finished upload is missing")
+	}
+	var pieces int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM upload_tail_pieces`).Scan(&pieces); err != nil {
+		t.Fatal(err)
+	}
+	if pieces > 0 {
+		t.Errorf("[body] after the expiry %d tail pieces are left", pieces)
 	}
 	return 1
 }
