@@ -1,6 +1,6 @@
 // Command playhead is the whole service in one binary: `serve` runs the API and the job
-// runners (by role), `migrate` applies the schema, `token` mints JWTs for development and load
-// tests.
+// runners (by role), `migrate` applies the schema, `config` lists every setting, `token` mints
+// JWTs for development and load tests.
 package main
 
 import (
@@ -18,8 +18,9 @@ import (
 const usage = `usage: playhead <command> [flags]
 
 commands:
-  serve    run the service (configured by environment variables; see README)
+  serve    run the service (configured by environment variables: playhead config)
   migrate  apply database migrations and exit
+  config   list every setting with its default and meaning (--markdown: as a table)
   token    mint a JWT: playhead token --member N [--admin] [--ttl 24h]
 `
 
@@ -37,6 +38,8 @@ func main() {
 		err = runServe(ctx, args)
 	case "migrate":
 		err = runMigrate(ctx, args)
+	case "config":
+		err = runConfig(args, os.Stdout)
 	case "token":
 		err = runToken(args, os.Stdout)
 	case "help", "-h", "--help":

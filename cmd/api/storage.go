@@ -15,18 +15,18 @@ const (
 	storageS3    = "s3"
 )
 
-// s3 reads the PLAYHEAD_S3_* variables, falling back to the standard AWS_* ones for the
-// endpoint, region and credentials, so that a node on AWS (or with an AWS-style environment)
-// needs only the bucket.
+// s3 reads the PLAYHEAD_S3_* variables. The endpoint, region and credentials fall back to the
+// standard AWS_* variables (their settings' fallbacks), so that a node on AWS (or with an
+// AWS-style environment) needs only the bucket.
 func (e *env) s3() storage.S3Config {
 	return storage.S3Config{
-		Endpoint:        e.str("PLAYHEAD_S3_ENDPOINT", e.str("AWS_ENDPOINT_URL_S3", e.str("AWS_ENDPOINT_URL", ""))),
-		Region:          e.str("PLAYHEAD_S3_REGION", e.str("AWS_REGION", e.str("AWS_DEFAULT_REGION", ""))),
-		Bucket:          e.str("PLAYHEAD_S3_BUCKET", ""),
-		AccessKeyID:     e.str("PLAYHEAD_S3_ACCESS_KEY_ID", e.str("AWS_ACCESS_KEY_ID", "")),
-		SecretAccessKey: e.str("PLAYHEAD_S3_SECRET_ACCESS_KEY", e.str("AWS_SECRET_ACCESS_KEY", "")),
-		PathStyle:       e.bool("PLAYHEAD_S3_PATH_STYLE", false),
-		Prefix:          e.str("PLAYHEAD_S3_PREFIX", ""),
+		Endpoint:        e.str("PLAYHEAD_S3_ENDPOINT"),
+		Region:          e.str("PLAYHEAD_S3_REGION"),
+		Bucket:          e.str("PLAYHEAD_S3_BUCKET"),
+		AccessKeyID:     e.str("PLAYHEAD_S3_ACCESS_KEY_ID"),
+		SecretAccessKey: e.str("PLAYHEAD_S3_SECRET_ACCESS_KEY"),
+		PathStyle:       e.bool("PLAYHEAD_S3_PATH_STYLE"),
+		Prefix:          e.str("PLAYHEAD_S3_PREFIX"),
 	}
 }
 
