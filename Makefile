@@ -2,10 +2,16 @@
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run test build deps system-deps lint fuzz chaos chaos-queue mutants loadtest bench-put screenshots clean
+.PHONY: run test build docs deps system-deps lint fuzz chaos chaos-queue mutants loadtest bench-put screenshots clean
 
 build: web
 	$(GO) build -o bin/playhead ./cmd/api
+
+# The reference tables of docs/ generated from the code: the settings, the metrics, the routes,
+# the job kinds (cmd/api/docs_test.go; make test fails when one is out of date). Only the
+# sections between the GENERATED markers are written.
+docs:
+	$(GO) test -count=1 -run '^TestDocs_' ./cmd/api -update
 
 # System packages (scripts/deps.sh), and for the tests the S3 server they run against:
 # SeaweedFS, built once per machine into ~/.cache/playhead (scripts/weed.sh; about 6 minutes

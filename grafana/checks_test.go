@@ -1,7 +1,7 @@
 package grafana_test
 
 // What the check asks of every panel target, template variable and alert rule once Prometheus
-// has data, and of docs/metrics.md.
+// has data, and of docs/operations/metrics.md.
 
 import (
 	"errors"
@@ -174,9 +174,10 @@ func alertSignal(expr string) (string, bool) {
 	return strings.TrimSpace(string(rs[:cut])), true
 }
 
-// checkMetricsDoc compares the binary's /metrics (body) with the metric tables of docs/metrics.md:
-// every exposed metric must have a row with its type and labels, and every documented
-// playhead_* metric must be exposed (the load has made every labelled family appear).
+// checkMetricsDoc compares the binary's /metrics (body) with the metric tables of
+// docs/operations/metrics.md (generated from a node's registry by make docs): every exposed
+// metric must have a row with its type and labels, and every documented playhead_* metric must
+// be exposed (the load has made every labelled family appear).
 func checkMetricsDoc(t *testing.T, body, docPath string) {
 	t.Helper()
 	doc, err := os.ReadFile(docPath)
@@ -232,14 +233,14 @@ func checkMetricsDoc(t *testing.T, body, docPath string) {
 		d, ok := documented[name]
 		switch {
 		case !ok:
-			t.Errorf("docs/metrics.md does not document %s (%s, labels %v)", name, f.typ, f.labels)
+			t.Errorf("docs/operations/metrics.md does not document %s (%s, labels %v)", name, f.typ, f.labels)
 		case d.typ != f.typ || !slices.Equal(d.labels, f.labels):
-			t.Errorf("docs/metrics.md says %s is a %s with labels %v; /metrics has a %s with labels %v", name, d.typ, d.labels, f.typ, f.labels)
+			t.Errorf("docs/operations/metrics.md says %s is a %s with labels %v; /metrics has a %s with labels %v", name, d.typ, d.labels, f.typ, f.labels)
 		}
 	}
 	for name := range documented {
 		if _, ok := exposed[name]; !ok && strings.HasPrefix(name, "playhead_") {
-			t.Errorf("docs/metrics.md documents %s, which /metrics does not expose", name)
+			t.Errorf("docs/operations/metrics.md documents %s, which /metrics does not expose", name)
 		}
 	}
 }

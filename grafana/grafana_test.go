@@ -5,8 +5,8 @@ package grafana_test
 // that is not a video, an import), scraped by a real Prometheus started from this folder's
 // prometheus.yml and alerts.yml. Every expression of every dashboard panel and every alert
 // rule is then evaluated through Prometheus' HTTP API and must parse and return at least one
-// series with a value, and /metrics must match docs/metrics.md. A renamed metric, a wrong
-// label or a broken query fails here, not on an operator's screen.
+// series with a value, and /metrics must match docs/operations/metrics.md. A renamed metric, a
+// wrong label or a broken query fails here, not on an operator's screen.
 //
 // Timeouts only bound how long the check waits before giving up; nothing asserts a speed.
 
@@ -138,7 +138,7 @@ func TestDashboardAndAlertsAgainstPrometheus(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	checkMetricsDoc(t, ph.Metrics(t), filepath.Join("..", "docs", "metrics.md"))
+	checkMetricsDoc(t, ph.Metrics(t), filepath.Join("..", "docs", "operations", "metrics.md"))
 	tr.stop(t)
 	t.Logf("%d panel queries and %d alert rules verified against Prometheus", len(targets), strings.Count(string(alertsYAML), "- alert:"))
 }

@@ -21,6 +21,9 @@ import (
 // notifications. Adding a kind is adding an entry to jobKinds.
 type jobKind struct {
 	name string
+	// doc says what one job of the kind does, for the job kinds table of
+	// docs/internals/job-queue.md.
+	doc string
 	// hooks returns the kind without Run, for a node that runs no jobs.
 	hooks func(cfg Config) jobqueue.Kind
 	// worker returns the kind with its Run, built on what a worker node opened.
@@ -29,6 +32,16 @@ type jobKind struct {
 	// between attempts.
 	concurrency func(cfg Config) int
 	retryCap    func(cfg Config) time.Duration
+	// settings name the variables behind the kind's figures in that table.
+	settings kindSettings
+}
+
+// kindSettings are the settings behind a kind's figures, "" where a figure is fixed (or there
+// is none): concurrency and retryCap are what the kind's functions of the same names read, and
+// schedule is what its periodic schedule is made of (TestJobKinds_SettingsNamed checks all
+// three); attempts is what its jobs are enqueued with and timeout what bounds its run.
+type kindSettings struct {
+	concurrency, retryCap, schedule, attempts, timeout string
 }
 
 // workerParts is what a kind's worker is built on.
@@ -44,6 +57,7 @@ var jobKinds = []jobKind{
 	encodeKind(encodejobs.KindFinish),
 	{
 		name:  ingest.KindIngest,
+		doc:   "Downloads an imported row's video (one request per attempt), stores it as the media's source and enqueues its `encode`.",
 		hooks: func(Config) jobqueue.Kind { return media.JobKind(ingest.KindIngest) },
 		worker: func(w workerParts) (jobqueue.Kind, error) {
 			cfg := w.node.cfg
@@ -65,25 +79,32 @@ var jobKinds = []jobKind{
 		},
 		concurrency: func(cfg Config) int { return cfg.IngestConcurrency },
 		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
+		settings: kindSettings{concurrency: "PLAYHEAD_INGEST_CONCURRENCY", retryCap: "PLAYHEAD_JOB_RETRY_CAP",
+			attempts: "PLAYHEAD_INGEST_ATTEMPTS", timeout: "PLAYHEAD_INGEST_TIMEOUT"},
 	},
 	{
 		name:  webhooks.KindDeliver,
+		doc:   "Sends one event to one endpoint, signed; the next delivery of the same media item and endpoint waits for it.",
 		hooks: func(cfg Config) jobqueue.Kind { return webhooks.JobKind(cfg.WebhookMaxAttempts) },
 		worker: func(w workerParts) (jobqueue.Kind, error) {
 			return newWebhookSender(w.node.cfg, w.node.pool, w.node.reg).Kind(), nil
 		},
 		concurrency: func(cfg Config) int { return cfg.WebhookConcurrency },
 		retryCap:    func(cfg Config) time.Duration { return cfg.WebhookRetryCap },
+		settings: kindSettings{concurrency: "PLAYHEAD_WEBHOOK_CONCURRENCY", retryCap: "PLAYHEAD_WEBHOOK_RETRY_CAP",
+			attempts: "PLAYHEAD_WEBHOOK_MAX_ATTEMPTS", timeout: "PLAYHEAD_WEBHOOK_TIMEOUT"},
 	},
 	{
 		// Periodic: the worker nodes' scheduler enqueues one run per PLAYHEAD_AUDIENCE_INTERVAL.
 		name:  audience.KindRollup,
+		doc:   "Rolls the positions and watched ranges recorded since the last run up into the audience figures, for the whole cluster.",
 		hooks: func(cfg Config) jobqueue.Kind { return audience.Kind(cfg.AudienceSchedule, nil) },
 		worker: func(w workerParts) (jobqueue.Kind, error) {
 			return audience.Kind(w.node.cfg.AudienceSchedule, w.node.pool), nil
 		},
 		concurrency: func(Config) int { return 1 },
 		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
+		settings:    kindSettings{retryCap: "PLAYHEAD_JOB_RETRY_CAP", schedule: "PLAYHEAD_AUDIENCE_INTERVAL"},
 	},
 }
 
@@ -91,8 +112,13 @@ var jobKinds = []jobKind{
 // jobs at a time: a node runs that many renditions of any uploads at once, beside their
 // (short) probes and finishes.
 func encodeKind(name string) jobKind {
+	timeout := "PLAYHEAD_ENCODE_TIMEOUT"
+	if name == encodejobs.KindFinish {
+		timeout = "" // it encodes nothing
+	}
 	return jobKind{
 		name:  name,
+		doc:   encodeKindDocs[name],
 		hooks: func(Config) jobqueue.Kind { return media.JobKind(name) },
 		worker: func(w workerParts) (jobqueue.Kind, error) {
 			cfg := w.node.cfg
@@ -111,7 +137,16 @@ func encodeKind(name string) jobKind {
 		},
 		concurrency: func(cfg Config) int { return cfg.EncodeConcurrency },
 		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
+		settings: kindSettings{concurrency: "PLAYHEAD_ENCODE_CONCURRENCY", retryCap: "PLAYHEAD_JOB_RETRY_CAP",
+			attempts: "PLAYHEAD_JOB_MAX_ATTEMPTS", timeout: timeout},
 	}
+}
+
+// encodeKindDocs say what a job of each encode kind does.
+var encodeKindDocs = map[string]string{
+	encodejobs.KindEncode:    "Probes an upload's (or an imported video's) source and plans its ladder, then hands on to its group: the `encode_rendition` jobs and one `encode_finish`. With `PLAYHEAD_ENCODE_MODE=single` it is the whole encode, every rendition in one ffmpeg run, the media READY at its end.",
+	encodejobs.KindRendition: "Encodes its rungs of the group's ladder in one ffmpeg run and records their renditions: the media is playable once the lowest is done (that job also writes the audio, the thumbnail and the storyboard).",
+	encodejobs.KindFinish:    "Makes the media READY once every rendition job of its group is done.",
 }
 
 // kindHooks returns every kind's hooks, for a node that runs no jobs.

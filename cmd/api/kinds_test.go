@@ -173,3 +173,40 @@ func waitAnswers200(t *testing.T, url string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestJobKinds_SettingsNamed: the settings the job kinds table names are those the kinds read:
+// setting the one named for a kind's concurrency, retry cap or schedule changes that figure of
+// the kind, and the attempts and run limit name registered settings of the right type.
+func TestJobKinds_SettingsNamed(t *testing.T) {
+	sevenSeconds, err := jobqueue.Every(7 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range jobKinds {
+		s := k.settings
+		if k.doc == "" {
+			t.Errorf("kind %s: no doc", k.name)
+		}
+		if s.concurrency != "" {
+			if got := k.concurrency(docsConfig(t, map[string]string{s.concurrency: "7"})); got != 7 {
+				t.Errorf("kind %s: with %s=7 its concurrency is %d: the table names the wrong setting", k.name, s.concurrency, got)
+			}
+		}
+		if s.retryCap != "" {
+			if got := k.retryCap(docsConfig(t, map[string]string{s.retryCap: "7m"})); got != 7*time.Minute {
+				t.Errorf("kind %s: with %s=7m its retry cap is %v: the table names the wrong setting", k.name, s.retryCap, got)
+			}
+		}
+		if s.schedule != "" {
+			p := k.hooks(docsConfig(t, map[string]string{s.schedule: "7s"})).Periodic
+			if p == nil || p.Schedule.String() != sevenSeconds.String() {
+				t.Errorf("kind %s: with %s=7s its schedule is not every 7s: the table names the wrong setting", k.name, s.schedule)
+			}
+		}
+		for name, typ := range map[string]settingType{s.attempts: typeInt, s.timeout: typeDuration} {
+			if name != "" && (settingIndex[name] == nil || settingIndex[name].typ != typ) {
+				t.Errorf("kind %s: %s is not a registered %s setting", k.name, name, typ)
+			}
+		}
+	}
+}

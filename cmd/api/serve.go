@@ -58,7 +58,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 type node struct {
 	cfg    Config
 	logger *slog.Logger
-	reg    *prometheus.Registry
+	reg    metricRegistry
 	health *httpserver.Health
 
 	// services start in this order and stop in reverse, all through shutdown.
@@ -90,6 +90,14 @@ type node struct {
 	uploadMetrics  *tus.Metrics                                    // tusMetrics
 }
 
+// metricRegistry is what a node's components register their metrics with and what its
+// /metrics gathers from: a *prometheus.Registry, or for the metric reference (docs_test.go) one
+// that also keeps the collectors, to describe the labelled families that have no series yet.
+type metricRegistry interface {
+	prometheus.Registerer
+	prometheus.Gatherer
+}
+
 type service struct {
 	name string
 	lifecycle.Service
@@ -110,9 +118,14 @@ func (n *node) add(name string, s lifecycle.Service) {
 // requests, the buffer drains and flushes, the runners give their claims back, the metrics
 // server (with /readyz answering 503 all along) goes last. Nothing is started here; on an
 // error, build closes what it opened.
-func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *node, err error) {
+func build(ctx context.Context, cfg Config, logger *slog.Logger) (*node, error) {
+	return buildWithRegistry(ctx, cfg, logger, prometheus.NewRegistry())
+}
+
+// buildWithRegistry is build with the registry the node's metrics go to.
+func buildWithRegistry(ctx context.Context, cfg Config, logger *slog.Logger, reg metricRegistry) (_ *node, err error) {
 	// n is not the named result: every error return sets that to nil, and n must still close.
-	n := &node{cfg: cfg, logger: logger, reg: prometheus.NewRegistry()}
+	n := &node{cfg: cfg, logger: logger, reg: reg}
 	n.requests, n.cancelRequests = context.WithCancel(context.Background())
 	n.closers = append(n.closers, n.cancelRequests)
 	defer func() {
