@@ -1,38 +1,43 @@
-# Two commands on a fresh machine: `make run` and `make test`. See README.md.
+# Two commands on a fresh machine: `make run` and `make test`; `make help` lists every target. See README.md.
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run test build docs deps system-deps lint fuzz chaos chaos-queue mutants loadtest bench-put screenshots clean
+.PHONY: run test build help docs deps system-deps lint fuzz chaos chaos-queue mutants loadtest bench-put screenshots clean
 
-build: web
+build: web ## Build bin/playhead (the player page's scripts first)
 	$(GO) build -o bin/playhead ./cmd/api
+
+# Every target with the description beside it (a `## ` comment on the target's line, which
+# make lint requires of every target).
+help: ## List the targets
+	@awk -F':.*## ' '/^[a-zA-Z0-9_-]+:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(firstword $(MAKEFILE_LIST))
 
 # The reference tables of docs/ generated from the code: the settings, the metrics, the routes,
 # the job kinds (cmd/api/docs_test.go; make test fails when one is out of date). Only the
 # sections between the GENERATED markers are written.
-docs:
+docs: ## Regenerate the reference tables of docs/ from the code
 	$(GO) test -count=1 -run '^TestDocs_' ./cmd/api -update
 
 # System packages (scripts/deps.sh), and for the tests the S3 server they run against:
 # SeaweedFS, built once per machine into ~/.cache/playhead (scripts/weed.sh; about 6 minutes
 # the first time, skipped afterwards). `make run` needs only the system packages.
-deps: system-deps
+deps: system-deps ## Install the system packages and build the tests' S3 server (SeaweedFS)
 	@GO="$(GO)" scripts/weed.sh >/dev/null
 
-system-deps:
+system-deps: ## Install the system packages (scripts/deps.sh)
 	@scripts/deps.sh
 
-run: system-deps build
+run: system-deps build ## Build and run one node on a throwaway PostgreSQL (scripts/run.sh)
 	@scripts/run.sh
 
 # The multi-node topology on loopback (scripts/cluster.sh; README, "A local cluster"): HAProxy in
 # front of 3 api nodes, 2 worker nodes, PgBouncer in transaction mode in front of PostgreSQL.
 # Installs haproxy and pgbouncer when missing. make cluster-down stops it.
 .PHONY: cluster cluster-down
-cluster: system-deps build
+cluster: system-deps build ## Start HAProxy, 3 api nodes, 2 workers and PgBouncer on loopback
 	@scripts/cluster.sh up
 
-cluster-down:
+cluster-down: ## Stop what make cluster started
 	@scripts/cluster.sh down
 
 # The ceiling of one PostgreSQL (scripts/ceiling.sh, docs/scaling.md, issue 33): the cluster
@@ -40,7 +45,7 @@ cluster-down:
 # per row, per core and the players one core serves, for the whole run and after the ramp. About 2 minutes; CEILING_PLAYERS,
 # CEILING_RAMP, CEILING_HOLD change the load.
 .PHONY: ceiling
-ceiling: system-deps build
+ceiling: system-deps build ## Measure what one PostgreSQL takes through the cluster (about 2 minutes)
 	@scripts/ceiling.sh
 
 # The end-to-end suite with every playhead serve behind PgBouncer in transaction mode
@@ -49,11 +54,12 @@ ceiling: system-deps build
 # across nodes, metrics. PGBOUNCER_TESTS=. runs every test of cmd/api that way.
 PGBOUNCER_TESTS ?= ^(TestServe_MetricsExposed|TestServe_SIGTERMDrainsEveryAcceptedPosition|TestPipeline_UploadBecomesPlayable|TestPipeline_SIGTERMReleasesForAnotherWorker|TestImport_SheetBecomesPlayable|TestLists_ThroughTheBinary|TestCache_PrivateThroughOneNodeRefusedByAnother|TestServe_OrphanSweepWaitsForTheLock|TestWebhooks_DeliveredSignedRetriedDead|TestEvents_StreamFollowsAnEncodeOnAnotherNodeEndsOnStopAndResumes)$$
 .PHONY: test-pgbouncer
-test-pgbouncer: system-deps
+test-pgbouncer: system-deps ## Run the end-to-end tests behind PgBouncer in transaction mode
 	@out=$$(mktemp); PLAYHEAD_TEST_PGBOUNCER=1 $(GO) test -count=1 -timeout 30m -run '$(PGBOUNCER_TESTS)' -v ./cmd/api >$$out 2>&1; status=$$?; \
 		grep -E '^(--- |ok |FAIL|panic)' $$out; [ $$status -eq 0 ] || cat $$out; rm -f $$out; exit $$status
 
-lint:
+lint: ## gofmt, go vet, staticcheck, the Go client's module, and a description for every target
+	@awk '/^[a-zA-Z0-9_-]+:([^=]|$$)/ && !/## / { sub(/:.*/, ""); print "Makefile: target " $$0 " has no ## description"; bad = 1 } END { exit bad }' $(firstword $(MAKEFILE_LIST))
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
@@ -69,11 +75,11 @@ lint:
 # so that its number of cases per class is printed, and so does one round of the rolling
 # restart (make rolling-restart ROLLING_ROUNDS=1) so that its counts are. scripts/test.sh ends a
 # failing run with the list of failed tests.
-test: deps web lint
+test: deps web lint ## Run every test, the hostile-input suite, a rolling restart, node loss and fuzzing
 	@GO="$(GO)" MAKE="$(MAKE)" FUZZTIME=$(TEST_FUZZTIME) scripts/test.sh
 
 .PHONY: hostile
-hostile:
+hostile: ## Run the hostile-input suite and print its cases per class
 	@out=$$(mktemp); $(GO) test -count=1 -timeout 15m -run '^TestHostileInput$$' -v ./cmd/api >$$out 2>&1; status=$$?; \
 		grep -E '^(--- |ok |FAIL)|hostile input:|^contract:' $$out; [ $$status -eq 0 ] || cat $$out; rm -f $$out; exit $$status
 
@@ -84,7 +90,7 @@ hostile:
 # with 1 round.
 ROLLING_ROUNDS ?= 5
 .PHONY: rolling-restart
-rolling-restart: system-deps
+rolling-restart: system-deps ## Restart every node of a cluster under load, ROLLING_ROUNDS times
 	@out=$$(mktemp); PLAYHEAD_ROLLING_ROUNDS=$(ROLLING_ROUNDS) $(GO) test -count=1 -timeout 30m -run '^TestCluster_RollingRestart$$' -v ./cmd/api >$$out 2>&1; status=$$?; \
 		grep -E '^(--- |ok |FAIL|panic)|cluster_rolling_test.go' $$out; [ $$status -eq 0 ] || cat $$out; rm -f $$out; exit $$status
 
@@ -93,7 +99,7 @@ rolling-restart: system-deps
 # node under load (only its last flush interval's positions lost). Prints the counts; make test
 # runs it.
 .PHONY: node-loss
-node-loss: system-deps
+node-loss: system-deps ## Kill -9 a worker mid-encode and an api node under load
 	@out=$$(mktemp); $(GO) test -count=1 -timeout 15m -run '^TestCluster_NodeLoss$$' -v ./cmd/api >$$out 2>&1; status=$$?; \
 		grep -E '^(--- |ok |FAIL|panic)|cluster_loss_test.go' $$out; [ $$status -eq 0 ] || cat $$out; rm -f $$out; exit $$status
 
@@ -102,7 +108,7 @@ TEST_FUZZTIME ?= 5s
 # One target at a time: go test -fuzz takes a single target and package.
 FUZZ_TARGETS := FuzzParsePosition:./playback FuzzVerify:./auth FuzzParseCSV:./ingest FuzzShareID:./ingest FuzzParse:./captions FuzzQuotedAttribute:./hls
 FUZZTIME ?= 60s
-fuzz:
+fuzz: ## Run each fuzz target for FUZZTIME
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t%%:*} ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) $${t#*:} || exit 1; \
@@ -110,7 +116,7 @@ fuzz:
 
 # The whole reliability suite, 20 rounds of each fault, the job queue's chaos test with ten
 # seeds, and longer fuzzing (docs/reliability.md).
-chaos: deps
+chaos: deps ## The reliability suite with 20 rounds per fault, the queue's chaos and longer fuzzing
 	PLAYHEAD_CHAOS_ROUNDS=20 $(GO) test -count=1 -timeout 60m -run 'TestChaos' -v ./cmd/api
 	@$(MAKE) --no-print-directory chaos-queue
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=2m
@@ -121,7 +127,7 @@ chaos: deps
 QUEUE_CHAOS_JOBS ?= 5000
 QUEUE_CHAOS_GROUPS ?= 1250
 QUEUE_CHAOS_SEEDS ?= 1 2 3 4 5 6 7 8 9 10
-chaos-queue:
+chaos-queue: ## The job queue's chaos tests, once per seed of QUEUE_CHAOS_SEEDS
 	@for seed in $(QUEUE_CHAOS_SEEDS); do \
 		echo "queue chaos: seed $$seed, $(QUEUE_CHAOS_JOBS) jobs, $(QUEUE_CHAOS_GROUPS) groups"; \
 		PLAYHEAD_QUEUE_CHAOS_SEED=$$seed PLAYHEAD_QUEUE_CHAOS_JOBS=$(QUEUE_CHAOS_JOBS) PLAYHEAD_QUEUE_CHAOS_GROUPS=$(QUEUE_CHAOS_GROUPS) \
@@ -135,13 +141,13 @@ chaos-queue:
 # table of docs/reliability.md. About 30 minutes on 2 cores, so not part of make test; a few:
 # make mutants MUTANTS="mutants/01-*.patch mutants/17-*.patch".
 MUTANTS ?=
-mutants: deps web
+mutants: deps web ## Check that the tests catch each breakage of mutants/ (about 30 minutes)
 	@GO="$(GO)" scripts/mutants.sh $(MUTANTS)
 
 # The screenshots of the player, the watch page, the course page and the import page in README.md (docs/img),
 # taken by the browser tests, which otherwise save them to a temporary folder so that make test
 # leaves the tree as it was.
-screenshots: deps web
+screenshots: deps web ## Take the screenshots of docs/img with the browser tests
 	PLAYHEAD_TEST_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^(TestPlayer_UploadWatchLeaveResumeInChromium|TestImportPage_CheckConfirmWatchInChromium|TestCoursePage_UpNextAndProgressInChromium|TestWatchPage_StoryboardCaptionsAndPlaybackInChromium|TestJobsPage_DeadJobRetriedAndDiscardedInChromium|TestInsightsPage_RetentionAndFunnelInChromium)$$' ./cmd/api
 
 # The side-by-side benchmarks of docs/performance.md (issue 15), in their own Go module (bench/), so
@@ -150,13 +156,13 @@ screenshots: deps web
 # worker count, with the media kinds' hooks as a third system; about 2 minutes on 2 cores.
 BENCH_QUEUE_FLAGS ?= -jobs 2000 -workers 1,4,16,100 -rounds 5 -systems playhead,river,playhead-media
 .PHONY: bench bench-queue
-bench: bench-queue bench-put
+bench: bench-queue bench-put ## Both side-by-side benchmarks of docs/performance.md
 
-bench-queue:
+bench-queue: ## The job queue beside River, at each worker count (about 2 minutes)
 	cd bench && $(GO) run ./cmd/benchqueue $(BENCH_QUEUE_FLAGS)
 
 # The load report of docs/performance.md (about 12 minutes; loopback only).
-loadtest: deps
+loadtest: deps ## The load report of docs/performance.md (about 12 minutes)
 	scripts/loadtest.sh
 
 # The PUT path beside a bare Fiber server: the same wrk load on both, alternating for
@@ -167,7 +173,7 @@ BENCH_DURATION ?= 10s
 # More flags for bench/putpath, e.g. BENCH_PUT_FLAGS=-cpuprofile=/tmp/playhead.prof, or
 # BENCH_PUT_FLAGS=-compare-watched-ranges (a second Playhead with PLAYHEAD_WATCHED_RANGES=false)
 BENCH_PUT_FLAGS ?=
-bench-put: system-deps build
+bench-put: system-deps build ## The PUT path beside a bare Fiber server (about 3 minutes)
 	cd bench && $(GO) build -o ../bin/barefiber ./cmd/barefiber
 	cd bench && PLAYHEAD_TEST_BINARY=$(CURDIR)/bin/playhead PLAYHEAD_BENCH_BAREFIBER=$(CURDIR)/bin/barefiber \
 		$(GO) test -count=1 -timeout 30m -run '^TestPutPathSideBySide$$' -v ./putpath \
@@ -177,7 +183,7 @@ bench-put: system-deps build
 # BENCH_ENCODE_SETUPS=renditions-2-pinned,single-pinned,renditions-1-pinned: the same on workers of one CPU each, a model of one-core machines (about 15 minutes).
 BENCH_ENCODE_SETUPS ?= renditions-1,renditions-2,single,per-rung-2
 .PHONY: bench-encode
-bench-encode: system-deps build
+bench-encode: system-deps build ## Time to playable and to READY of a 1080p upload (about 25 minutes)
 	cd bench && PLAYHEAD_TEST_BINARY=$(CURDIR)/bin/playhead PLAYHEAD_BENCH_ENCODE=1 \
 		$(GO) test -count=1 -timeout 120m -run '^TestEncodeTime$$' -v ./encodetime -args -rounds=$(BENCH_ROUNDS) -setups=$(BENCH_ENCODE_SETUPS)
 
@@ -187,10 +193,10 @@ bench-encode: system-deps build
 # GO_IMAGE pick registry images instead. make test-image runs compose.yaml's topology and checks
 # it (scripts/test-image.sh).
 .PHONY: image test-image
-image: web
+image: web ## Build the container images with podman
 	@GO="$(GO)" BASE="$(BASE)" GO_IMAGE="$(GO_IMAGE)" scripts/image.sh
 
-test-image: image
+test-image: image ## Run compose.yaml's topology from the images and check it
 	@scripts/test-image.sh
 
 # The player page (web/): hls.js and tus-js-client (the upload form) from npm, pinned in
@@ -201,7 +207,7 @@ WEB_VENDOR := web/static/vendor
 HLS_DIST := node_modules/hls.js/dist
 
 .PHONY: web
-web: node_modules/.package-lock.json
+web: node_modules/.package-lock.json ## Check the page scripts and copy their npm dependencies into web/static/vendor
 	@for f in web/static/js/*.mjs web/e2e/*.mjs; do node --check "$$f" || exit 1; done
 	@mkdir -p $(WEB_VENDOR)
 	cp $(HLS_DIST)/hls.min.js $(HLS_DIST)/hls.worker.js $(WEB_VENDOR)/
@@ -216,7 +222,7 @@ node_modules/.package-lock.json: package.json package-lock.json
 	$(NPM) ci --no-audit --no-fund
 	@touch $@
 
-clean:
+clean: ## Stop make run's PostgreSQL and remove bin/ and .data/
 	@if [ -d .data/pg/data ]; then \
 		if [ "$$(id -u)" -eq 0 ]; then runuser -u postgres -- pg_ctl -D .data/pg/data stop -m fast || true; \
 		else pg_ctl -D .data/pg/data stop -m fast || true; fi; \
