@@ -1,8 +1,8 @@
 package jobqueue_test
 
-// The queue console's API attacked through HTTP as cmd/api wires it (issue 36's hostile
-// review): other callers, bad input, races between admin actions and workers, error texts a
-// database cannot store, a database that is down. Each test states what it attacks.
+// The queue console's API attacked through HTTP as cmd/api wires it: other callers, bad
+// input, races between admin actions and workers, error texts a database cannot store, a
+// database that is down. Each test states what it attacks.
 
 import (
 	"context"

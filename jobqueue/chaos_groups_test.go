@@ -46,7 +46,7 @@ var groupShapes = []struct {
 	{"two roots", [4][]int{nil, nil, {0, 1}, {2}}, 15},
 }
 
-// The queue's chaos test for groups (issue 34): the nodes, faults, job behaviours, admin
+// The queue's chaos test for groups: the nodes, faults, job behaviours, admin
 // retries and retention of TestChaos_Queue, with every job in a group of four that waits for
 // its parents (a diamond a → (b, c) → d, a chain, a fan-in, a fan-out, two roots joined),
 // each job of one of four kinds: with media.JobKind's domain hooks (one transaction per

@@ -18,11 +18,11 @@ import (
 // the text and a NUL).
 var commitMessage = append([]byte{'Q', 0, 0, 0, 11}, "commit\x00"...)
 
-// Bug 3 of issue 13: the runner deleted a run's outputs on any failed completion. When the
-// COMMIT reached the server but the client saw an error (a reset connection, a timeout), the
-// job was COMPLETED and the media READY, pointing at deleted files, and nothing would retry it.
-// Here the proxy lets the completion's COMMIT through and resets the connection before the
-// answer comes back. The runner must read what the database holds before deleting anything,
+// A failed completion is not proof that the COMMIT failed. When the COMMIT reaches the server
+// but the client sees an error (a reset connection, a timeout), the job is COMPLETED and the
+// media READY; a runner that deleted the run's outputs then would leave the media pointing at
+// deleted files, and nothing would retry it. Here the proxy lets the completion's COMMIT
+// through and resets the connection before the answer comes back. The runner must read what the database holds before deleting anything,
 // and keep the files when it cannot read that either.
 func TestRunner_AmbiguousCommit(t *testing.T) {
 	t.Parallel()

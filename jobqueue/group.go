@@ -13,7 +13,7 @@ import (
 	"github.com/playhead/playhead/notify"
 )
 
-// Job dependencies (issue 34). A group is jobs enqueued together in one transaction
+// Job dependencies. A group is jobs enqueued together in one transaction
 // (EnqueueGroup, or ContinueGroup from inside a job's completion); a job of a group may wait
 // for other jobs of it, its parents. It is WAITING, outside both claimable indexes, until
 // every parent is COMPLETED; the completion that finishes its last parent makes it PENDING in

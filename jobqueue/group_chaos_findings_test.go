@@ -14,16 +14,16 @@ import (
 	"github.com/playhead/playhead/media"
 )
 
-// Findings of TestChaos_QueueGroups (issue 34) on 23191af, each reduced to the few steps that
-// show it. All three failed there; 7352f5e fixed them, and these keep them fixed.
+// Failures TestChaos_QueueGroups can find in the group code, each reduced to the few steps
+// that show it, so that a change bringing one back fails here without the chaos test's luck.
 
-// An admin retry of one DEAD parent revived the descendants cancelled with it even when
-// another parent of theirs was DEAD too. Here b and c both die, d (waiting for both, failed by
-// its rule) with the first; a retry of c made d WAITING again, waiting for b, DEAD: once c
-// completed, d waited for b forever, and, its Revive hook having run, its media was PROCESSING
-// forever. Fixed first by leaving d DEAD (then the review of the encode found that c's own
-// Revive still left the media PROCESSING with nothing to run), now by retrying the group: the
-// retry of c retries b too, and d waits for both and becomes PENDING once both completed.
+// An admin retry of one DEAD parent must not revive the descendants cancelled with it while
+// another parent of theirs is DEAD too. Here b and c both die, d (waiting for both, failed by
+// its rule) with the first; a retry of c that made d WAITING again, waiting for b, DEAD, would
+// leave d waiting for b forever once c completed, and, its Revive hook having run, its media
+// PROCESSING forever. Leaving d DEAD is not enough either (c's own Revive would leave the
+// media PROCESSING with nothing to run), so the retry retries the group: the retry of c
+// retries b too, and d waits for both and becomes PENDING once both completed.
 // TestChaos_QueueGroups: "a WAITING job waits for exactly its parents not COMPLETED
 // (waiting_on), none DEAD" and "every job ends COMPLETED or DEAD (none stuck)".
 func TestGroupChaos_ARetryOfOneDeadParentRevivesADescendantOfAnotherDeadParent(t *testing.T) {
@@ -70,12 +70,11 @@ func TestGroupChaos_ARetryOfOneDeadParentRevivesADescendantOfAnotherDeadParent(t
 }
 
 // A DEAD parent that is deleted (retention's DeadAfter, or an admin's Discard) must not count
-// as done. On 23191af every query that counted parents joined the parent's row, so a deleted
-// parent counted for nothing, whether it COMPLETED or died: the descendant cancelled with it
-// could be retried (RetryDead refused only while a parent row was DEAD) and ran, though its
-// parent never completed (the migration's comment assumed a pruned parent is "a COMPLETED
-// parent, long done"; DEAD ones are pruned too). TestChaos_QueueGroups (retention at 50 ms
-// racing the admin retries): "no job is claimed before each of its parents' completion
+// as done. A query that counted parents by joining the parent's row would count a deleted
+// parent for nothing, whether it COMPLETED or died: the descendant cancelled with it could be
+// retried (were RetryDead to refuse only while a parent row is DEAD) and run, though its
+// parent never completed (a pruned parent is not always "a COMPLETED parent, long done": DEAD
+// ones are pruned too). TestChaos_QueueGroups (retention at 50 ms racing the admin retries): "no job is claimed before each of its parents' completion
 // committed", "no job starts a run before each of its parents' completion committed", "a
 // COMPLETED job's parents are COMPLETED".
 func TestGroupChaos_ADescendantOfADeletedDeadParentCanBeRetried(t *testing.T) {
@@ -122,9 +121,9 @@ func TestGroupChaos_ADescendantOfADeletedDeadParentCanBeRetried(t *testing.T) {
 }
 
 // An admin retry that revives a dependant must see a parent's completion (or death) that
-// races it, and the completion must see the revival. On 23191af the revival counted the
-// parents from its statement's snapshot, and a parent's completion (or death) looked for
-// WAITING dependants from its own: when the two overlapped, neither saw the other. Here p1
+// races it, and the completion must see the revival. A revival counting the parents from its
+// statement's snapshot, and a parent's completion (or death) looking for WAITING dependants
+// from its own, would not see each other when the two overlapped. Here p1
 // died (d cancelled with it) and p2 is running; the retry of p1 revives d, counting p2 as not
 // done, and before it commits p2 ends:
 //   - p2 completes, alone (Queue.Complete) or in a runner's batch (completeBatch): its release

@@ -126,12 +126,12 @@ func TestRunner_Heartbeat(t *testing.T) {
 	})
 }
 
-// Bug 4 of issue 13, first half: heartbeats ticked every lease/3 and a failed one waited for
-// the next tick, so a database outage longer than a third of the lease made two heartbeats
-// fail in a row and the third land after the lease ran out: the claim was lost (and a last
-// attempt swept DEAD) although the worker was fine. Here the database refuses the runner's
-// connections from just after a heartbeat until seven tenths of the lease are gone; the run
-// keeps its claim and completes on its first attempt.
+// A heartbeat that fails is retried before the next tick: with heartbeats every lease/3 and a
+// failed one waiting for the next tick, a database outage longer than a third of the lease
+// would make two heartbeats fail in a row and the third land after the lease ran out, and the
+// claim would be lost (and a last attempt swept DEAD) although the worker was fine.
+// Here the database refuses the runner's connections from just after a heartbeat until seven
+// tenths of the lease are gone; the run keeps its claim and completes on its first attempt.
 func TestRunner_HeartbeatRidesOutAnOutage(t *testing.T) {
 	t.Parallel()
 	// Long enough that the window between the outage's end (0.7 of the lease) and the run's

@@ -40,12 +40,12 @@ func TestPruner_KeepsRecentAndUnfinished(t *testing.T) {
 	}
 }
 
-// Bug 2 of issue 13: the prune's DELETE kept its status and age conditions only inside
-// "id IN (subquery)"; under READ COMMITTED a row that an admin retry changed while the DELETE
-// waited for its lock was re-checked against the id alone, and the job — PENDING again, its
-// media PROCESSING — was deleted. Here the admin retry holds the job's row lock (it has made
-// the job PENDING but not committed) while the prune runs; the prune must wait for it and then
-// leave the job alone.
+// The prune's DELETE re-checks its status and age conditions on the row it locks: kept only
+// inside "id IN (subquery)", under READ COMMITTED a row that an admin retry changed while the
+// DELETE waited for its lock would be re-checked against the id alone, and the job — PENDING
+// again, its media PROCESSING — deleted. Here the admin retry holds the job's row lock (it
+// has made the job PENDING but not committed) while the prune runs; the prune must wait for
+// it and then leave the job alone.
 func TestPruner_SparesAJobRetriedWhileItWaits(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -85,7 +85,8 @@ func TestRunner_AlwaysFailingJobIsDeadAfterThreeAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The error's text is for administrators (last_error); the owner gets a reason meant for
-	// them, here the generic one since nobody worded this error (finding 8 of issue 11).
+	// them, here the generic one since nobody worded this error: an internal error's text
+	// (paths, SQL) never reaches the uploader.
 	if m.Status != media.StatusFailed || m.FailureReason != jobqueue.GenericReason {
 		t.Fatalf("media = %s (%q), want FAILED with the generic reason", m.Status, m.FailureReason)
 	}

@@ -80,10 +80,11 @@ func TestRescuer_SweepsEachExpiredLastAttemptOnce(t *testing.T) {
 	}
 }
 
-// Bug 1 of issue 13: each kind's worker used to sweep expired jobs of every kind with its own
-// kind's hooks, so the encode worker marked expired ingest jobs DEAD and left their media
-// PROCESSING forever with no notification. One rescuer runs each job's own kind's hooks, and
-// leaves jobs of kinds it does not know alone (logged).
+// Expired jobs are swept with their own kind's hooks: a worker sweeping expired jobs of every
+// kind with its own kind's hooks would mark, say, expired ingest jobs DEAD from the encode
+// worker and leave their media PROCESSING forever with no notification.
+// One rescuer runs each job's own kind's hooks, and leaves jobs of kinds it does not know
+// alone (logged).
 func TestRescuer_FailsTheMediaOfEveryKind(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -29,9 +29,8 @@ func RunTime(j Job) time.Time { return time.UnixMilli(j.Subject).UTC() }
 // that divides a day, that is from midnight UTC: Every(time.Hour) runs on the hour), so every
 // node computes the same run times whatever its start. d is a whole number of seconds, at
 // least one: run times are stored to the microsecond and a job names its run time in
-// milliseconds, and a run time finer than either came back from the database as an earlier
-// instant, due again (issue 35's review: Every(time.Hour/7) enqueued each run time once per
-// node).
+// milliseconds, and a run time finer than either would come back from the database as an
+// earlier instant, due again (Every(time.Hour/7) would enqueue each run time once per node).
 func Every(d time.Duration) (Schedule, error) {
 	if d < time.Second || d%time.Second != 0 {
 		return nil, fmt.Errorf("jobqueue: a periodic interval must be a whole number of seconds, at least 1s, not %s", d)

@@ -110,7 +110,7 @@ func (s *Scheduler) enqueueDue(ctx context.Context, k Kind) (scheduledRun, error
 		// SKIP LOCKED: a node holding the row (or a transaction left open on it) is
 		// enqueuing, or will roll back; waiting for it would stall this node's other kinds.
 		// The look comes before any write: an INSERT … ON CONFLICT would wait on a row another
-		// transaction has updated and not committed (issue 35's second review).
+		// transaction has updated and not committed.
 		var last, now time.Time
 		var was string
 		err := tx.QueryRow(ctx, `SELECT last_run, schedule, statement_timestamp() FROM job_schedules WHERE kind = $1 FOR UPDATE SKIP LOCKED`,

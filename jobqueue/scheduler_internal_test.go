@@ -61,8 +61,8 @@ func schedQueue(t *testing.T, pool *pgxpool.Pool, kinds ...Kind) *Queue {
 
 // An interval finer than a second is refused: job_schedules keeps last_run in microseconds
 // (pgx truncates) and a job names its run time in milliseconds, so a run time with a
-// sub-microsecond part was stored just before itself, and the next look found that same run
-// time due again and enqueued it a second time (issue 35's review: Every(time.Hour/7)).
+// sub-microsecond part would be stored just before itself, and the next look would find that
+// same run time due again and enqueue it a second time (Every(time.Hour/7), for one).
 func TestEvery_RefusesIntervalsFinerThanASecond(t *testing.T) {
 	t.Parallel()
 	for _, d := range []time.Duration{time.Hour + time.Nanosecond, time.Hour / 7, 1500 * time.Millisecond, 999 * time.Millisecond, 0, -time.Hour} {

@@ -1,5 +1,5 @@
 -- +goose Up
--- Issue 31: an encode also writes a storyboard (sprite JPEGs and the WebVTT that maps times to
+-- An encode also writes a storyboard (sprite JPEGs and the WebVTT that maps times to
 -- their tiles), and records where its video starts in the segments' timestamps, to which
 -- captions' X-TIMESTAMP-MAP ties cue time 0. Both NULL for media encoded before (MPEG-TS
 -- outputs without a storyboard).

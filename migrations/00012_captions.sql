@@ -1,5 +1,5 @@
 -- +goose Up
--- Issue 31: a media item's caption tracks. Each track's files (its segmented WebVTT, media
+-- A media item's caption tracks. Each track's files (its segmented WebVTT, media
 -- playlist and whole normalised file) are stored under folder, hls/{media}/captions-{token}/,
 -- written before the row: a folder no row names is an orphan, removed by the orphan sweep once
 -- older than its grace. The master playlist lists the tracks in id order; NAME must differ

@@ -1,5 +1,5 @@
 -- +goose Up
--- Resumable uploads (tus 1.0, issue 32): one row per upload, shared by every API node, so that
+-- Resumable uploads (tus 1.0): one row per upload, shared by every API node, so that
 -- an upload resumed on another node finds where it stopped. Every byte below upload_offset is
 -- stored: in the parts of the storage write parts_id (their list in parts, in order), then in
 -- the tail object tail_key (the bytes past the last whole part). Writers move upload_offset

@@ -1,5 +1,5 @@
 -- +goose Up
--- Issue 33: a position update touches no index (a HOT update), so the one PostgreSQL spends
+-- A position update touches no index (a HOT update), so the one PostgreSQL spends
 -- its CPU on the row alone. Every flush rewrote event_time, and event_time was a key of
 -- playback_continue_idx: each update inserted an entry into that index and into the primary
 -- key's, and wrote both to the WAL. The list now finds a member's rows by listed_at, the hour

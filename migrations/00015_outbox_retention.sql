@@ -1,5 +1,5 @@
 -- +goose Up
--- Issue 36: the outbox and the webhook deliveries are pruned by age (PLAYHEAD_OUTBOX_RETENTION,
+-- The outbox and the webhook deliveries are pruned by age (PLAYHEAD_OUTBOX_RETENTION,
 -- webhooks.Retention), in batches that read a batch: each table gets a partial index on the time
 -- a row becomes prunable, which holds only the rows that may go.
 --

@@ -1,5 +1,5 @@
 -- +goose Up
--- Periodic jobs (issue 35): one row per periodic kind, the cluster's memory of its schedule.
+-- Periodic jobs: one row per periodic kind, the cluster's memory of its schedule.
 -- Every node that enqueues the kind locks this row (FOR UPDATE) to see whether a run time is
 -- due and moves last_run forward in the transaction that inserts the job, so N nodes, restarts
 -- and kills never enqueue one run time twice. It is a row of its own rather than a unique key

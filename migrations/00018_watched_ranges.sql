@@ -1,5 +1,5 @@
 -- +goose Up
--- Issue 35: the parts of a video each member actually played, kept with the playback row as a
+-- The parts of a video each member actually played, kept with the playback row as a
 -- bitmap of 100 buckets (1 % of the video each), merged with OR. It is written by the flush
 -- from two consecutive reports: the row's last one (position_ms, event_time, watched_bucket)
 -- and the new one. Two reports at most `within` apart, moving forward at no more than twice

@@ -1,5 +1,5 @@
 -- +goose Up
--- Issue 35: what the positions say, rolled up per media by the periodic job kind "audience"
+-- What the positions say, rolled up per media by the periodic job kind "audience"
 -- (audience.Rollup). The flush marks the media it wrote positions of in audience_dirty (one
 -- more statement per batch, in its round trip); each rollup takes the marked media, reads
 -- their rows (playback_media_idx) and rewrites their media_audience row, so a period reads

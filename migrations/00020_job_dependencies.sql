@@ -1,5 +1,5 @@
 -- +goose Up
--- Issue 34: job dependencies on the queue core. A group is jobs enqueued together
+-- Job dependencies on the queue core. A group is jobs enqueued together
 -- (jobqueue.EnqueueGroup), the group's id the id of its first job. A job with parents is
 -- WAITING, outside both claimable indexes, so no claim ever reads it: waiting_on counts its
 -- parents not yet COMPLETED, and the completion of a parent decrements it in the parent's own

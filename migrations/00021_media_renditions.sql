@@ -1,5 +1,5 @@
 -- +goose Up
--- Issue 34: watch while it encodes. An encode group's rendition jobs each record the rendition
+-- Watch while it encodes. An encode group's rendition jobs each record the rendition
 -- they wrote (hls.Part: its master playlist entry, URIs relative to hls/{media}/), and the
 -- media's master playlist is assembled from these rows when it is served, so it gains
 -- renditions as they finish. playable_at is when the first rendition that can play was

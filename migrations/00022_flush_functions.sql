@@ -1,5 +1,5 @@
 -- +goose Up
--- Issue 33: the flush statement calls these functions once per playback row it writes, so
+-- The flush statement calls these functions once per playback row it writes, so
 -- what they cost is paid per position. The bodies are replaced in place: the columns, the
 -- index and the stored values stay as they are, for every value gives the same result.
 --
