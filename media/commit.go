@@ -19,7 +19,7 @@ import (
 // body or the last PATCH of a resumable (tus) upload. Both validate what the member said about
 // the file with ParseUploadDetails when the upload starts, and both end in CommitUpload inside
 // a transaction of their own, so that the media row, its encode job and the notification that
-// evicts a cached "no such media" exist together or not at all (issue 32: one code path).
+// evicts a cached "no such media" exist together or not at all, by one code path.
 
 // UploadDetails is what a member says about an upload besides its bytes.
 type UploadDetails struct {

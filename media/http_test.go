@@ -81,10 +81,10 @@ func (a *mediaAPI) get(t *testing.T, token string, id int64) int {
 	return status
 }
 
-// TestMediaGet_UnknownAndInvisibleIDsStayOffTheDatabase is finding 11 of issue 11: GET
-// /v1/media/{id} for ids that do not exist (or that the member may not see) went to the
-// database on every request. Through the media cache, each id costs at most one query per
-// negative-cache window.
+// TestMediaGet_UnknownAndInvisibleIDsStayOffTheDatabase: GET /v1/media/{id} for ids that do
+// not exist (or that the member may not see) must not reach the database on every request, or
+// anyone could load it by asking for random ids. Through the media cache, each id costs at
+// most one query per negative-cache window.
 func TestMediaGet_UnknownAndInvisibleIDsStayOffTheDatabase(t *testing.T) {
 	a := setupMediaAPI(t)
 	private := must(a.store.Create(context.Background(), media.Media{OwnerID: 2, Title: "theirs",
@@ -144,8 +144,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestAdminMedia_RefusesTextTheDatabaseCannotStore is finding 5 of issue 11: a title with a NUL
-// byte reached PostgreSQL, which refused it (SQLSTATE 22021), and the admin got a 500.
+// TestAdminMedia_RefusesTextTheDatabaseCannotStore: a title with a NUL byte is refused 422
+// before it reaches PostgreSQL, which would refuse it (SQLSTATE 22021) and leave the admin
+// with a 500.
 func TestAdminMedia_RefusesTextTheDatabaseCannotStore(t *testing.T) {
 	a := setupMediaAPI(t)
 	admin := must(auth.Mint([]byte(secret), 1, true, time.Hour))(t)

@@ -19,12 +19,12 @@ import (
 // progress, of one member and of everyone, and how long a body may go silent or take in all.
 //
 // An upload holds a connection, a file descriptor and a storage write for as long as its client
-// takes, so a member could once hold hundreds by trickling a byte every few seconds (finding 4
-// of issue 11). The count is per node and shared by POST /v1/media and the PATCHes of resumable
-// uploads (issue 32), so a member cannot double its share by mixing the two. The limits apply
-// when the handler runs, so the routes must be first-byte routes of the app
+// takes; without these limits a member could hold hundreds by trickling a byte every few
+// seconds. The count is per node and shared by POST /v1/media and the PATCHes of resumable
+// uploads, so a member cannot double its share by mixing the two. The limits apply when the
+// handler runs, so the routes must be first-byte routes of the app
 // (httpserver.Config.FirstByteRoutes): otherwise fasthttp reads 8 KiB of each body first, and
-// uploads that trickle those are never counted (issue 30).
+// uploads that trickle those are never counted.
 type UploadLimits struct {
 	// MaxPerMember and MaxTotal bound the uploads in progress on this node, of one member and
 	// of everyone; beyond them the upload is refused 429 with Retry-After. Defaults 2 and 32.
@@ -187,7 +187,8 @@ func (b *UploadBody) Read(p []byte) (int, error) {
 // than grace for bytes ends the body (io.EOF), and one that finds bytes waiting returns them.
 // A resumable upload asked to let go of its lock drains its body rather than drop it: the
 // bytes of a client whose connection broke are still in the socket, and are not sent again
-// (issue 32: a cut upload on S3 lost 12 MB that way, waiting on a part while they arrived).
+// (dropping them, a cut upload on S3 was measured losing 12 MB: the bytes that arrived while
+// it waited on a part).
 func (b *UploadBody) Drain(grace time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

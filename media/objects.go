@@ -91,9 +91,9 @@ func (h *ObjectsHandler) Register(router fiber.Router) {
 }
 
 // objectTypes are the files an encode writes, by extension; nothing else is served. MPEG-TS
-// segments are those of media encoded before issue 31 and of PLAYHEAD_HLS_FORMAT=ts; an fMP4
-// rendition (video, or the audio rendition) is one .mp4 read by byte ranges; the storyboard
-// and captions are WebVTT.
+// segments are those of media encoded before fMP4 renditions and of PLAYHEAD_HLS_FORMAT=ts;
+// an fMP4 rendition (video, or the audio rendition) is one .mp4 read by byte ranges; the
+// storyboard and captions are WebVTT.
 var objectTypes = map[string]string{
 	".m3u8": "application/vnd.apple.mpegurl",
 	".ts":   "video/mp2t",

@@ -108,7 +108,7 @@ func (f *objectsFixture) query(member int64, key string) string {
 	return q
 }
 
-// TestObjects_PathFormsNeverReachAnotherMedia is finding 1 of issue 11, with signed URLs: every
+// TestObjects_PathFormsNeverReachAnotherMedia, path traversal with signed URLs: every
 // way of writing a path that climbs from a media the member may play into one it may not (or
 // out of the HLS prefix, or out of the store), carrying a valid signature of the member's own
 // playlist, is refused (404, or 403 for a path that decodes to another key than the one

@@ -206,8 +206,8 @@ func isMaster(body []byte) bool { return bytes.Contains(body, []byte("#EXT-X-STR
 // AUTOSELECT members of a group to differ in LANGUAGE), with the signed URL of its playlist,
 // before the first EXT-X-STREAM-INF; and SUBTITLES="subs" on every EXT-X-STREAM-INF (never on
 // EXT-X-I-FRAME-STREAM-INF: I-frame playlists have no renditions). It works on the stored
-// master, of an encode from before issue 31 (MPEG-TS) or after (fMP4), so captions added later
-// reach both. A master that already names a SUBTITLES group is left as it is; a track whose
+// master, of an MPEG-TS encode (older media, or PLAYHEAD_HLS_FORMAT=ts) or an fMP4 one, so
+// captions added later reach both. A master that already names a SUBTITLES group is left as it is; a track whose
 // label or language a playlist cannot hold (hls.CheckQuoted) is left out.
 func (h *ObjectsHandler) addSubtitles(ctx context.Context, member, id int64, master []byte, duration time.Duration) ([]byte, error) {
 	tracks, err := h.Subtitles.SubtitleTracks(ctx, id)

@@ -31,7 +31,7 @@ func TestSigningSecretFrom(t *testing.T) {
 // The derivation's bytes are pinned: a changed label would end every link a node of the
 // previous version gave (and split a mixed-version cluster). The expected value is
 // HMAC-SHA256(jwt secret, "playhead object URL signing key v1"), computed outside Go
-// (Python's hmac); issue 36's review found nothing pinned it.
+// (Python's hmac), so a change to the derivation fails here and not in production.
 func TestSigningSecretFrom_KnownAnswer(t *testing.T) {
 	got := hex.EncodeToString(media.SigningSecretFrom([]byte("jwt-secret-jwt-secret-jwt-secret-1")))
 	const want = "f07fb73fd2d7f0fb1430d2c8a8f5d4bca63a0d6d42157feb1d8657b7e710c7e5"

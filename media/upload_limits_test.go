@@ -33,8 +33,8 @@ func inProgress(t *testing.T, dir string) int {
 	return len(files)
 }
 
-// TestUpload_ConcurrencyLimitsAndIdleTimeout is finding 4 of issue 11: one member held 300
-// uploads open by trickling a byte every 2 s. Now a member holds at most Limits.MaxPerMember uploads
+// TestUpload_ConcurrencyLimitsAndIdleTimeout: one member trickling a byte every 2 s must not
+// hold 300 uploads open. A member holds at most Limits.MaxPerMember uploads
 // and the node MaxTotal (429 with Retry-After beyond), and an upload that sends nothing for
 // IdleTimeout is cut with 408, freeing its slot; a slow but steady one is not cut.
 func TestUpload_ConcurrencyLimitsAndIdleTimeout(t *testing.T) {

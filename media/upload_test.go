@@ -210,7 +210,7 @@ func TestUpload_BadInput(t *testing.T) {
 			ct, b := multipartBody(t, map[string]string{"visibility": "FRIENDS"}, []byte("abc"))
 			return ct, b, int64(b.Len())
 		}, 422},
-		{"NULInTitle", func() (string, io.Reader, int64) { // finding 5 of issue 11: once a 500
+		{"NULInTitle", func() (string, io.Reader, int64) { // PostgreSQL refuses NUL: a 500 if it got there
 			ct, b := multipartBody(t, map[string]string{"title": "a\x00b"}, []byte("abc"))
 			return ct, b, int64(b.Len())
 		}, 422},
@@ -254,7 +254,8 @@ func TestUpload_BadInput(t *testing.T) {
 
 // TestUpload_HostileFileNameMakesACleanTitle: without a title field the file's name is the
 // title, and a name with invalid UTF-8 or control characters must neither fail the upload nor
-// reach the database as such (finding 5 of issue 11).
+// reach the database as such (PostgreSQL refuses a NUL byte, and the upload would end in a
+// 500).
 func TestUpload_HostileFileNameMakesACleanTitle(t *testing.T) {
 	t.Parallel()
 	s := startUploadServer(t, 1<<20)
@@ -327,7 +328,7 @@ func TestUpload_CreatesMediaAndJobTogether(t *testing.T) {
 
 // TestUpload_RequestPipelinedBehindAnUpload writes a small upload and another request in one
 // go. The upload route is a first-byte route, whose pre-read took the second request's bytes
-// with the body (issue 30): the upload is stored exactly as sent, the connection is closed after
+// with the body: the upload is stored exactly as sent, the connection is closed after
 // its answer, and the second request is never answered. With the form's closing boundary
 // missing, the upload is refused (400); read past its Content-Length, fasthttp's stream would
 // have handed the handler the next request's bytes and then panicked, ending the process.
@@ -386,8 +387,8 @@ func TestUpload_256MiBKeepsTheHeapFlat(t *testing.T) {
 }
 
 // The same upload into S3 (SeaweedFS) raises the heap by less than 32 MiB too: the body goes
-// to the bucket in 8 MiB multipart parts, one held at a time (issue 16's must-show 3; the
-// figure is in docs/performance.md).
+// to the bucket in 8 MiB multipart parts, one held at a time (the figure is in
+// docs/performance.md).
 func TestUpload_256MiBToS3KeepsTheHeapFlat(t *testing.T) {
 	st, bucket := s3test.Store(t)
 	s := startUploadServer(t, 1<<30, func(h *media.UploadHandler) { h.Store = st })
