@@ -60,7 +60,7 @@ func Control(allow func(netip.Addr) bool) func(string, string, syscall.RawConn) 
 // (64:ff9b::/96), 6to4 (2002::/16), Teredo (2001::/32) — are judged by the IPv4 address inside,
 // because that is where the packets end up: [64:ff9b::7f00:1] is 127.0.0.1 through a NAT64
 // gateway. The deprecated IPv4-compatible (::/96) and site-local (fec0::/10) forms, and the
-// local-use NAT64 prefix (64:ff9b:1::/48), are refused outright (finding 9 of issue 11).
+// local-use NAT64 prefix (64:ff9b:1::/48), are refused outright.
 func Public(ip netip.Addr) bool {
 	switch {
 	case !ip.IsValid():

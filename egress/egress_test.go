@@ -7,8 +7,8 @@ import (
 	"github.com/playhead/playhead/egress"
 )
 
-// TestPublic is finding 9 of issue 11: the SSRF guard let IPv6 forms of private addresses
-// through ([::127.0.0.1] and [64:ff9b::7f00:1] were dialled). Only global unicast passes,
+// TestPublic: the SSRF guard must not let IPv6 forms of private addresses through (such as
+// [::127.0.0.1] and [64:ff9b::7f00:1], which reach 127.0.0.1). Only global unicast passes,
 // and an IPv4 address carried inside IPv6 is judged as itself.
 func TestPublic(t *testing.T) {
 	for addr, want := range map[string]bool{

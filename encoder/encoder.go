@@ -43,7 +43,7 @@ func (e *LimitError) Is(target error) bool { return target == ErrOverLimit }
 // video upload can be. Everything else a file could claim to be is refused before it is read,
 // above all the formats that open other files or URLs — HLS and DASH playlists, concat, sdp,
 // image sequences (image2) — which let a file named x.mp4 make the encoder read the server's
-// own files into the segments it serves (finding 2 of issue 11). The names are libavformat's.
+// own files into the segments it serves. The names are libavformat's.
 const InputFormats = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,mpegts,flv"
 
 // Limits bound what one input may decode to, checked after probing and enforced again while
@@ -270,9 +270,9 @@ func (e *Encoder) CheckLimits(p Probe) error {
 // inputArgs are the options and the -i of every ffprobe and ffmpeg call on an untrusted input:
 // only the allowed container formats, only the local file protocol, and no decoded frame over
 // the pixel limit, whatever the first frames said. ffprobe decodes too: to find a stream's
-// size it may decode a whole frame, and a 790 KB 16000×16000 PNG in Matroska took it to
-// 801 MB resident before the size could be checked (issue 30); with -max_pixels it stays
-// near 55 MB and reports the stream without a size (see Probe).
+// size it may decode a whole frame, and without -max_pixels a 790 KB 16000×16000 PNG in
+// Matroska takes it to 801 MB resident before the size can be checked; with -max_pixels it
+// stays near 55 MB and reports the stream without a size (see Probe).
 func (e *Encoder) inputArgs(input string) []string {
 	return []string{"-format_whitelist", InputFormats, "-protocol_whitelist", "file",
 		"-max_pixels", strconv.FormatInt(e.cfg.Limits.MaxPixels, 10), "-i", input}

@@ -26,10 +26,10 @@ func ffmpeg(t *testing.T, args ...string) {
 	}
 }
 
-// TestEncoder_RefusesFilesThatOpenOtherFiles is finding 2 of issue 11: an upload named x.mp4
-// whose content is an HLS playlist with a file:// segment became READY with the server file's
-// frames as its segments. Every format that reads other files or URLs (HLS, concat, sdp) is
-// refused as not a video, before anything is read, whatever the file is called.
+// TestEncoder_RefusesFilesThatOpenOtherFiles: an upload named x.mp4 whose content is an HLS
+// playlist with a file:// segment would become READY with the server file's frames as its
+// segments. Every format that reads other files or URLs (HLS, concat, sdp) is refused as not
+// a video, before anything is read, whatever the file is called.
 func TestEncoder_RefusesFilesThatOpenOtherFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -95,9 +95,9 @@ func TestEncoder_ReadsOnlyLocalFiles(t *testing.T) {
 	}
 }
 
-// TestEncoder_Limits is finding 3 of issue 11: a 1 MiB file of 8000×8000 frames became READY
-// while ffmpeg grew to 580 MB. Frames, frame rate and duration over the limits are refused
-// after probing, before the encode, with an error an uploader can read; a 4K upload passes the
+// TestEncoder_Limits: without limits a 1 MiB file of 8000×8000 frames becomes READY while
+// ffmpeg grows to 580 MB. Frames, frame rate and duration over the limits are refused after
+// probing, before the encode, with an error an uploader can read; a 4K upload passes the
 // default limits.
 func TestEncoder_Limits(t *testing.T) {
 	t.Parallel()

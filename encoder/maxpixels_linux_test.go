@@ -84,9 +84,9 @@ func childPeakRSS(t *testing.T, test, env, value string) int64 {
 const probeInputEnv = "PLAYHEAD_TEST_PROBE_INPUT"
 
 // TestEncoder_ProbeDoesNotDecodeHugeFrames: ffprobe decodes a frame to learn a stream's size,
-// before any limit can be checked. A member's 750 KB 16000×16000 PNG in Matroska took it to
-// 801 MB resident, a 16-bit one to 1.6 GB (issue 30); the probe now passes -max_pixels as the
-// encode does, so the frame is refused in the decoder, and the stream, whose size is then
+// before any limit can be checked. Without -max_pixels a member's 750 KB 16000×16000 PNG in
+// Matroska takes it to 801 MB resident, a 16-bit one to 1.6 GB; the probe passes -max_pixels
+// as the encode does, so the frame is refused in the decoder, and the stream, whose size is then
 // unknown, is refused as over the limit. The probe runs in a child process so that its peak
 // memory, ffprobe's included, can be read.
 //

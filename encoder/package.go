@@ -28,10 +28,10 @@ const aacCodec = "mp4a.40.2"
 // is set).
 //
 // ffmpeg computes a variant's BANDWIDTH from its target bit rates, and x264's output runs
-// above them: a 240p rendition declared 510 400 bit/s while 5 of its 7 segments carried up
-// to 527 152 (issue 31), so players choosing renditions by BANDWIDTH under-estimated. Here
-// every rate is measured from the segments as written (hls.PeakRate, RFC 8216 4.3.4.2), and in
-// FormatFMP4 the 2-second fragments ffmpeg wrote become 6-second segments and the I-frame
+// above them: a 240p rendition was measured declaring 510 400 bit/s while 5 of its 7 segments
+// carried up to 527 152, so players choosing renditions by BANDWIDTH would under-estimate.
+// Here every rate is measured from the segments as written (hls.PeakRate, RFC 8216 4.3.4.2),
+// and in FormatFMP4 the 2-second fragments ffmpeg wrote become 6-second segments and the I-frame
 // playlists' byte ranges.
 func (e *Encoder) packageRungs(ctx context.Context, outDir string, rungs []int, hasAudio, audio bool) ([]hls.Part, int64, error) {
 	fmp4 := e.cfg.Format == FormatFMP4

@@ -63,13 +63,12 @@ type (
 	}
 )
 
-// TestEncoder_PlayerGradeHLS is must-show 1 of issue 31: generated sources (1080p30 with
-// audio, 720p60, 4:3, no audio, a 3 s clip, the MPEG-TS format, and a hard scene cut between
-// keyframes encoded with the production preset) are encoded, every
-// playlist is parsed by hls-parser in strict mode (a third-party parser, from npm), and then
-// checked against what was written: BANDWIDTH at least the RFC 8216 peak and
-// AVERAGE-BANDWIDTH the mean of the segments of the variant with its audio (exactly, rounded
-// up once), keyframes at the same instants in every rendition every 2 s, every segment
+// TestEncoder_PlayerGradeHLS: generated sources (1080p30 with audio, 720p60, 4:3, no audio, a
+// 3 s clip, the MPEG-TS format, and a hard scene cut between keyframes encoded with the
+// production preset) are encoded, every playlist is parsed by hls-parser in strict mode (a
+// third-party parser, from npm), and then checked against what was written: BANDWIDTH at
+// least the RFC 8216 peak and AVERAGE-BANDWIDTH the mean of the segments of the variant with
+// its audio (exactly, rounded up once), keyframes at the same instants in every rendition every 2 s, every segment
 // beginning with a keyframe, target durations kept, each I-frame decoding alone, the audio
 // group there exactly when the source has audio, and the storyboard covering the video.
 func TestEncoder_PlayerGradeHLS(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/playhead/playhead/apperr"
 )
 
-// How request bodies are read, and when a connection may carry another request (issue 30).
+// How request bodies are read, and when a connection may carry another request.
 //
 // With StreamRequestBody, fasthttp reads at most the first 8 KiB of a body before it calls the
 // handler and leaves the rest on the connection. When the handler answers without reading the
@@ -33,7 +33,7 @@ type bodyReadKey struct{}
 //
 // Before it calls the handler, fasthttp reads min(limit, Content-Length, 8 KiB) of the body
 // (readBodyWithStreaming), within the server's read timeout: the upload limits, which the
-// handler applies, did not hold against a client that trickles its first 8 KiB (issue 30).
+// handler applies, would not hold against a client that trickles its first 8 KiB.
 // For a body over the limit the pre-read is readBodyIdentity, which returns once more than the
 // limit has arrived; with this limit the handler runs once a first-byte route's body has sent
 // 2 bytes (1 is the smallest limit: 0 means "the server's" to HeaderReceived). The stream

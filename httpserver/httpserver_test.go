@@ -39,9 +39,9 @@ func send(t *testing.T, app *fiber.App, method, target string) (int, http.Header
 	return resp.StatusCode, resp.Header, string(body)
 }
 
-// TestReadyz_PublicAnswerNamesNothing is finding 7 of issue 11: when the database is down the
-// public /readyz says only "not ready"; the database's error (user, database, host:port) goes
-// to the log and to the metrics port's /readyz.
+// TestReadyz_PublicAnswerNamesNothing: when the database is down the public /readyz says only
+// "not ready"; the database's error (user, database, host:port), which would tell anyone where
+// the database is, goes to the log and to the metrics port's /readyz.
 func TestReadyz_PublicAnswerNamesNothing(t *testing.T) {
 	const detail = "failed to connect to `user=playhead database=members_prod`: 10.1.2.3:5432: connection refused"
 	var log binarytest.Output
@@ -70,8 +70,8 @@ func TestReadyz_PublicAnswerNamesNothing(t *testing.T) {
 	}
 }
 
-// TestErrorHandler_LogIsSampledAndTruncated is finding 6 of issue 11: a thousand failing
-// requests with 3 KiB paths once logged a thousand lines with the whole path. Now one kind of
+// TestErrorHandler_LogIsSampledAndTruncated: a thousand failing requests with 3 KiB paths
+// must not log a thousand lines with the whole path, or anyone can flood the log. One kind of
 // failure is logged once per interval with the number held back, and the path is truncated.
 func TestErrorHandler_LogIsSampledAndTruncated(t *testing.T) {
 	var log binarytest.Output
@@ -129,8 +129,8 @@ func TestSampler_CountsWhatItHolds(t *testing.T) {
 	}
 }
 
-// TestNoSniff is finding 12 of issue 11 (first half): every answer of the public app — JSON,
-// an error, an unknown route — tells the browser not to sniff its content type.
+// TestNoSniff: every answer of the public app — JSON, an error, an unknown route — tells the
+// browser not to sniff its content type.
 func TestNoSniff(t *testing.T) {
 	app := httpserver.New(httpserver.Config{})
 	app.Get("/ok", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"ok": true}) })
@@ -167,10 +167,9 @@ func TestNoSniff(t *testing.T) {
 	}
 }
 
-// TestErrorMap_DatabaseInputErrorsAreClientErrors is finding 5 of issue 11 (the error map):
-// values PostgreSQL refuses — a NUL byte in text, a number out of range, a duplicate key —
-// answer 4xx through the one error map even when no check at the edge caught them, while the
-// database's other errors stay 500.
+// TestErrorMap_DatabaseInputErrorsAreClientErrors: values PostgreSQL refuses — a NUL byte in
+// text, a number out of range, a duplicate key — answer 4xx through the one error map even
+// when no check at the edge caught them, while the database's other errors stay 500.
 func TestErrorMap_DatabaseInputErrorsAreClientErrors(t *testing.T) {
 	pool, _ := pgtest.Pool(t)
 	ctx := context.Background()
@@ -246,8 +245,8 @@ func TestReadyz_NotReadyUntilStarted(t *testing.T) {
 }
 
 // A database that is away — refusing connections, killing ours, not answering before our own
-// deadline — answers 503 with Retry-After through the one error map (issue 14's review: every
-// endpoint answered 500 while PostgreSQL was stopped), while our own SQL bugs stay 500.
+// deadline — answers 503 with Retry-After through the one error map (rather than 500 from
+// every endpoint while PostgreSQL is stopped), while our own SQL bugs stay 500.
 func TestErrorMap_DatabaseAwayIs503WithRetryAfter(t *testing.T) {
 	pool, dbURL := pgtest.Pool(t)
 	closed, err := net.Listen("tcp", "127.0.0.1:0")

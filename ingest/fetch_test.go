@@ -253,7 +253,7 @@ func TestFetcher_RefusesPrivateAddresses(t *testing.T) {
 		"http://169.254.169.254/latest/meta-data/",
 		"http://0.0.0.0:" + port,
 		"http://[::ffff:127.0.0.1]:" + port,
-		"http://[::127.0.0.1]:" + port,       // IPv4-compatible (finding 9 of issue 11)
+		"http://[::127.0.0.1]:" + port,       // IPv4-compatible
 		"http://[64:ff9b::7f00:1]:" + port,   // NAT64 of 127.0.0.1
 		"http://[2002:7f00:1::1]:" + port,    // 6to4 of 127.0.0.1
 		"http://[::ffff:0:7f00:1]:" + port,   // IPv4-translated

@@ -89,10 +89,10 @@ func postSheetTo(t *testing.T, target, token, disposition, content string) (int,
 	return do(t, req, token)
 }
 
-// TestImportAPI_TextTheDatabaseCannotStore is finding 5 of issue 11 for imports: a NUL byte in
-// a collection name (a path parameter, or a sheet's cell) or in the sheet's file name reached
-// PostgreSQL and answered 500. Now the path parameter is 400, the file name 422, and a bad
-// cell rejects its row only.
+// TestImportAPI_TextTheDatabaseCannotStore: a NUL byte in a collection name (a path
+// parameter, or a sheet's cell) or in the sheet's file name must not reach PostgreSQL, which
+// refuses it (a 500). The path parameter is 400, the file name 422, and a bad cell rejects its
+// row only.
 func TestImportAPI_TextTheDatabaseCannotStore(t *testing.T) {
 	base, token, _ := startImportAPI(t)
 	for _, name := range []string{"%00", "a%00b", "a%FFb", "%1B%5B31m"} {

@@ -48,12 +48,12 @@ func blackhole(t *testing.T) (string, *atomic.Int32) {
 	return "http://" + ln.Addr().String(), &conns
 }
 
-// TestIngest_UnreachableLinksDoNotHoldTheSlots is finding 12 of issue 11 (second half): two
-// imported links to a server that never answers held both download slots for minutes, each
-// retrying inside its job with sleeps in between. Now each job attempt makes one request under
-// ResponseTimeout and goes back to the queue with backoff, so the slots are free for the next
-// row: a good link imported after them is downloaded while they wait, and the dead server saw
-// exactly one connection per job attempt.
+// TestIngest_UnreachableLinksDoNotHoldTheSlots: two imported links to a server that never
+// answers must not hold both download slots for minutes, as they would retrying inside their
+// jobs with sleeps in between. Each job attempt makes one request under ResponseTimeout and
+// goes back to the queue with backoff, so the slots are free for the next row: a good link
+// imported after them is downloaded while they wait, and the dead server sees exactly one
+// connection per job attempt.
 func TestIngest_UnreachableLinksDoNotHoldTheSlots(t *testing.T) {
 	pool, _ := pgtest.Pool(t)
 	ctx := context.Background()

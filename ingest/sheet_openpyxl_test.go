@@ -9,9 +9,9 @@ import (
 	"github.com/playhead/playhead/internal/sheettest"
 )
 
-// TestParse_IssueSheet is the sheet of issue 18 as reported: Korean headers, numbers stored as
+// TestParse_IssueSheet is a sheet as operators reported it: Korean headers, numbers stored as
 // numbers, the level merged over the three rows of its group, a hyperlink cell behind "강의
-// 보기" and a HYPERLINK formula labelled "3번 영상". Only the first row was accepted before.
+// 보기" and a HYPERLINK formula labelled "3번 영상". Every row is accepted, not only the first.
 func TestParse_IssueSheet(t *testing.T) {
 	data := sheettest.Openpyxl(t, `
 wb = Workbook()

@@ -13,9 +13,9 @@ import (
 )
 
 // The unzip limits of an .xlsx. A 500-row sheet is a few hundred KiB unzipped; a 707 KB zip
-// bomb that unzipped to 300 MB once cost 477 MB of memory with excelize's defaults (16 GB in
-// total, 16 MB per part held in memory) and a GetRows that read every row before the row
-// limit was checked (finding 10 of issue 11).
+// bomb that unzips to 300 MB costs 477 MB of memory with excelize's defaults (16 GB in total,
+// 16 MB per part held in memory) and a GetRows that reads every row before the row limit is
+// checked.
 const (
 	// maxXLSXUnzipped bounds the whole workbook unzipped, as the zip declares it (Go's zip
 	// reader fails a part that inflates past its declared size).
