@@ -186,7 +186,7 @@ const maxRollupBatches = 2000
 // never write the same media out of order. Running it twice is harmless: the counts are
 // recomputed from the playback rows as they are, and the other figures change only when the
 // audience has grown by a step (rollupSQL). It reads every row of each media it takes,
-// about 16–20 µs per row measured (issue 35's review): a media with a million viewers costs
+// about 16–20 µs per row measured: a media with a million viewers costs
 // some 20 s of one database core per run that finds it marked, and its flushes wait for that
 // step.
 //

@@ -15,7 +15,7 @@ import (
 
 // MinViewers is the fewest viewers whose figures a media shows: below it, who finished, the
 // watch time and the retention curve are withheld, because with one viewer the curve is that
-// member's watched ranges, bucket for bucket (issue 35's review), and with a few an owner who
+// member's watched ranges, bucket for bucket, and with a few an owner who
 // knows them could tell them apart. It is no defence against an owner whose own accounts are
 // the others: the noise of a release is (the package doc).
 const MinViewers = 5

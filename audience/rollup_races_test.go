@@ -14,12 +14,12 @@ import (
 	"github.com/playhead/playhead/playback"
 )
 
-// Two rollups of one media never write out of order. A version that committed its take
-// before reading let this happen (issue 35's second review): rollup A takes m and starts
-// reading; a flush commits a position of m and marks it again; rollup B takes that mark and
-// writes the newer figures; A then writes its older ones over them, and B has used the mark.
-// Now A's take holds m's mark until A commits: the flush's mark waits for A, B finds nothing
-// to take, and once A has written, the flush's mark is there for the next rollup.
+// Two rollups of one media never write out of order. A rollup that committed its take before
+// reading would let this happen: rollup A takes m and starts reading; a flush commits a
+// position of m and marks it again; rollup B takes that mark and writes the newer figures; A
+// then writes its older ones over them, and B has used the mark. A's take holds m's mark
+// until A commits: the flush's mark waits for A, B finds nothing to take, and once A has
+// written, the flush's mark is there for the next rollup.
 func TestRollup_AnOlderRollupNeverOverwritesANewerOne(t *testing.T) {
 	v := setup(t)
 	ctx := context.Background()
@@ -94,9 +94,9 @@ func TestRollup_AnOlderRollupNeverOverwritesANewerOne(t *testing.T) {
 	}
 }
 
-// MinViewers withheld Finished on the media route only, and the collection route gave the same
-// owner each lesson's Finished: with one viewer, whether that member finished (issue 35's
-// second review). A lesson below MinViewers withholds it too.
+// MinViewers withholds Finished on the collection route as on the media route: otherwise the
+// collection route would give the same owner each lesson's Finished, with one viewer whether
+// that member finished. A lesson below MinViewers withholds it.
 func TestCollection_WithholdsWhatTheMediaRouteWithholds(t *testing.T) {
 	v := setup(t)
 	ctx := context.Background()

@@ -94,7 +94,7 @@ type Config[K comparable, V any] struct {
 	// row and logged); any other error is transient: the replay retries, then stops and keeps
 	// the file for the next start. Optional. A file's checksum proves it whole, not honest:
 	// whoever can write to the directory can write a valid file, so the caller checks a
-	// replayed entry as it checked the entry when it first arrived (issue 30).
+	// replayed entry as it checked the entry when it first arrived.
 	CheckReplayed func(ctx context.Context, e Entry[K, V]) error
 	// Metrics receives the buffer's figures. Optional.
 	Metrics *Metrics

@@ -89,7 +89,7 @@ func TestBuffer_ReplayKeepsTheFileWhenTheCheckCannotAnswer(t *testing.T) {
 
 // A spill directory that users other than its owner may write is refused when the buffer is
 // built, and a spill file they may write is not replayed: whoever can write there could plant
-// positions (issue 30).
+// positions.
 func TestSpillDir_RefusesWhatOthersCanWrite(t *testing.T) {
 	for _, mode := range []os.FileMode{0o777, 0o770, 0o702, 0o1777} {
 		dir := filepath.Join(t.TempDir(), "spill")
@@ -135,9 +135,10 @@ func TestSpillDir_RefusesWhatOthersCanWrite(t *testing.T) {
 }
 
 // A spill directory or file owned by another user is refused like one others may write: its
-// owner can write there whatever its mode says (issue 30 review). A process running as root
-// can write into any directory, so a directory another local user made beforehand (0755, theirs)
-// passed the mode check and took that user's planted files. Root's own files are trusted.
+// owner can write there whatever its mode says. A process running as root can write into any
+// directory, so a directory another local user made beforehand (0755, theirs) would pass the
+// mode check, and the buffer would take that user's planted files. Root's own files are
+// trusted.
 // Run as root only: changing a file's owner needs it.
 func TestSpillDir_RefusesWhatAnotherUserOwns(t *testing.T) {
 	if os.Geteuid() != 0 {

@@ -1,8 +1,8 @@
 package buffer_test
 
-// Attacks from the review of issue 14 on the buffer's promises: offers racing a stop, a stop
-// that meets the database coming back, a spill directory gone at the stop, a spill file with a
-// key twice, and two nodes replaying one shared directory.
+// Attacks on the buffer's promises: offers racing a stop, a stop that meets the database
+// coming back, a spill directory gone at the stop, a spill file with a key twice, and two
+// nodes replaying one shared directory.
 
 import (
 	"bytes"

@@ -29,10 +29,10 @@ func ids(items []listItem) []string {
 	return out
 }
 
-// TestProgress_FinishingALessonListsTheNext is must-show 1 of issue 21: lessons 1 and 2
-// watched, lesson 3 to 96 %: continue watching lists lesson 4 at 0 in place of lesson 3, the
-// collection shows 3 of 5 watched and resumes at lesson 4; lesson 5 to the end leaves nothing
-// of the collection in continue watching. Another member's view of the collection is untouched.
+// TestProgress_FinishingALessonListsTheNext: lessons 1 and 2 watched, lesson 3 to 96 %:
+// continue watching lists lesson 4 at 0 in place of lesson 3, the collection shows 3 of 5
+// watched and resumes at lesson 4; lesson 5 to the end leaves nothing of the collection in
+// continue watching. Another member's view of the collection is untouched.
 func TestProgress_FinishingALessonListsTheNext(t *testing.T) {
 	b := setup(t)
 	l := b.course(t, "레벨1", 5)
@@ -84,10 +84,10 @@ func TestProgress_FinishingALessonListsTheNext(t *testing.T) {
 	}
 }
 
-// TestProgress_RewatchKeepsTheWatchedMark is must-show 2 of issue 21, as README documents it:
-// at 50 % a media is in progress and listed; at 96 % it is watched and leaves the list; back at
-// 10 % (a rewatch) it is listed again in progress, with its watched_at unchanged, and still
-// counts as watched in its collection.
+// TestProgress_RewatchKeepsTheWatchedMark, as README documents it: at 50 % a media is in
+// progress and listed; at 96 % it is watched and leaves the list; back at 10 % (a rewatch) it
+// is listed again in progress, with its watched_at unchanged, and still counts as watched in
+// its collection.
 func TestProgress_RewatchKeepsTheWatchedMark(t *testing.T) {
 	b := setup(t)
 	l := b.course(t, "course", 1)

@@ -1,7 +1,7 @@
 package dbpool_test
 
-// WaitReachable and CloseBy against a real PostgreSQL behind a fault proxy (issue 36's review:
-// they had come from cmd/api without a test of their own).
+// WaitReachable and CloseBy against a real PostgreSQL behind a fault proxy: their own tests,
+// apart from those of cmd/api that use them.
 
 import (
 	"context"

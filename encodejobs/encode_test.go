@@ -76,9 +76,9 @@ func TestEncode_CompletesAndRemovesDeadClaimsOutputs(t *testing.T) {
 	}
 }
 
-// TestEncode_FailureReasonIsForTheUploader is finding 8 of issue 11: failure_reason showed the
-// uploader ffprobe's stderr with the server's scratch paths. The media now gets a short reason
-// meant for its owner; the whole error stays in the job row for administrators.
+// TestEncode_FailureReasonIsForTheUploader: failure_reason must not show the uploader
+// ffprobe's stderr with the server's scratch paths. The media gets a short reason meant for
+// its owner; the whole error stays in the job row for administrators.
 func TestEncode_FailureReasonIsForTheUploader(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

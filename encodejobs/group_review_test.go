@@ -36,13 +36,13 @@ func (f *groupFixture) jobStatus(t *testing.T, id int64) string {
 	return s
 }
 
-// Review (issue 34), at b901745: the rendition jobs a probe hands on to (ContinueGroup) get an
-// edge from the probe with done = false, although the probe is COMPLETED in that very
-// transaction and nothing will ever mark the edge done. An administrator's retry of a dead
-// rendition (RetryDead counts the edges not done) then makes it WAITING on the completed
-// probe, for good, while Revive has made the media PROCESSING: the promised "retry of the dead
-// rendition finishes the group" never happens (TestEncodeGroup_ADeadRenditionFailsTheMediaAndItsRetryFinishesIt
-// fails at b901745 too). No encode is needed to see it: the probe, then a cancel and a retry.
+// The rendition jobs a probe hands on to (ContinueGroup) get their edge from the probe marked
+// done, for the probe is COMPLETED in that very transaction and nothing else would ever mark
+// the edge done. Left not done, an administrator's retry of a dead rendition (RetryDead counts
+// the edges not done) would make it WAITING on the completed probe, for good, while Revive
+// made the media PROCESSING: the promised "retry of the dead rendition finishes the group"
+// would never happen (TestEncodeGroup_ADeadRenditionFailsTheMediaAndItsRetryFinishesIt covers
+// it with an encode). No encode is needed to see it: the probe, then a cancel and a retry.
 func TestEncodeGroupReview_ARetriedRenditionIsClaimableNotWaitingOnItsCompletedProbe(t *testing.T) {
 	t.Parallel()
 	f := newGroupFixture(t, 3)
@@ -66,14 +66,12 @@ func TestEncodeGroupReview_ARetriedRenditionIsClaimableNotWaitingOnItsCompletedP
 	}
 }
 
-// Review (issue 34): two renditions of one group die (an administrator cancels the 480p and the
-// 360p); the media is FAILED and the finish cancelled. The administrator retries one of them:
-// Revive makes the media PROCESSING again, but the finish stays DEAD (its other parent is DEAD,
-// reviveChildrenSQL skips it), so once the retried rendition has completed nothing can make
-// the media READY or FAILED: the owner was told media.failed, and the media says PROCESSING
-// (and playable: its 240p was kept) for good. Invariant: a media is PROCESSING only while a job
-// of its encode can still run. (At b901745 the retried rendition itself never runs: the test
-// above; this one fails either way.)
+// Two renditions of one group die (an administrator cancels the 480p and the 360p); the media
+// is FAILED and the finish cancelled. The administrator retries one of them: Revive makes the
+// media PROCESSING again. Were the finish to stay DEAD (its other parent is DEAD), once the
+// retried rendition has completed nothing could make the media READY or FAILED: the owner was
+// told media.failed, and the media would say PROCESSING (and playable: its 240p was kept) for
+// good. Invariant: a media is PROCESSING only while a job of its encode can still run.
 func TestEncodeGroupReview_RetryingOneOfTwoDeadRenditionsLeavesTheMediaProcessingForGood(t *testing.T) {
 	t.Parallel()
 	f := newGroupFixture(t, 3)

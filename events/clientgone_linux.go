@@ -15,9 +15,9 @@ const tcpEstablished = 1
 // clientGone reports whether the client closed its end of conn: its FIN (or a reset) has
 // arrived. It peeks at the socket without blocking and without taking a byte, so nothing the
 // server reads later is lost. A write finds a closed client only after two attempts (the
-// first is buffered, the peer answers it with a reset), which at the heartbeat interval took
-// about 45 s: long enough for a member who reloaded a page four times to be refused a stream
-// (issue 30). Unknown (false) when conn is not a plain socket (TLS, a test pipe).
+// first is buffered, the peer answers it with a reset), which at the heartbeat interval takes
+// about 45 s: long enough for a member who reloads a page four times to be refused a stream.
+// Unknown (false) when conn is not a plain socket (TLS, a test pipe).
 func clientGone(conn net.Conn) bool {
 	sc, ok := conn.(syscall.Conn)
 	if !ok {

@@ -375,8 +375,8 @@ func TestStream_BoundsPerMemberAndInTotal(t *testing.T) {
 
 // A client that closes its stream frees its place within about a second, without a write to
 // find it gone: with no heartbeat for an hour, a member who reloads a page (one place here,
-// four in the binary) opens a stream again at once. Before, the place was held until a write
-// failed, two heartbeats later (about 45 s in the binary: issue 30).
+// four in the binary) opens a stream again at once, rather than when a write fails, two
+// heartbeats later (about 45 s in the binary).
 func TestStream_AClosedClientFreesItsPlaceWithoutAWrite(t *testing.T) {
 	s := start(t, options{perMember: 1, total: 10, heartbeat: time.Hour})
 	tok := token(t, 1, time.Hour)

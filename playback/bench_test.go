@@ -94,7 +94,7 @@ written AS (
 // writes only the position, the event time and updated_at of rows that exist. It is the least
 // a position costs the database when each one is a row updated in place on this table (its
 // indexes, generated column, constraints and foreign key), the floor under any rewrite of the
-// flush statement (issue 33).
+// flush statement.
 const benchFloorSQL = `
 UPDATE playback AS p
 SET position_ms = u.position_ms, event_time = u.event_time, updated_at = $5
@@ -141,13 +141,14 @@ var benchMethods = []benchMethod{
 	{"Unnest", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
 		return playback.NewStore(pool, media.DefaultCompletion).Flush, func() {}
 	}},
-	// Production with PLAYHEAD_WATCHED_RANGES off (issue 35): the same statements, the ranges
+	// Production with PLAYHEAD_WATCHED_RANGES off: the same statements, the ranges
 	// not computed; the difference to Unnest is what the watched ranges cost.
 	{"UnnestNoRanges", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
 		return playback.NewStore(pool, media.DefaultCompletion).WithoutWatchedRanges().Flush, func() {}
 	}},
-	// Production's statement on the index design before issue 33: event_time a key of
-	// playback_continue_idx and full pages, so every update inserts index entries (no HOT).
+	// Production's statement on the index design before migration 00014 (the name keeps its
+	// tracker number for docs/performance.md): event_time a key of playback_continue_idx and
+	// full pages, so every update inserts index entries (no HOT).
 	{"UnnestBefore33", func(b *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
 		if _, err := pool.Exec(context.Background(), `DROP INDEX playback_continue_idx;
 			CREATE INDEX playback_continue_idx ON playback (member_id, finished, event_time DESC, media_id DESC) WHERE NOT hidden;
@@ -157,7 +158,7 @@ var benchMethods = []benchMethod{
 		return playback.NewStore(pool, media.DefaultCompletion).Flush, func() {}
 	}},
 	// Production's rules with the rows that exist rewritten by UPDATE … FROM first
-	// (benchUpdateFirstSQL): measured for issue 33, not kept.
+	// (benchUpdateFirstSQL): measured as an alternative to Unnest, not kept.
 	{"UpdateFirst", func(_ *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
 		return func(ctx context.Context, batch benchBatch) error {
 			members, medias, positions, times := benchColumns(batch)

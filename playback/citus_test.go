@@ -53,7 +53,7 @@ var citusPlan = map[string]placement{
 	"media":       {kind: reference},
 	"imports":     {kind: reference},
 	"import_rows": {kind: reference},
-	// Captions (issue 31): a few rows per media, written rarely, read with the media row when
+	// Captions: a few rows per media, written rarely, read with the media row when
 	// a master playlist is served.
 	"captions": {kind: reference},
 	// A view over reference tables only, so it is joinable from any shard like them.
@@ -66,18 +66,18 @@ var citusPlan = map[string]placement{
 	"webhook_deliveries":  {kind: coordinator},
 	"outbox_retention":    {kind: coordinator},
 	"job_schedules":       {kind: coordinator},
-	// Job dependencies (issue 34): a few edges per group, written with the group and read by
+	// Job dependencies: a few edges per group, written with the group and read by
 	// its jobs' finishing transactions, like jobs.
 	"job_dependencies": {kind: coordinator},
-	// An encode group's renditions (issue 34): a few rows per media, written by its rendition
+	// An encode group's renditions: a few rows per media, written by its rendition
 	// jobs, read with the media row when its master playlist is served, like captions.
 	"media_renditions": {kind: reference},
-	// The audience (issue 35): media marked by every flush (a statement of its own, reading
+	// The audience: media marked by every flush (a statement of its own, reading
 	// only its parameters) and their rollups, one row per media, like media.
 	"audience_dirty":   {kind: coordinator},
 	"media_audience":   {kind: reference},
 	"goose_db_version": {kind: coordinator},
-	// Resumable uploads (issue 32): a row per upload in flight, written a few times a second
+	// Resumable uploads: a row per upload in flight, written a few times a second
 	// per upload and committed with its media and encode job; locked by advisory locks.
 	"uploads": {kind: coordinator},
 }

@@ -10,9 +10,8 @@ import (
 	"github.com/playhead/playhead/playback"
 )
 
-// TestStore_OutOfOrderFlushesLeaveTheMediaWatched is must-show 3 of issue 21: two nodes hold
-// a 96 % report and an older 40 % report of the same media, and flush them in either order
-// through two buffers. The media ends watched at 96 %: the event_time guard decides the
+// TestStore_OutOfOrderFlushesLeaveTheMediaWatched: two nodes hold a 96 % report and an older
+// 40 % report of the same media, and flush them in either order through two buffers. The media ends watched at 96 %: the event_time guard decides the
 // position, and a watched mark once written stays.
 func TestStore_OutOfOrderFlushesLeaveTheMediaWatched(t *testing.T) {
 	t.Parallel()

@@ -330,7 +330,7 @@ func TestPlayback_RateLimit(t *testing.T) {
 // TestPlayback_PutTakesJSONOnly: a report whose body is not declared JSON (no Content-Type,
 // text/plain, a form) is refused with 415 and a JSON error, however JSON-like its body, and
 // nothing of it is buffered; what players send (application/json, with or without a charset:
-// the player page, k6/playback.js, cmd/loadgen) is stored as before (issue 30).
+// the player page, k6/playback.js, cmd/loadgen) is stored.
 func TestPlayback_PutTakesJSONOnly(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})

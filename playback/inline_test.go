@@ -12,10 +12,11 @@ import (
 )
 
 // TestSQLFunctions_InlinedByThePlanner: every playhead_* SQL function of the schema is inlined
-// where a statement calls it (issue 33). The flush calls them once per row written, and one
-// that is not inlined runs through an executor of its own each time: playhead_list_bucket's
-// first body called the STABLE extract(epoch FROM timestamptz) inside an IMMUTABLE function,
-// which PostgreSQL refuses to inline, and that cost 38 % of the database's CPU per position.
+// where a statement calls it. The flush calls them once per row written, and one that is not
+// inlined runs through an executor of its own each time: a body that calls the STABLE
+// extract(epoch FROM timestamptz) inside an IMMUTABLE function, which PostgreSQL refuses to
+// inline, was measured costing 38 % of the database's CPU per position (playhead_list_bucket's
+// first body, replaced by migration 00022).
 func TestSQLFunctions_InlinedByThePlanner(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := pgtest.Pool(t)

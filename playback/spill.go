@@ -53,8 +53,9 @@ const MaxReplayClockSkew = time.Minute
 // spill file passes what PUT /v1/playback/{id} checked when it first arrived (the media is
 // playable by the member, the position is within the media) and has an event time no more
 // than MaxReplayClockSkew ahead of now. A file with a valid checksum may still have been
-// written by someone else (issue 30: a position far past the media's end was served as
-// watched). A refusal is buffer.Rejected; a database that does not answer is transient.
+// written by someone else (unchecked, a planted position far past the media's end would be
+// served as watched). A refusal is buffer.Rejected; a database that does not answer is
+// transient.
 func ReplayCheck(access AccessChecker, now func() time.Time) func(context.Context, buffer.Entry[Key, Position]) error {
 	return func(ctx context.Context, e buffer.Entry[Key, Position]) error {
 		if ahead := e.Value.EventTime.Sub(now()); ahead > MaxReplayClockSkew {

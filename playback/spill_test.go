@@ -112,7 +112,7 @@ func TestSpillCodec_RoundTrip(t *testing.T) {
 
 // A spill file is replayed through the checks a PUT passed when the position arrived: a file
 // with a valid checksum may have been planted or changed by someone who could write to the
-// directory (issue 30). A position past the media's end, an event time far ahead (it would
+// directory. A position past the media's end, an event time far ahead (it would
 // win the event-time guard against every later report), a media the member may not play and
 // one that does not exist are each refused and counted; the honest records of the same file
 // are stored, a record a little ahead of the clock (another node's) among them.

@@ -53,7 +53,7 @@ func (s *Store) WatchedWithin(d time.Duration) *Store {
 }
 
 // WithoutWatchedRanges makes s keep no watched ranges (PLAYHEAD_WATCHED_RANGES=off): positions
-// are written as before issue 35, and the rows' ranges stay as they were. It returns s.
+// are written without them, and the rows' ranges stay as they were. It returns s.
 func (s *Store) WithoutWatchedRanges() *Store {
 	s.watchedRanges = false
 	return s

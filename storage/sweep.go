@@ -226,7 +226,7 @@ func (s *Sweeper) sweepRule(ctx context.Context, rule SweepRule, res *SweepResul
 
 // abortUnfinished aborts the unfinished writes under the rule's prefix started before cutoff,
 // except those of a group in use: a resumable upload writes one multipart upload for as long as
-// its client keeps resuming it, which can be longer than the grace period (issue 32). A write
+// its client keeps resuming it, which can be longer than the grace period. A write
 // higher up than a group has no group to keep it and is aborted.
 func (s *Sweeper) abortUnfinished(ctx context.Context, u UnfinishedWrites, rule SweepRule, prefix string, cutoff time.Time) (int, error) {
 	var writes []UnfinishedWrite

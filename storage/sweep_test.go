@@ -285,7 +285,7 @@ func (f *sweepFixture) counter(t *testing.T, name, prefix string) float64 {
 
 // An unfinished write older than the grace period is aborted unless its group is in use: a
 // resumable upload keeps one multipart upload open for as long as its client resumes it, which
-// may be longer than the grace period (issue 32).
+// may be longer than the grace period.
 func TestSweeper_UnfinishedWritesOfGroupsInUseStay(t *testing.T) {
 	t.Parallel()
 	st, bucket := s3test.Store(t)

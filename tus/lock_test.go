@@ -31,9 +31,9 @@ func patchAnswer(r *bufio.Reader) <-chan int {
 	return answered
 }
 
-// Must-show 2 of issue 32: two clients append to one upload at once, each through another
-// node. The upload's lock is taken by one of them; the other is refused with 423 at once,
-// while the first is still sending, and the stored file is the first client's, whole.
+// Two clients append to one upload at once, each through another node. The upload's lock is
+// taken by one of them; the other is refused with 423 at once, while the first is still
+// sending, and the stored file is the first client's, whole.
 func TestUpload_TwoClientsAppendingAtOnce(t *testing.T) {
 	for name, newCluster := range backends() {
 		t.Run(name, func(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 const ChannelRelease = "tus_release"
 
 // Locker is tusd's handler.Locker on PostgreSQL session advisory locks, so that two requests
-// for one upload never write at once, whichever nodes they reach (issue 32).
+// for one upload never write at once, whichever nodes they reach.
 //
 // Every lock of a node is held by one session (a connection of the direct pool, as the orphan
 // sweep's lock: a transaction pooler would hand the session to others). An upload's key is

@@ -20,9 +20,9 @@ func (pattern) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Must-show 3 of issue 32: a 1 GiB upload in one PATCH raises the Go heap by less than 32 MiB,
-// as POST /v1/media does: the body goes from the socket into one 8 MiB part buffer at a time,
-// never into memory whole (Fiber's adaptor would read it all before tusd saw a byte).
+// A 1 GiB upload in one PATCH raises the Go heap by less than 32 MiB, as POST /v1/media does:
+// the body goes from the socket into one 8 MiB part buffer at a time, never into memory whole
+// (Fiber's adaptor would read it all before tusd saw a byte).
 func TestUpload_1GiBKeepsTheHeapFlat(t *testing.T) {
 	for name, newCluster := range backends() {
 		t.Run(name, func(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 
 // TestAdminHandler_EventsNullIsRefused: `events` left out registers every event type; a null
 // is refused (400) rather than read as absent, since the document, and every client generated
-// from it, has no null there (issue 30); so is an empty list. A body not declared JSON is 415.
+// from it, has no null there; so is an empty list. A body not declared JSON is 415.
 func TestAdminHandler_EventsNullIsRefused(t *testing.T) {
 	pool, _, _, _, _ := setup(t)
 	secret := []byte("webhooks-test-secret-webhooks-test-secret")

@@ -156,7 +156,7 @@ func pruned(t *testing.T, reg *prometheus.Registry, table string) float64 {
 	return 0
 }
 
-// Must-show 3 of issue 36: with 1 000 000 outbox rows past the retention (and as many ended
+// With 1 000 000 outbox rows past the retention (and as many ended
 // deliveries), one batch of either prune reads about a batch of rows, from EXPLAIN ANALYZE,
 // never the backlog: no sequential scan, a partial index in the order the rows go.
 func TestRetentionSQL_OneBatchReadsABatch(t *testing.T) {
