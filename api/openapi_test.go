@@ -1,10 +1,10 @@
 package api_test
 
-// The document against two validators nobody on the project wrote (issue 30): kin-openapi's
-// Validate (through internal/contract's New, which every contract check starts with) and
-// Redocly CLI's lint (npm @redocly/cli, pinned in package-lock.json) with the recommended
-// rules and the repository's redocly.yaml. Both must pass the document, warnings included,
-// and both must refuse a document broken the way issue 30 found it broken.
+// The document against two validators nobody on the project wrote: kin-openapi's Validate
+// (through internal/contract's New, which every contract check starts with) and Redocly CLI's
+// lint (npm @redocly/cli, pinned in package-lock.json) with the recommended rules and the
+// repository's redocly.yaml. Both must pass the document, warnings included, and both must
+// refuse a broken document that libopenapi-validator alone lets through.
 
 import (
 	"bytes"
@@ -90,9 +90,9 @@ func TestDocument_KinOpenAPI(t *testing.T) {
 	}
 }
 
-// TestDocument_BrokenIsRefusedByBothValidators breaks the document the way issue 30 found it:
-// an unquoted ", " in a flow mapping ({ … }) ends the description, and the rest becomes a
-// stray key of the schema. libopenapi-validator let that through (JSON Schema allows unknown
+// TestDocument_BrokenIsRefusedByBothValidators breaks the document the way an edit can: an
+// unquoted ", " in a flow mapping ({ … }) ends the description, and the rest becomes a stray
+// key of the schema. libopenapi-validator lets that through (JSON Schema allows unknown
 // keywords); kin-openapi and Redocly must both refuse it, and so must contract.New, which the
 // contract tests build their checker with.
 func TestDocument_BrokenIsRefusedByBothValidators(t *testing.T) {

@@ -33,8 +33,8 @@ import (
 
 const secret = "captions-test-secret-captions-test-secret"
 
-// The playlists of an fMP4 encode (issue 31: an audio group, I-frame playlists, byte ranges)
-// and of an MPEG-TS encode from before it, as the encoder writes them.
+// The playlists of an fMP4 encode (an audio group, I-frame playlists, byte ranges) and of an
+// older MPEG-TS encode, as the encoder writes them.
 const (
 	fmp4Master = "#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-INDEPENDENT-SEGMENTS\n" +
 		"#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"audio\",NAME=\"Audio\",DEFAULT=YES,AUTOSELECT=YES,CHANNELS=\"2\",URI=\"audio/index.m3u8\"\n" +
@@ -51,7 +51,7 @@ const (
 
 // fixture is the captions routes and the object server over a real database and local store:
 // member 1 owns fmp4 (PRIVATE, READY, 15.5 s, starting at 0.08 s) and ts (PUBLIC, READY,
-// 10.5 s, start unknown: encoded before issue 31) and processing (not READY yet).
+// 10.5 s, start unknown: an older MPEG-TS encode) and processing (not READY yet).
 type fixture struct {
 	url                  string
 	pool                 *pgxpool.Pool

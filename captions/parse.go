@@ -1,6 +1,6 @@
 // Package captions is a media item's captions: WebVTT or SRT files uploaded by its owner,
 // normalised to plain-text WebVTT, cut into segments on the video's own segment grid and listed
-// in its master playlist as a SUBTITLES rendition group (issue 31).
+// in its master playlist as a SUBTITLES rendition group.
 //
 // A caption file is untrusted text. Parse reads it strictly and keeps nothing but cue times and
 // plain text: markup, cue settings, identifiers, styles, regions and notes are dropped, control

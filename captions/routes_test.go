@@ -123,7 +123,7 @@ func signedLike(served, stored string) string {
 	return served
 }
 
-// TestCaptions_OldTSMedia: media encoded before issue 31 (MPEG-TS, 4 s segments, its start not
+// TestCaptions_OldTSMedia: media of an older encode (MPEG-TS, 4 s segments, its start not
 // recorded) gets its captions on its own 4 s grid, mapped to the 1.4 s at which ffmpeg's
 // MPEG-TS outputs start.
 func TestCaptions_OldTSMedia(t *testing.T) {

@@ -21,8 +21,8 @@ const (
 // SegmentName is the name of the track's segment i.
 func SegmentName(i int) string { return fmt.Sprintf("seg_%05d.vtt", i) }
 
-// legacyTSStartMPEGTS is the start of media encoded before issue 31, whose start was not
-// recorded (hls_start_us NULL): ffmpeg's MPEG-TS muxer starts its timestamps at 1.4 s
+// legacyTSStartMPEGTS is the start of media from older encodes, whose start is not recorded
+// (hls_start_us NULL): ffmpeg's MPEG-TS muxer starts its timestamps at 1.4 s
 // (126 000 at 90 kHz), and those encodes were all MPEG-TS.
 const legacyTSStartMPEGTS = 126_000
 

@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# make ceiling (issue 33): where the one PostgreSQL stops. Starts the cluster of
-# scripts/cluster.sh (3 api nodes behind HAProxy, 2 workers, PgBouncer in transaction mode,
-# one PostgreSQL with fsync on) under its own directory and ports, drives it through HAProxy
-# with the Go load generator (players reporting every 5 s, a list read every 5 minutes), and
-# prints the load generator's report: requests, the positions written a second, and the
-# database server's CPU in all, per row written, in cores kept busy, and the players one of
-# its cores serves at that rate of rows per player, for the whole run and again after the
-# ramp (without the players' opening POSTs). Then stops the cluster. Loopback only;
-# the run is bounded by its ramp and hold.
+# make ceiling: where the one PostgreSQL stops. Starts the cluster of scripts/cluster.sh (3 api
+# nodes behind HAProxy, 2 workers, PgBouncer in transaction mode, one PostgreSQL with fsync on)
+# under its own directory and ports, drives it through HAProxy with the Go load generator
+# (players reporting every 5 s, a list read every 5 minutes), and prints the load generator's
+# report: requests, the positions written a second, and the database server's CPU in all, per
+# row written, in cores kept busy, and the players one of its cores serves at that rate of rows
+# per player, for the whole run and again after the ramp (without the players' opening POSTs).
+# Then stops the cluster. Loopback only; the run is bounded by its ramp and hold.
 #
 #   make ceiling                                    # 20 000 players, 30 s ramp, 60 s hold
 #   CEILING_PLAYERS=40000 CEILING_HOLD=120s make ceiling

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The progress reads' load run of docs/performance.md ("Reads with progress"): the same load
-# against a baseline binary (BASE_REF, default main: before issue 21) and this tree's binary,
-# RUNS times alternately, each on freshly seeded data (scripts/seed-progress.sql). Players
-# report every 5 s and read their continue-watching list and the 500-lesson collection every
-# LIST_EVERY reports. Loopback only; every run is bounded by its stages.
+# against a baseline binary (BASE_REF, default main) and this tree's binary, RUNS times
+# alternately, each on freshly seeded data (scripts/seed-progress.sql). Players report every 5 s
+# and read their continue-watching list and the 500-lesson collection every LIST_EVERY reports.
+# Loopback only; every run is bounded by its stages.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

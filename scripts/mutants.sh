@@ -4,7 +4,7 @@
 # and which tests must catch it:
 #
 #   Breaks: flush without coalescing: two offers for one key are both written
-#   Promise: write path (issue 2): coalesce and sort before the flush
+#   Promise: write path: coalesce and sort before the flush
 #   Tests: ./buffer ^TestBuffer_CoalescesAndSorts$
 #   Env: PLAYHEAD_CHAOS_ROUNDS=1            (optional: variables for the test run)
 #

@@ -64,7 +64,7 @@ func TestPutPathSideBySide(t *testing.T) {
 	bareURL, bareProc := startBare(t, bare)
 	ph := binarytest.Start(t, nil)
 	reports, script := writeLoad(t, ph)
-	// The same load against a second Playhead, one that keeps no watched ranges (issue 35) or an
+	// The same load against a second Playhead, one that keeps no watched ranges or an
 	// older build: one member, one media and one position per request as in ph's, on a
 	// database of its own.
 	var off *binarytest.Server
@@ -177,7 +177,7 @@ func TestPutPathSideBySide(t *testing.T) {
 		stats.Median(bareCPUs), stats.Median(phCPUs), stats.Median(pgCPUs), stats.Median(wrkCPUs))
 	if off != nil {
 		if *noRanges {
-			fmt.Println("Watched ranges (issue 35), the same rounds: Playhead with them on (the column above) and off")
+			fmt.Println("Watched ranges, the same rounds: Playhead with them on (the column above) and off")
 		} else {
 			fmt.Printf("The same rounds: Playhead under test (the column above) and the baseline, %s\n", *baseline)
 		}
@@ -536,7 +536,7 @@ func group(rate float64) string {
 }
 
 // printHOTShare prints the share of the position updates in s's database that were HOT (no
-// index touched, issue 33), as PostgreSQL's statistics count them when the rounds are over.
+// index touched), as PostgreSQL's statistics count them when the rounds are over.
 func printHOTShare(t *testing.T, name string, s *binarytest.Server) {
 	t.Helper()
 	ctx := context.Background()

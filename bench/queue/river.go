@@ -14,11 +14,11 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 )
 
-// River's fetch settings. The defaults (100 ms cooldown, 1 s poll) cap a single worker at
-// about 10 jobs/s, so no one who cares about throughput keeps them: 1 ms is River's minimum
-// cooldown (and the reference of issue 15), 20 ms the poll interval of River's own benchmark
-// (cmd/river/riverbench). Everything else is River's default: the batch completer, the
-// LISTEN/NOTIFY notifier, leader election and the maintenance services.
+// River's fetch settings. The defaults (100 ms cooldown, 1 s poll) cap a single worker at about
+// 10 jobs/s, so no one who cares about throughput keeps them: 1 ms is River's minimum cooldown
+// (and the reference setting of this comparison), 20 ms the poll interval of River's own
+// benchmark (cmd/river/riverbench). Everything else is River's default: the batch completer,
+// the LISTEN/NOTIFY notifier, leader election and the maintenance services.
 const (
 	riverFetchCooldown     = time.Millisecond
 	riverFetchPollInterval = 20 * time.Millisecond

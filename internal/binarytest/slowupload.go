@@ -31,7 +31,7 @@ type Trickle int
 const (
 	// FromFirstByte trickles the whole body: after the headers, nothing but one byte per
 	// tick, the multipart preamble included (about 150 ticks before the file's first byte).
-	// The attack of issue 30: the upload limits must hold against it from the first byte.
+	// The upload limits must hold against it from the first byte.
 	FromFirstByte Trickle = iota
 	// FromFile sends the multipart preamble with the headers, then trickles the file, so that
 	// the server starts storing the upload (its temporary file appears) as soon as it takes it.

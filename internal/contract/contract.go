@@ -6,8 +6,8 @@
 // are not held to the document: the bad-input suites send them on purpose.
 //
 // The document itself must pass two independent validators: libopenapi's and kin-openapi's
-// (New). libopenapi-validator alone let through a schema with stray keys (JSON Schema allows
-// unknown keywords) that every other tool refused (issue 30).
+// (New). libopenapi-validator alone lets through a schema with stray keys (JSON Schema allows
+// unknown keywords) that every other tool refuses.
 //
 // Routes are matched the way Fiber matches them (case-insensitive, trailing slash ignored, a
 // parameter is one non-empty segment, a parameter named "path" is the rest of the path), so

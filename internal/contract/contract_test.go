@@ -52,7 +52,7 @@ func TestCheckerRefusesWhatTheDocumentDoesNotDescribe(t *testing.T) {
 			Status: 200, ResponseHeader: jsonHeader(), ResponseBody: []byte(`{"media_id": 7, "position_ms": 1000}`)}, "event_time"},
 		{"documented error", Exchange{Method: "PUT", Target: "/v1/playback/7", Header: bearer(), Body: []byte(`{}`),
 			Status: 422, ResponseHeader: jsonHeader(), ResponseBody: []byte(`{"error": "position_ms is required"}`)}, ""},
-		// Refusals the server sends and the document must list (issue 30): a body not declared
+		// Refusals the server sends and the document must list: a body not declared
 		// JSON, and headers too large for the HTTP layer, which can answer any route.
 		{"documented 415", Exchange{Method: "PUT", Target: "/v1/playback/7", Header: bearer(), Body: []byte(`{"position_ms": 5}`),
 			Status: 415, ResponseHeader: jsonHeader(), ResponseBody: []byte(`{"error": "Content-Type must be application/json, got none"}`)}, ""},

@@ -1,4 +1,4 @@
-// Watch while it encodes (issue 34), in a real browser: Debian's Chromium driven by
+// Watch while it encodes, in a real browser: Debian's Chromium driven by
 // playwright-core, headless. Run by cmd/api/encoding_page_e2e_test.go, which uploads a video
 // whose higher renditions it holds back, so that the page opens it while it still encodes.
 //

@@ -1,4 +1,4 @@
-// The watch page's own controls in a real browser (issue 31): Debian's Chromium driven by
+// The watch page's own controls in a real browser: Debian's Chromium driven by
 // playwright-core, headless. Run by cmd/api/watch_page_e2e_test.go, which uploads and encodes a
 // video (fMP4) with captions, reads the events this script prints (one JSON object a line on
 // stdout) and checks them.

@@ -1,4 +1,4 @@
-// Command barefiber is the ceiling of the PUT path (issue 15): a Fiber server that parses the
+// Command barefiber is the ceiling of the PUT path: a Fiber server that parses the
 // media id and the JSON body of PUT /v1/playback/{id} and answers 204, with nothing else — no
 // token, no cache, no rate limit, no buffer, no metrics, no database. The side-by-side
 // benchmark (bench/putpath) drives it and Playhead with the same load.

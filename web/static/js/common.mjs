@@ -30,7 +30,7 @@ function claims(token) {
 // bookmarked nor shared by copying the URL, and keeps it in sessionStorage when the tab holds
 // no token yet, or one of the same member and role. Otherwise it returns the link's token
 // without keeping it: a link opened over a signed-in page must not switch the member silently,
-// or the page would then act, and upload, as whoever made the link (login CSRF, issue 30).
+// or the page would then act, and upload, as whoever made the link (login CSRF).
 // initSession asks first.
 function takeTokenFromURL() {
   const m = location.hash.match(/^#(?:.*&)?token=([^&]+)/);
