@@ -1,12 +1,12 @@
 package main
 
-// Clients generated from the document the binary serves (issue 30): an integrator takes
-// GET /openapi.yaml, runs a mainstream generator on it and expects the result to compile and
-// to work. Each test starts the real binary with a worker, fetches the document from it,
-// generates a client from it in a temporary folder (never a committed, possibly stale copy),
-// and runs a committed flow through the generated code against the binary: a webhook
-// registered, a video uploaded and followed to READY, its media.ready delivery received, a
-// position reported, continue watching read.
+// Clients generated from the document the binary serves: an integrator takes GET /openapi.yaml,
+// runs a mainstream generator on it and expects the result to compile and to work. Each test
+// starts the real binary with a worker, fetches the document from it, generates a client from
+// it in a temporary folder (never a committed, possibly stale copy), and runs a committed flow
+// through the generated code against the binary: a webhook registered, a video uploaded and
+// followed to READY, its media.ready delivery received, a position reported, continue watching
+// read.
 //
 //   - Go: oapi-codegen (api/clients/go, a module of its own that pins it as a tool) and the
 //     flow test api/clients/go/playhead/flow_test.go.

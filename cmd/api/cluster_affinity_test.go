@@ -14,7 +14,7 @@ import (
 	"github.com/playhead/playhead/internal/binarytest"
 )
 
-// affinityMembers is must-show 3 of issue 33: 1 000 members, two devices each.
+// affinityMembers is the members of the affinity test: 1 000 members, two devices each.
 const affinityMembers = 1000
 
 // affinityFlushInterval is the api nodes' flush interval in the affinity test: far longer
@@ -136,14 +136,14 @@ func affinityPass(members []*binarytest.Player, a, b *device, counts *affinityCo
 	wg.Wait()
 }
 
-// TestCluster_MemberAffinity is must-show 3 of issue 33: through HAProxy with the affinity of
-// scripts/haproxy.cfg (a consistent hash of the token's subject), 1 000 members each report a
-// position from one device and read it at once from another. The api nodes flush every 30 s,
-// so a read served by another node than the report's would see no position or the one
-// before: with every node up, 0 stale reads are allowed, in two passes (no position stored
-// yet, then one stored before). Then the api nodes are restarted one by one while passes go
-// on: the stale reads are counted and logged (docs/scaling.md says why they happen and for
-// how long), and after a graceful stop every member's newest accepted position is stored.
+// TestCluster_MemberAffinity: through HAProxy with the affinity of scripts/haproxy.cfg (a
+// consistent hash of the token's subject), 1 000 members each report a position from one device
+// and read it at once from another. The api nodes flush every 30 s, so a read served by another
+// node than the report's would see no position or the one before: with every node up, 0 stale
+// reads are allowed, in two passes (no position stored yet, then one stored before). Then the
+// api nodes are restarted one by one while passes go on: the stale reads are counted and logged
+// (docs/scaling.md says why they happen and for how long), and after a graceful stop every
+// member's newest accepted position is stored.
 func TestCluster_MemberAffinity(t *testing.T) {
 	c := startCluster(t, func(role string, env map[string]string) {
 		env["PLAYHEAD_FLUSH_INTERVAL"] = affinityFlushInterval

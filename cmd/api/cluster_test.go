@@ -15,7 +15,7 @@ import (
 	"github.com/playhead/playhead/internal/binarytest"
 )
 
-// The cluster tests of issue 19 (cluster_rolling_test.go, cluster_loss_test.go): the topology
+// The cluster tests (cluster_rolling_test.go, cluster_loss_test.go): the topology
 // of scripts/cluster.sh started by the test itself, every process real and on loopback.
 const (
 	clusterAPINodes    = 3

@@ -1,9 +1,9 @@
 package main
 
-// The contract of issue 17: api/openapi.yaml describes every route the public app registers,
-// and nothing else. Every exchange of the end-to-end tests is checked against it where it is
-// made (binarytest's client, the hostile-input suite's raw requests: internal/contract), and
-// the routes × statuses they covered are printed when the package's tests have run.
+// The contract: api/openapi.yaml describes every route the public app registers, and nothing
+// else. Every exchange of the end-to-end tests is checked against it where it is made
+// (binarytest's client, the hostile-input suite's raw requests: internal/contract), and the
+// routes × statuses they covered are printed when the package's tests have run.
 
 import (
 	"bytes"

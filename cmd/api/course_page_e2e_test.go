@@ -1,9 +1,9 @@
 package main
 
-// Up next and the course page end to end (issue 21, must-show 4): the real binary and
-// PostgreSQL, positions reported through the API, and Debian's Chromium driven by
-// playwright-core from web/e2e/course.mjs, which reads the home page and the course page as a
-// member sees them and checks them with axe-core.
+// Up next and the course page end to end: the real binary and PostgreSQL, positions reported
+// through the API, and Debian's Chromium driven by playwright-core from web/e2e/course.mjs,
+// which reads the home page and the course page as a member sees them and checks them with
+// axe-core.
 
 import (
 	"fmt"

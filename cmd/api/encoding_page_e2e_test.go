@@ -1,9 +1,9 @@
 package main
 
-// Watch while it encodes, end to end (issue 34, must-show 3): the real binary encodes an
-// upload as a group of jobs, and Debian's Chromium, driven by web/e2e/encoding.mjs, starts
-// playing it through hls.js while its higher rendition is still to be encoded, then, once the
-// video is READY, plays its best rendition.
+// Watch while it encodes, end to end: the real binary encodes an upload as a group of jobs, and
+// Debian's Chromium, driven by web/e2e/encoding.mjs, starts playing it through hls.js while its
+// higher rendition is still to be encoded, then, once the video is READY, plays its best
+// rendition.
 
 import (
 	"context"

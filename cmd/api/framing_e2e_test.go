@@ -15,11 +15,11 @@ import (
 	"github.com/playhead/playhead/internal/binarytest"
 )
 
-// The framing finding of issue 30 through the binary: a request whose body the server refused
-// without reading it (413 by Content-Length, 401, 404, an upload that is not multipart) left
-// the body on the connection, and its bytes were parsed as the next requests (400/431 answers
-// to body bytes; a whole request hidden in a body ran). httpserver's own tests cover each kind
-// of answer; this one checks the binary's routes and wiring.
+// Request framing through the binary: a request whose body the server refuses without reading
+// it (413 by Content-Length, 401, 404, an upload that is not multipart) must not leave the body
+// on the connection, where its bytes would be parsed as the next requests (400/431 answers to
+// body bytes; a whole request hidden in a body would run). httpserver's own tests cover each
+// kind of answer; this one checks the binary's routes and wiring.
 
 // hiddenRequest is the request each body carries where the server would resume reading.
 const hiddenRequest = "GET /healthz?hidden HTTP/1.1\r\nHost: playhead\r\n\r\n"

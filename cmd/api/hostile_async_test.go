@@ -146,7 +146,7 @@ func (f *hostileFixture) slowClients(t *testing.T) int {
 	first := binarytest.StartSlowUpload(t, f.s.URL("/v1/media"), f.b, binarytest.FromFile, tick)
 	second := binarytest.StartSlowUpload(t, f.s.URL("/v1/media"), f.b, binarytest.FromFile, tick)
 	waitUploadsInProgress(t, f.storageDir, 2)
-	// The third trickles from its body's first byte: refused all the same (issue 30).
+	// The third trickles from its body's first byte: refused all the same.
 	third := binarytest.StartSlowUpload(t, f.s.URL("/v1/media"), f.b, binarytest.FromFirstByte, tick)
 	select {
 	case status := <-third.Answer:

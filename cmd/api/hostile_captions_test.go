@@ -1,9 +1,9 @@
 package main
 
 // The caption routes of the hostile-input suite (hostile_test.go): malformed forms and fields,
-// and the hostile caption files of issue 31 — huge, deep cue markup, <script>, NUL, invalid
-// UTF-8, 100 000 cues, timestamps out of order — each a clear 4xx or a safe render: accepted
-// files are served as plain text, with no '<' left in any segment.
+// and hostile caption files — huge, deep cue markup, <script>, NUL, invalid UTF-8, 100 000
+// cues, timestamps out of order — each a clear 4xx or a safe render: accepted files are served
+// as plain text, with no '<' left in any segment.
 
 import (
 	"bytes"

@@ -167,7 +167,7 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 		}
 	}
 	if r.pattern == "/objects/hls/*" {
-		// The Range header of an fMP4 rendition and of the storyboard (issue 31): one readable
+		// The Range header of an fMP4 rendition and of the storyboard: one readable
 		// range is 206, one past the end 416, anything else the whole file; never a 500.
 		later := time.Now().Add(time.Hour)
 		for _, file := range []string{"v0/media.mp4", "storyboard/storyboard.vtt", "storyboard/sprite_000.jpg"} {

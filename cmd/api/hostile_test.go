@@ -208,7 +208,7 @@ var routeTable = []hostileRoute{
 	{method: "DELETE", pattern: "/v1/admin/webhooks/:id", access: admin, target: idTarget("/v1/admin/webhooks/%s", webhookID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/v1/admin/webhooks/:id/deliveries", access: admin, target: idTarget("/v1/admin/webhooks/%s/deliveries", webhookID),
 		hasParam: true, idParam: true, query: []string{"limit"}},
-	// The resumable uploads (issue 32); their own cases are in hostile_tus_test.go.
+	// The resumable uploads; their own cases are in hostile_tus_test.go.
 	{method: "OPTIONS", pattern: "/v1/uploads", access: member, target: fixed("/v1/uploads")},
 	{method: "POST", pattern: "/v1/uploads", access: member, target: fixed("/v1/uploads")},
 	{method: "HEAD", pattern: "/v1/uploads/:uploadID", access: member, target: uploadTarget, hasParam: true},

@@ -1,9 +1,9 @@
 package main
 
-// The hostile-input cases of the resumable uploads (tus, issue 32): wrong offsets, lengths
-// over the limit, negative and huge, malformed metadata, another member's upload, expired
-// uploads, termination of a finished one. Each is a clear 4xx, and once the cases are done
-// nothing half-written is left after the expirer's pass.
+// The hostile-input cases of the resumable uploads (tus): wrong offsets, lengths over the
+// limit, negative and huge, malformed metadata, another member's upload, expired uploads,
+// termination of a finished one. Each is a clear 4xx, and once the cases are done nothing
+// half-written is left after the expirer's pass.
 
 import (
 	"encoding/base64"

@@ -18,11 +18,11 @@ import (
 	"github.com/playhead/playhead/internal/testvideo"
 )
 
-// operatorsSheet is a schedule as operators keep it (issue 18), written by openpyxl: an
-// unrelated first sheet, a title row and a blank row above the header, the level merged over
-// its three rows, chapter numbers as a number and as "1과", a hyperlink cell behind "강의 보기",
-// a HYPERLINK formula without a cached value, a full-width order, an extra column, a blank
-// row, and one row whose chapter is not a whole number.
+// operatorsSheet is a schedule as operators keep it, written by openpyxl: an unrelated first
+// sheet, a title row and a blank row above the header, the level merged over its three rows,
+// chapter numbers as a number and as "1과", a hyperlink cell behind "강의 보기", a HYPERLINK formula
+// without a cached value, a full-width order, an extra column, a blank row, and one row whose
+// chapter is not a whole number.
 func operatorsSheet(t *testing.T, host string) []byte {
 	return sheettest.Openpyxl(t, `
 host = "`+host+`"

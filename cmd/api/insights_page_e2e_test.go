@@ -1,14 +1,13 @@
 package main
 
-// The Insights page end to end (issue 35, must-show 4): the real binary and PostgreSQL with
-// its periodic audience rollup every second, and Debian's Chromium driven by
-// web/e2e/insights.mjs, which reads a media's figures and retention curve, a smaller media's
-// figures without a curve, and a course's funnel, as tables and as Chart.js charts, with
-// axe-core. The viewers' watched ranges are written here as the flush would have left them,
-// one INSERT per media (the derivation from reports has its own tests in playback and
-// audience); the rollup, and its noise, are the binary's. The figures other than the counts
-// carry that noise (audience's package doc): the test compares them with what the viewers
-// watched within five of its standard deviations.
+// The Insights page end to end: the real binary and PostgreSQL with its periodic audience
+// rollup every second, and Debian's Chromium driven by web/e2e/insights.mjs, which reads a
+// media's figures and retention curve, a smaller media's figures without a curve, and a
+// course's funnel, as tables and as Chart.js charts, with axe-core. The viewers' watched ranges
+// are written here as the flush would have left them, one INSERT per media (the derivation from
+// reports has its own tests in playback and audience); the rollup, and its noise, are the
+// binary's. The figures other than the counts carry that noise (audience's package doc): the
+// test compares them with what the viewers watched within five of its standard deviations.
 
 import (
 	"encoding/json"

@@ -1,11 +1,10 @@
 package main
 
-// The queue console end to end (issue 36, must-show 2): the real binary, PostgreSQL and
-// ffmpeg, two webhook receivers on loopback that answer 503 (so one upload's two deliveries
-// become DEAD jobs), and Debian's Chromium driven by web/e2e/jobs.mjs, which finds the DEAD
-// jobs on top, cancels a newer job still to run, opens a DEAD one, retries it through the
-// selection once its receiver is healed and sees it COMPLETED, and discards the other, while
-// this test checks the database.
+// The queue console end to end: the real binary, PostgreSQL and ffmpeg, two webhook receivers
+// on loopback that answer 503 (so one upload's two deliveries become DEAD jobs), and Debian's
+// Chromium driven by web/e2e/jobs.mjs, which finds the DEAD jobs on top, cancels a newer job
+// still to run, opens a DEAD one, retries it through the selection once its receiver is healed
+// and sees it COMPLETED, and discards the other, while this test checks the database.
 
 import (
 	"encoding/json"

@@ -1,9 +1,9 @@
 package main
 
-// Positions survive a database outage (issue 14): the real binary, a real PostgreSQL that is
-// restarted or stopped under it, real HTTP over loopback. `make test` runs the restart 3
-// rounds, `make chaos` PLAYHEAD_CHAOS_ROUNDS=20. Nothing here asserts how fast anything is;
-// every wait waits for the thing it needs (a row, a metric, a log line, an exit).
+// Positions survive a database outage: the real binary, a real PostgreSQL that is restarted or
+// stopped under it, real HTTP over loopback. `make test` runs the restart 3 rounds,
+// `make chaos` PLAYHEAD_CHAOS_ROUNDS=20. Nothing here asserts how fast anything is; every wait
+// waits for the thing it needs (a row, a metric, a log line, an exit).
 
 import (
 	"context"
@@ -353,11 +353,11 @@ func TestServe_CorruptSpillFileMovedAside(t *testing.T) {
 	s.Stop(t)
 }
 
-// TestServe_PlantedSpillRecordsAreRefused: the replay check of issue 30 is wired into the
-// binary. A spill file with a valid checksum, as whoever can write the directory could plant
-// it, holds one honest record and three that no PUT would have stored (past the media's end, an
-// event time a day ahead, another member's private media): at start only the honest one is
-// stored, the others are dropped and logged, and the file is gone.
+// TestServe_PlantedSpillRecordsAreRefused: the spill replay check (playback.ReplayCheck) is
+// wired into the binary. A spill file with a valid checksum, as whoever can write the directory
+// could plant it, holds one honest record and three that no PUT would have stored (past the
+// media's end, an event time a day ahead, another member's private media): at start only the
+// honest one is stored, the others are dropped and logged, and the file is gone.
 func TestServe_PlantedSpillRecordsAreRefused(t *testing.T) {
 	pool, dbURL := pgtest.Pool(t)
 	ctx := context.Background()

@@ -26,14 +26,14 @@ import (
 	"github.com/playhead/playhead/media"
 )
 
-// TestPipeline_Kill9MidEncodeIsReclaimed kills the only worker with SIGKILL in the middle of
-// a rendition of an upload's encode group: its probe and its lowest rendition are done (the
-// media is playable), its second rendition is being encoded. The kill costs that rendition's
-// attempt and nothing else (issue 34): its lease runs out, a second worker reclaims that job
-// (attempt 2) and completes it and the rest of the group, while every other job of the group
-// completes once at attempt 1 (the renditions the dead worker finished are not encoded again).
-// A completion under the dead worker's claim token is fenced out: ErrClaimLost, no write to
-// the media row or the outbox (the issue's "must show 2").
+// TestPipeline_Kill9MidEncodeIsReclaimed kills the only worker with SIGKILL in the middle of a
+// rendition of an upload's encode group: its probe and its lowest rendition are done (the media
+// is playable), its second rendition is being encoded. The kill costs that rendition's attempt
+// and nothing else: its lease runs out, a second worker reclaims that job (attempt 2) and
+// completes it and the rest of the group, while every other job of the group completes once at
+// attempt 1 (the renditions the dead worker finished are not encoded again). A completion under
+// the dead worker's claim token is fenced out: ErrClaimLost, no write to the media row or the
+// outbox.
 func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 	api, pool, storageDir := startPipeline(t)
 	a, tmpA := startWorker(t, api, storageDir, "kill-a")

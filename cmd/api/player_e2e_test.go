@@ -149,8 +149,8 @@ func absMS(d int64) int64 {
 // lists the item with its progress; the last position, sent on pagehide, is in the database
 // after a graceful stop; the screenshots are PNGs (in docs/img with `make screenshots`).
 //
-// It runs on both storages (issue 16): local, where the page fetches every file from Playhead,
-// and S3 (SeaweedFS), where the page fetches the playlists from Playhead and the segments and
+// It runs on both storages: local, where the page fetches every file from Playhead, and S3
+// (SeaweedFS), where the page fetches the playlists from Playhead and the segments and
 // thumbnails straight from the bucket, by presigned URL. On neither does the page set a cookie.
 func TestPlayer_UploadWatchLeaveResumeInChromium(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))

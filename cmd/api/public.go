@@ -130,7 +130,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	commit := media.Committer{JobKind: encodejobs.KindEncode, MaxAttempts: cfg.JobMaxAttempts}
 	upload := &media.UploadHandler{Pool: n.pool, Store: store, MaxBytes: cfg.MaxUploadBytes, Limits: limits, Commit: commit}
 	upload.Register(app, verifier.Middleware())
-	// Resumable uploads (tus, issue 32): the same limits, the same end.
+	// Resumable uploads (tus): the same limits, the same end.
 	if err := n.buildResumable(app, store, limits, commit, verifier.Middleware(), listener); err != nil {
 		return nil, err
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/playhead/playhead/tus"
 )
 
-// The resumable uploads of issue 32 (tus 1.0 under /v1/uploads/): the routes on api nodes,
-// the expiry of abandoned uploads on worker nodes, one set of metrics on a node that is both.
+// The resumable uploads (tus 1.0 under /v1/uploads/): the routes on api nodes, the expiry of
+// abandoned uploads on worker nodes, one set of metrics on a node that is both.
 
 // uploadObjects is store as the resumable uploads need it: one that can build objects from
 // parts (both of Playhead's stores can).

@@ -1,9 +1,9 @@
 package main
 
-// Playhead on S3 storage (issue 16), through the real binary: API and worker nodes that share
-// nothing but the database and a bucket of a real S3 server (SeaweedFS, internal/s3test), players
-// that fetch segments straight from the bucket with presigned URLs, and what a killed worker
-// leaves behind. Every wait here waits on the thing it needs, bounded by a deadline.
+// Playhead on S3 storage, through the real binary: API and worker nodes that share nothing but
+// the database and a bucket of a real S3 server (SeaweedFS, internal/s3test), players that
+// fetch segments straight from the bucket with presigned URLs, and what a killed worker leaves
+// behind. Every wait here waits on the thing it needs, bounded by a deadline.
 
 import (
 	"context"

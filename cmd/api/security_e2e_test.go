@@ -1,7 +1,8 @@
 package main
 
-// End-to-end tests of issue 11's findings 1–4 through the real binary (real ffmpeg, real
-// PostgreSQL, real HTTP on loopback): what an attacker did to the running server, done again.
+// End-to-end security tests through the real binary (real ffmpeg, real PostgreSQL, real HTTP
+// on loopback): path traversal, uploads that make the encoder read server files, huge frames
+// and slow uploads, each attack done to the running server.
 
 import (
 	"bufio"
@@ -80,10 +81,10 @@ func readyUpload(t *testing.T, s *binarytest.Server, token, title, visibility st
 // bFiles are the files of a readyUpload's one rendition, under its claim's folder.
 var bFiles = []string{"v0/index.m3u8", "v0/media.mp4", "thumb.jpg", "storyboard/storyboard.vtt", "storyboard/sprite_000.jpg"}
 
-// TestSecurity_TraversalReachesNoOtherMedia is finding 1 of issue 11 through the binary, with
-// signed URLs: member A may play its own media; every way of writing a path from A's media
-// into member B's private media, carrying the signature of A's own playlist URL, is refused
-// (404, or 403: the signature is for another key) and never carries a byte of B's files.
+// TestSecurity_TraversalReachesNoOtherMedia is path traversal through the binary, with signed
+// URLs: member A may play its own media; every way of writing a path from A's media into member
+// B's private media, carrying the signature of A's own playlist URL, is refused (404, or 403:
+// the signature is for another key) and never carries a byte of B's files.
 func TestSecurity_TraversalReachesNoOtherMedia(t *testing.T) {
 	storageDir := t.TempDir()
 	s := binarytest.Start(t, pipelineEnv("all", "sec-traversal", storageDir, t.TempDir(), "ultrafast"))
@@ -179,10 +180,9 @@ func watchOpens(t *testing.T, path string) func() bool {
 	}
 }
 
-// TestSecurity_PlaylistUploadNeverReadsServerFiles is finding 2 of issue 11 through the
-// binary: an upload named x.mp4 whose content is an HLS playlist pointing at a video file on
-// the server goes FAILED at its first attempt, never READY, and the server file is never
-// opened.
+// TestSecurity_PlaylistUploadNeverReadsServerFiles, through the binary: an upload named x.mp4
+// whose content is an HLS playlist pointing at a video file on the server goes FAILED at its
+// first attempt, never READY, and the server file is never opened.
 func TestSecurity_PlaylistUploadNeverReadsServerFiles(t *testing.T) {
 	storageDir := t.TempDir()
 	s := binarytest.Start(t, pipelineEnv("all", "sec-playlist", storageDir, t.TempDir(), "ultrafast"))
@@ -215,9 +215,8 @@ func TestSecurity_PlaylistUploadNeverReadsServerFiles(t *testing.T) {
 	}
 }
 
-// TestSecurity_HugeFramesFail is finding 3 of issue 11 through the binary: a small file of
-// 8000×8000 frames goes FAILED with a reason saying so, at its first attempt, without an
-// encode.
+// TestSecurity_HugeFramesFail, through the binary: a small file of 8000×8000 frames goes FAILED
+// with a reason saying so, at its first attempt, without an encode.
 func TestSecurity_HugeFramesFail(t *testing.T) {
 	storageDir, tmpDir := t.TempDir(), t.TempDir()
 	s := binarytest.Start(t, pipelineEnv("all", "sec-huge", storageDir, tmpDir, "ultrafast"))
@@ -272,13 +271,13 @@ func openFDs(t *testing.T, pid int) int {
 	return len(entries)
 }
 
-// TestSecurity_SlowUploadsAreBounded is finding 4 of issue 11 and the slow uploads of issue 30
-// through the binary. One member once held 300 uploads open by trickling bytes (the server's
-// file descriptors went from 18 to 616). The per-member limit that followed was applied only
-// once fasthttp had read 8 KiB of a body, so forty uploads that trickled a hundred bytes and
-// then one byte a second all stayed open until the read timeout cut them, none refused.
+// TestSecurity_SlowUploadsAreBounded: slow uploads through the binary. Without limits one
+// member holds 300 uploads open by trickling bytes (the server's file descriptors went from 18
+// to 616 when measured). A per-member limit applied only once fasthttp has read 8 KiB of a
+// body is not enough: forty uploads that trickle a hundred bytes and then one byte a second
+// all stay open until the read timeout cuts them, none refused.
 //
-// Now the upload route is a first-byte route: of forty uploads by one member that send their
+// So the upload route is a first-byte route: of forty uploads by one member that send their
 // body one byte a second from its first byte, PLAYHEAD_UPLOADS_PER_MEMBER run and the rest are
 // answered 429; the node holds PLAYHEAD_UPLOADS_TOTAL; an upload that goes silent is cut after
 // PLAYHEAD_UPLOAD_IDLE_TIMEOUT (408), freeing its slot. The test waits on the answers, however

@@ -1,7 +1,7 @@
 package main
 
-// A #token=… link must not switch a signed-in tab's member silently (issue 30: login CSRF; a
-// page then acted, and uploaded, as the link's member). In Chromium, through the real binary:
+// A #token=… link must not switch a signed-in tab's member silently (login CSRF: the page
+// would then act, and upload, as the link's member). In Chromium, through the real binary:
 // web/e2e/session.mjs.
 
 import (

@@ -44,14 +44,13 @@ type tusEvent struct {
 	} `json:"answers"`
 }
 
-// TestTus_ClientResumesAcrossNodesThroughCuts is must-show 1 of issue 32: the real tus client
-// (tus-js-client in Node) uploads a 300 MiB video through a fault proxy and HAProxy to two
-// Playhead nodes. Its transfer is cut three times at random points by the proxy, which resets
-// the connection; at the second, the node that was receiving the upload is killed with SIGKILL
-// too, so the client resumes on the other node (the only one left). Each time the client
-// resumes from the offset the server holds. The media ends READY, the client sent at most
-// 1.1 × the file in all, and the stored source's sha256 is the file's. On local storage
-// and on S3 (SeaweedFS).
+// TestTus_ClientResumesAcrossNodesThroughCuts: the real tus client (tus-js-client in Node)
+// uploads a 300 MiB video through a fault proxy and HAProxy to two Playhead nodes. Its transfer
+// is cut three times at random points by the proxy, which resets the connection; at the second,
+// the node that was receiving the upload is killed with SIGKILL too, so the client resumes on
+// the other node (the only one left). Each time the client resumes from the offset the server
+// holds. The media ends READY, the client sent at most 1.1 × the file in all, and the stored
+// source's sha256 is the file's. On local storage and on S3 (SeaweedFS).
 func TestTus_ClientResumesAcrossNodesThroughCuts(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {

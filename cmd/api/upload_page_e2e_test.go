@@ -35,12 +35,12 @@ type uploadEvent struct {
 // pageChunk is the page's PATCH size (CHUNK_BYTES in web/static/js/home.mjs).
 const pageChunk = 8 << 20
 
-// TestUploadPage_InterruptedReloadedResumesInChromium is must-show 5 of issue 32: in Chromium,
-// the upload form's resumable upload loses its network after the first 8 MiB (the page's later
-// PATCHes are held, never answered); it is paused and resumed, then the page is reloaded. The
-// reloaded page says how far the upload got, and with the file chosen again it goes on from
-// the offset the server holds (not from 0) and ends READY; the stored source is the file.
-// axe-core finds no violation on the page paused, unfinished after the reload, and READY.
+// TestUploadPage_InterruptedReloadedResumesInChromium: in Chromium, the upload form's resumable
+// upload loses its network after the first 8 MiB (the page's later PATCHes are held, never
+// answered); it is paused and resumed, then the page is reloaded. The reloaded page says how
+// far the upload got, and with the file chosen again it goes on from the offset the server
+// holds (not from 0) and ends READY; the stored source is the file. axe-core finds no violation
+// on the page paused, unfinished after the reload, and READY.
 func TestUploadPage_InterruptedReloadedResumesInChromium(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {

@@ -1,9 +1,9 @@
 package main
 
-// The watch page's controls end to end (issue 31, must-show 2): the real binary encodes an
-// upload to fMP4, and Debian's Chromium, driven by web/e2e/watch.mjs, plays it through hls.js
-// to the end, shows storyboard previews on the seek bar under the mouse and after a keyboard
-// seek, and turns captions on; axe-core checks the page.
+// The watch page's controls end to end: the real binary encodes an upload to fMP4, and Debian's
+// Chromium, driven by web/e2e/watch.mjs, plays it through hls.js to the end, shows storyboard
+// previews on the seek bar under the mouse and after a keyboard seek, and turns captions on;
+// axe-core checks the page.
 
 import (
 	"math"

@@ -1,9 +1,9 @@
 package main
 
-// Webhooks from the outbox through the real binary (issue 17, must-shows 2 and 3): the
-// receivers are httptest servers on loopback (PLAYHEAD_WEBHOOK_ALLOW_PRIVATE=true), and every
-// signature is checked with verifySignature, written from the Standard Webhooks specification
-// without the webhooks package.
+// Webhooks from the outbox through the real binary: the receivers are httptest servers on
+// loopback (PLAYHEAD_WEBHOOK_ALLOW_PRIVATE=true), and every signature is checked with
+// verifySignature, written from the Standard Webhooks specification without the webhooks
+// package.
 
 import (
 	"crypto/hmac"
