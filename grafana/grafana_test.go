@@ -106,8 +106,8 @@ func TestDashboardAndAlertsAgainstPrometheus(t *testing.T) {
 	// series is born with its first observation: rate() needs two scraped samples with an
 	// increase between them. So wait until Prometheus has scraped the completed-encode series
 	// once, then make another encode and wait until Prometheus has scraped its observation.
-	// (Waiting on anything else, such as the outcome counters, which exist from start-up, let
-	// fast machines finish both encodes inside one scrape interval: issue 12.)
+	// (Waiting on anything else, such as the outcome counters, which exist from start-up, lets
+	// fast machines finish both encodes inside one scrape interval.)
 	encodes := fmt.Sprintf(`playhead_jobs_duration_seconds_count{job=%q, kind="encode", outcome="completed"}`, scrapeJob)
 	scraped := waitForValue(t, prom, encodes, "a completed encode in the job duration histogram", func(float64) bool { return true })
 	tr.upload(t)
