@@ -97,7 +97,7 @@ var jobKinds = []jobKind{
 	{
 		// Periodic: the worker nodes' scheduler enqueues one run per PLAYHEAD_AUDIENCE_INTERVAL.
 		name:  audience.KindRollup,
-		doc:   "Rolls the positions and watched ranges recorded since the last run up into the audience figures, for the whole cluster.",
+		doc:   "Recomputes the audience figures (views, watch time, completion, the retention curve) of every media with new positions since the last run; one run for the whole cluster.",
 		hooks: func(cfg Config) jobqueue.Kind { return audience.Kind(cfg.AudienceSchedule, nil) },
 		worker: func(w workerParts) (jobqueue.Kind, error) {
 			return audience.Kind(w.node.cfg.AudienceSchedule, w.node.pool), nil
