@@ -66,7 +66,7 @@ func fastRetry(cfg buffer.Config[int, val]) buffer.Config[int, val] {
 	return cfg
 }
 
-// A failed flush keeps its entries (they used to be dropped) and retries them until the
+// A failed flush keeps its entries rather than dropping them, and retries them until the
 // database answers again; meanwhile they count as held for retry and stay readable.
 func TestBuffer_RetryKeepsEntries(t *testing.T) {
 	f := &flaky{}

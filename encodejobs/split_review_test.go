@@ -12,8 +12,8 @@ import (
 	"github.com/playhead/playhead/media"
 )
 
-// Review of 151c3d9 (rendition jobs split by encoder.SplitLadder, args {"rungs", "heights",
-// "audio", "pictures"}).
+// Edge cases of rendition jobs split by encoder.SplitLadder, args {"rungs", "heights", "audio",
+// "pictures"}.
 
 // jobAttempt is a job's status, attempts and last error.
 func (f *groupFixture) jobAttempt(t *testing.T, id int64) (status string, attempts int, lastError string) {
@@ -31,12 +31,12 @@ func (f *groupFixture) jobAttempt(t *testing.T, id int64) (status string, attemp
 // The lowest rung's job (rungs [2], heights [240] for the fixture's 480p source) gets each
 // args; the other rendition job is held back so that nothing else encodes.
 //
-// "a rung twice" failed at 151c3d9 (fixed since: inLadder refuses a rung twice): inLadder accepted [2, 2], EncodeRenditions then refuses it
-// with a plain error, which encodeFailure makes retryable, so the job is tried
-// PLAYHEAD_JOB_MAX_ATTEMPTS times (each fetching and probing the source) before it dies, with
-// "the video could not be encoded; an administrator can see why and retry it" (a retry that
-// can never succeed). "heights of another ladder" is the check mutation "inLadder ignores the
-// heights" breaks: no other test has a stale height.
+// "a rung twice" needs inLadder to refuse a rung twice: were inLadder to accept [2, 2],
+// EncodeRenditions would refuse it with a plain error, which encodeFailure makes retryable, so
+// the job would be tried PLAYHEAD_JOB_MAX_ATTEMPTS times (each fetching and probing the source)
+// before it died, with "the video could not be encoded; an administrator can see why and retry
+// it" (a retry that can never succeed). "heights of another ladder" is the check mutation
+// "inLadder ignores the heights" breaks: no other test has a stale height.
 func TestEncodeGroupReview_RenditionArgsNotInTheLadderFailAtTheFirstAttempt(t *testing.T) {
 	t.Parallel()
 	const staleReason = "the upload changed while it was being encoded; upload it again"
@@ -86,18 +86,19 @@ func TestEncodeGroupReview_RenditionArgsNotInTheLadderFailAtTheFirstAttempt(t *t
 	}
 }
 
-// A rendition job enqueued by the version before 151c3d9, args {"rung": N, "height": H,
-// "audio", "pictures"} (one job per rung), that a worker of this version claims: the case of
-// every upload whose probe completed before a rolling restart (README "A local cluster",
-// TestCluster_RollingRestart) and whose renditions run after it. Its rung is in the ladder
-// planned now, so it should be encoded and the group finish READY.
+// A rendition job in the older shape, args {"rung": N, "height": H, "audio", "pictures"} (one
+// job per rung, as the previous version enqueues them), that a worker of this version claims:
+// the case of every upload whose probe completed before a rolling restart (README "A local
+// cluster", TestCluster_RollingRestart) and whose renditions run after it. Its rung is in the
+// ladder planned now, so it should be encoded and the group finish READY.
 //
-// Failed at 151c3d9 (fixed since: readRenditionArgs reads the old shape): the old args decoded to no rungs (json ignores "rung" and "height"),
-// inLadder is false, and the job dies at its first attempt with the permanent reason "the
-// upload changed while it was being encoded; upload it again": nothing changed but the code,
-// and the owner is told media.failed and to upload again. (The other way round, a worker of
-// the old version claiming a job of this one, decodes rung 0 at height 0 and fails the media
-// with the same reason; a test of this version cannot show that.)
+// readRenditionArgs reads the old shape: decoded as the new one, the old args would have no
+// rungs (json ignores "rung" and "height"), inLadder would be false, and the job would die at
+// its first attempt with the permanent reason "the upload changed while it was being encoded;
+// upload it again": nothing changed but the code, and the owner would be told media.failed and
+// to upload again. (The other way round, a worker of the old version claiming a job of this
+// one, decodes rung 0 at height 0 and fails the media with the same reason; a test of this
+// version cannot show that.)
 func TestEncodeGroupReview_ARenditionJobOfThePreviousVersionIsEncodedNotFailed(t *testing.T) {
 	t.Parallel()
 	f := newGroupFixture(t, 3) // a job per rung, as the previous version enqueued them

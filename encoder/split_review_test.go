@@ -7,10 +7,10 @@ import (
 	"github.com/playhead/playhead/encoder"
 )
 
-// Review of 151c3d9: SplitLadder on the ladders real sources get (PlanLadder of a source below
-// 240p, 240p, 360p, 480p, 720p, 1080p) with the default 2 runs, 3, a run per rung and more,
-// and runs below 2: the lowest rung alone first, the others heaviest run first, every rung
-// once, rungs in ladder order (highest first) within a run.
+// SplitLadder on the ladders real sources get (PlanLadder of a source below 240p, 240p, 360p,
+// 480p, 720p, 1080p) with the default 2 runs, 3, a run per rung and more, and runs below 2: the
+// lowest rung alone first, the others heaviest run first, every rung once, rungs in ladder
+// order (highest first) within a run.
 func TestSplitLadderReview_TheLaddersOfRealSources(t *testing.T) {
 	for _, tc := range []struct {
 		height int

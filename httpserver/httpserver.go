@@ -52,7 +52,7 @@ type Config struct {
 // New returns the public Fiber app with Playhead's error handler and request metrics.
 //
 // Request bodies are streamed (fasthttp's StreamRequestBody), so an upload never sits in the
-// heap. That also means fasthttp no longer refuses large bodies by itself: every route that
+// heap. That also means fasthttp does not refuse large bodies by itself: every route that
 // reads a body must sit behind LimitBody or enforce its own limit. A connection is kept after
 // a request with a body only when LimitBody read that body to its end; any other answer to it
 // closes the connection, so that unread body bytes are never read as requests.
@@ -135,7 +135,7 @@ func Status(code apperr.Code) int {
 // missing check at the edge). The log is sampled by method, route pattern and status — the
 // first of a kind, then at most one per errorLogInterval with the number held back — and the
 // path and error text are truncated, so a client cannot flood the log: a thousand failing
-// requests with 3 KiB paths once made 3.6 MB of log lines.
+// requests with 3 KiB paths would otherwise make 3.6 MB of log lines.
 func ErrorHandler(logger *slog.Logger) fiber.ErrorHandler {
 	sampler := NewSampler(errorLogInterval)
 	return func(c *fiber.Ctx, err error) error {

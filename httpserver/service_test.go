@@ -14,8 +14,8 @@ import (
 
 // TestService_StopPastTheDeadlineWithNothingInFlight: a server with no request in flight stops
 // cleanly even when the stop's deadline has already passed (the metrics server is stopped last,
-// after the buffer may have used the whole budget). Before, Stop chose at random between
-// "serving ended" and "deadline passed" and failed about half the stops.
+// after the buffer may have used the whole budget). A Stop that chose at random between
+// "serving ended" and "deadline passed" would fail about half the stops.
 func TestService_StopPastTheDeadlineWithNothingInFlight(t *testing.T) {
 	expired, cancel := context.WithCancel(context.Background())
 	cancel()

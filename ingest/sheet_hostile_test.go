@@ -120,8 +120,8 @@ func TestParse_ValuesPastTheRowLimitAreNotDropped(t *testing.T) {
 
 // TestStoreCreate_AllOrNothing: an import whose writes fail half-way (here a trigger that
 // refuses the third video's media row, standing in for a database that goes away) leaves no
-// trace: no import, no rows, no media, no job. It used to keep the import, its rejected rows
-// and the first two videos, whose jobs then ran; the admin, told 500, imported again.
+// trace: no import, no rows, no media, no job. Keeping the import, its rejected rows and the
+// first two videos would let their jobs run, and the admin, told 500, would import again.
 func TestStoreCreate_AllOrNothing(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := pgtest.Pool(t)

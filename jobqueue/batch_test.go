@@ -201,8 +201,8 @@ func (b *bundle) insertJobs(t testing.TB, kind string, n int) []int64 {
 
 // A batch whose answer never arrives (the proxy lets the batch's statement through and resets
 // the connection before the answer comes back) leaves every job's outcome unknown: each job
-// settles it before anything is cleaned up, as a completion on its own does (bug 3 of issue
-// 13). The statement committed, so the job is completed and its result kept, not discarded.
+// settles it before anything is cleaned up, as a completion on its own does
+// (TestRunner_AmbiguousCommit). The statement committed, so the job is completed and its result kept, not discarded.
 func TestRunner_BatchWhoseAnswerIsLostIsSettled(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -24,12 +24,12 @@ func localDeadline(sent time.Time, lease time.Duration) time.Time {
 // ErrClaimLost when the claim is gone or can no longer be proven ours.
 //
 // A failed heartbeat is retried within lease/20 (jittered), not at the next tick: with a tick
-// every lease/3, two failures in a row used to land after the lease had run out, so a
-// database blip of a third of the lease lost every running claim (and swept last attempts
-// DEAD). And each write is bounded, with a local deadline beside it: when no heartbeat has
-// succeeded for lease − margin, counted from when the last good one was sent (the database's
-// lease began no earlier), the run is cancelled as lost — with the database gone for good, a
-// run must not go on past a lease that another node may already have taken over.
+// every lease/3, two failures in a row would land after the lease had run out, so a database
+// blip of a third of the lease would lose every running claim (and sweep last attempts DEAD).
+// And each write is bounded, with a local deadline beside it: when no heartbeat has succeeded
+// for lease − margin, counted from when the last good one was sent (the database's lease began
+// no earlier), the run is cancelled as lost — with the database gone for good, a run must not
+// go on past a lease that another node may already have taken over.
 func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, j Job, claimSent time.Time, log *slog.Logger) <-chan struct{} {
 	done := make(chan struct{})
 	lease := r.q.lease

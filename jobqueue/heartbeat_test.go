@@ -181,8 +181,8 @@ func TestRunner_HeartbeatRidesOutAnOutage(t *testing.T) {
 	}
 }
 
-// Bug 4, second half: with the database gone for good, nothing told the run its claim was
-// gone, so it went on past its lease while another node could take the job. The heartbeat's
+// With the database gone for good, no answer would tell the run its claim is gone, and it
+// would go on past its lease while another node could take the job. The heartbeat's
 // local deadline (last success + lease − margin) cancels the run as lost, before the
 // database's lease runs out.
 func TestRunner_HeartbeatDeadlineEndsARunCutOff(t *testing.T) {

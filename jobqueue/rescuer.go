@@ -27,9 +27,10 @@ type RescuerConfig struct {
 // their kind's Lock and Fail hooks, for every kind registered with the Queue. A node runs one.
 // (An expired job with attempts left is not the rescuer's: the next claim of its kind takes it.)
 //
-// One rescuer for all kinds is the fix for jobs left stuck: each kind's worker used to sweep
-// every kind with its own hooks, so the encode worker marked an expired ingest job DEAD
-// without failing its media (which stayed PROCESSING forever, with no notification).
+// One rescuer for all kinds, running each job's own kind's hooks, keeps jobs from being left
+// stuck: were each kind's worker to sweep every kind with its own hooks, the encode worker
+// would mark an expired ingest job DEAD without failing its media (which would stay
+// PROCESSING forever, with no notification).
 // Expired jobs of kinds this node does not know are logged and left alone: a node that knows
 // the kind will sweep them properly.
 type Rescuer struct {

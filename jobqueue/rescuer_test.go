@@ -164,8 +164,8 @@ next:
 
 // A job whose kind's Fail hook keeps failing (its domain row is gone, a constraint refuses the
 // write) stays PROCESSING for the next sweep, and the sweep goes on to the other expired jobs:
-// it used to return at the first failure, so one such job, the oldest expired lease, kept
-// every node's rescuer from ever sweeping the jobs behind it.
+// a sweep that returned at the first failure would let one such job, the oldest expired
+// lease, keep every node's rescuer from ever sweeping the jobs behind it.
 func TestRescuer_OneFailingHookDoesNotStopTheSweep(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -181,9 +181,9 @@ func lockWaiters(t *testing.T, pool *pgxpool.Pool) int {
 
 // One node holds a kind's job_schedules row locked (its transaction open: a node frozen or cut
 // off from the network between its SELECT … FOR UPDATE and its COMMIT; nothing bounds it, no
-// lock_timeout, no idle_in_transaction_session_timeout). The other nodes' schedulers used to
-// wait on the lock, and since a tick takes the kinds one after the other, every other periodic
-// kind stopped being enqueued too, on every node. They skip the locked row now (SKIP LOCKED):
+// lock_timeout, no idle_in_transaction_session_timeout). Were the other nodes' schedulers to
+// wait on the lock, every other periodic kind would stop being enqueued too, on every node,
+// since a tick takes the kinds one after the other. They skip the locked row (SKIP LOCKED):
 // the other kind runs, nobody waits, and the locked kind runs once the holder lets go.
 func TestScheduler_LockedScheduleRowDoesNotStopTheOtherKinds(t *testing.T) {
 	t.Parallel()

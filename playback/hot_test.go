@@ -10,8 +10,8 @@ import (
 )
 
 // TestFlush_PositionUpdatesAreHOT: players report again and again within the hour, as they do
-// every 5 s, and nearly every update the flush makes is a HOT update (no index touched; issue
-// 33). With event_time a key of the list's index, none was.
+// every 5 s, and nearly every update the flush makes is a HOT update (no index touched). With
+// event_time a key of the list's index, none would be.
 //
 // Not parallel: an update is HOT only if its page has room, and the room comes from pruning the
 // row's older versions, which waits while any transaction of the server (of any database:

@@ -91,15 +91,15 @@ func costBound(t *testing.T, what string, k int, sent int64, total cost, slack i
 // mib writes n bytes as bytes and MiB.
 func mib(n int64) string { return fmt.Sprintf("%d B (%.2f MiB)", n, float64(n)/(1<<20)) }
 
-// Must-show of the tus write-amplification finding: the bytes a PATCH reads and writes are
-// proportional to the bytes it sends, with parts of 8 MiB as in production, on local storage
-// and S3. An upload gets a first PATCH of a part less 200 bytes (its tail), then PATCHes of
-// 1 B, 1 KiB or 1 MiB that go past the part's end. After every PATCH, the upload's requests
-// together (the first one too) have read at most what they sent and written at most twice
-// that, plus a constant a request: a byte is written once in the tail, read once and written
-// once in the part. (With the tail one object that each request reads and writes again whole,
-// the second PATCH of 1 byte has read 16 MiB for 8 MiB and 2 bytes sent.) The log states the
-// bytes of each PATCH: what most of them cost, the one that fills a part, and the totals.
+// No write amplification: the bytes a PATCH reads and writes are proportional to the bytes it
+// sends, with parts of 8 MiB as in production, on local storage and S3. An upload gets a first
+// PATCH of a part less 200 bytes (its tail), then PATCHes of 1 B, 1 KiB or 1 MiB that go past
+// the part's end. After every PATCH, the upload's requests together (the first one too) have
+// read at most what they sent and written at most twice that, plus a constant a request: a byte
+// is written once in the tail, read once and written once in the part. (With the tail one
+// object that each request reads and writes again whole, the second PATCH of 1 byte has read
+// 16 MiB for 8 MiB and 2 bytes sent.) The log states the bytes of each PATCH: what most of them
+// cost, the one that fills a part, and the totals.
 func TestUpload_PatchCostIsProportionalToItsBytes(t *testing.T) {
 	const part = 8 << 20
 	// The constant a request may cost beyond 2× its bytes: a merge of the tail, once in more

@@ -165,8 +165,9 @@ func (g *gatedObjects) configure(cfg *tus.Config) {
 // the node was storing a part (slowly) while the rest of the body arrived, the client's
 // connection is gone, and the HEAD on another node asks for the lock. The holder reads what
 // waits in its socket before it lets go, so the HEAD's offset is past those bytes and the
-// client does not send them again. (Stopped at once, as tusd does by itself, the node lost
-// 12 MB of a cut upload to S3 in must-show 1, and the client sent 1.13 × the file.)
+// client does not send them again. (Stopped at once, as tusd does by itself, the node was
+// measured losing 12 MB of a cut upload to S3 in TestTus_ClientResumesAcrossNodesThroughCuts,
+// and the client sent 1.13 × the file.)
 func TestUpload_ReleaseKeepsTheBytesInTheSocket(t *testing.T) {
 	t.Parallel()
 	c := backends()["Local"](t)

@@ -412,7 +412,7 @@ func printTimeline(round int, s setup, o outcome) {
 		round, s.label, o.upload, o.playable, o.ready, seen, o.seenReady, strings.Join(parts, " · "))
 }
 
-// printTables prints every round, the medians and the ratios of the issue.
+// printTables prints every round, the medians and the ratios between the setups.
 func printTables(chosen []setup, results map[string][]outcome) {
 	fmt.Println("\n| round | setup | playable, s | READY, s | playable / READY | worker CPU, s | cores busy | API CPU, s |")
 	fmt.Println("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -18,7 +18,7 @@ import (
 // kind has no domain writes, as River's no-op worker has none, and its completions are
 // batched. With them (media.JobKind, the hooks of the encode and ingest kinds) each job is
 // about a media row of its own, with an owner of its own, and finishes in its own fenced
-// transaction that locks the owner and the media first: the figure of the first table.
+// transaction that locks the owner and the media first: what Playhead's own kinds cost.
 type playhead struct {
 	pool  *pgxpool.Pool
 	media bool

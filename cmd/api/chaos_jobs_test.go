@@ -77,8 +77,9 @@ func TestChaos_MediaJobs(t *testing.T) {
 		return slices.ContainsFunc(kinds, func(k string) bool { return faults[k] == 0 })
 	}
 	// A group that finishes before its fault lands tests nothing, so with enough rounds asked
-	// for every kind, up to one more round per kind runs while a kind has not landed yet (CI
-	// once ran kill -9, a group that finished first, and a lost claim: SIGTERM untested).
+	// for every kind, up to one more round per kind runs while a kind has not landed yet
+	// (otherwise a run can draw kill -9, a group that finished first, and a lost claim, and
+	// leave SIGTERM untested).
 	ran := 0
 	for round := 0; round < rounds || (rounds >= len(kinds) && untested() && round < rounds+len(kinds)); round++ {
 		ran++

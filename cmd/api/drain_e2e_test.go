@@ -15,7 +15,7 @@ import (
 
 // TestServe_SIGTERMDrainsEveryAcceptedPosition runs a load of thousands of players against
 // the binary, sends SIGTERM in the middle of it, and checks that the process exits 0 with
-// every position it answered 204 in the database (the "must show 1").
+// every position it answered 204 in the database.
 func TestServe_SIGTERMDrainsEveryAcceptedPosition(t *testing.T) {
 	const (
 		players     = 2_000

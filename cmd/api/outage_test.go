@@ -58,14 +58,13 @@ func waitStored(t *testing.T, dbURL string, ps []*binarytest.Player, giveUp time
 	}
 }
 
-// TestChaos_PostgresRestart is the measurement: 200 players report
-// every 50 ms (one load worker each) while PostgreSQL restarts (pg_ctl restart -m fast); once
-// /readyz dips, half of them send one last position and go quiet, as a player does when it
-// pauses. Every PUT is answered 204; flushing resumes after the restart without a stop (the
-// quiet players' last positions reach the database before SIGTERM, and the others' keep being
-// flushed); after a graceful stop every player's newest acknowledged position is stored.
-// Before the buffer kept failed flushes, the quiet half's last positions were dropped with the
-// failed flush.
+// TestChaos_PostgresRestart: 200 players report every 50 ms (one load worker each) while
+// PostgreSQL restarts (pg_ctl restart -m fast); once /readyz dips, half of them send one last
+// position and go quiet, as a player does when it pauses. Every PUT is answered 204; flushing
+// resumes after the restart without a stop (the quiet players' last positions reach the
+// database before SIGTERM, and the others' keep being flushed); after a graceful stop every
+// player's newest acknowledged position is stored. A buffer that dropped a failed flush would
+// lose the quiet half's last positions with it.
 func TestChaos_PostgresRestart(t *testing.T) {
 	pg := restartableCluster(t)
 	rounds := chaosRounds(t)
@@ -427,8 +426,8 @@ func TestServe_ReadyzReportsBuffer(t *testing.T) {
 // re-check it, and serves its last known decision (stale-if-error, at most
 // PLAYHEAD_CACHE_MAX_STALE): every report is still answered 204 and, once the database is back,
 // the newest one is stored. A PUT for a media the node never saw, and every other request that
-// needs the database, answers 503 with a JSON error and Retry-After. Before, the expired entry
-// made every PUT for that media answer 500, and so did every other endpoint.
+// needs the database, answers 503 with a JSON error and Retry-After, never 500: an expired
+// entry must not make every PUT for that media fail.
 func TestOutage_PutsForKnownMediaOutliveTheCacheTTL(t *testing.T) {
 	pg := restartableCluster(t)
 	s := binarytest.Start(t, map[string]string{"PLAYHEAD_CACHE_TTL": "300ms", "PLAYHEAD_FLUSH_INTERVAL": "100ms",
@@ -589,9 +588,9 @@ func proxiedDatabase(t *testing.T) (proxy *faultproxy.Proxy, direct, viaProxy st
 // comes back) while positions are held and a GET waits on it; then SIGTERM. The hung request
 // is cancelled once it has had half the budget and answers 503, the buffer spills what it
 // holds, the process exits 0; with the database answering again, a restart replays the spill
-// and every acknowledged position is stored. Before, the hung request took the whole budget
-// and kept its pool connection, so closing the pool never returned: the process had to be
-// killed.
+// and every acknowledged position is stored. A hung request allowed the whole budget would
+// keep its pool connection, so closing the pool would never return and the process would have
+// to be killed.
 func TestOutage_HungDatabaseAtStop(t *testing.T) {
 	proxy, direct, viaProxy := proxiedDatabase(t)
 	spillDir := t.TempDir()

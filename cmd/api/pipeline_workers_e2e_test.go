@@ -207,7 +207,7 @@ func longLease(env map[string]string) { env["PLAYHEAD_JOB_LEASE"] = "2m" }
 // rendition job is PENDING again with its attempt given back and no claim, while what the
 // worker completed stays completed and the media stays playable. A second worker then
 // completes the released rendition at attempt 1 and the rest of the group, every job of it
-// completed once at attempt 1 (the "must show 3").
+// completed once at attempt 1.
 func TestPipeline_SIGTERMReleasesForAnotherWorker(t *testing.T) {
 	api, pool, storageDir := startPipeline(t)
 	a, tmpA := startTunedWorker(t, api, storageDir, "term-a", longLease)

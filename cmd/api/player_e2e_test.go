@@ -4,7 +4,7 @@ package main
 // hls.js embedded), real PostgreSQL and ffmpeg, and a real browser — Debian's Chromium driven
 // by playwright-core from web/e2e/player.mjs, which uploads, watches, leaves and resumes
 // through the pages while this test reads the database. Timeouts only bound how long the test
-// waits; the tolerances checked are the issue's, on media and position time.
+// waits; the tolerances checked are those the player promises, on media and position time.
 
 import (
 	"context"
@@ -143,11 +143,11 @@ func absMS(d int64) int64 {
 	return d
 }
 
-// TestPlayer_UploadWatchLeaveResumeInChromium is the issue's "must show": upload through the
-// page to READY and play; after ≥ 10 s of playback the database is within 6 s of currentTime;
-// closed and reopened, the player resumes within 1 s of the stored position and the home page
-// lists the item with its progress; the last position, sent on pagehide, is in the database
-// after a graceful stop; the screenshots are PNGs (in docs/img with `make screenshots`).
+// TestPlayer_UploadWatchLeaveResumeInChromium: upload through the page to READY and play; after
+// ≥ 10 s of playback the database is within 6 s of currentTime; closed and reopened, the player
+// resumes within 1 s of the stored position and the home page lists the item with its progress;
+// the last position, sent on pagehide, is in the database after a graceful stop; the
+// screenshots are PNGs (in docs/img with `make screenshots`).
 //
 // It runs on both storages: local, where the page fetches every file from Playhead, and S3
 // (SeaweedFS), where the page fetches the playlists from Playhead and the segments and
@@ -231,8 +231,8 @@ func testPlayer(t *testing.T, root, node, storage string) {
 	if up.UploadBar != 100 {
 		t.Errorf("the upload progress bar ended at %d%%, want 100%%", up.UploadBar)
 	}
-	// Must-show 4 of the integrators' issue: the status arrives over the event stream, with no
-	// polling request during the wait; polling is only the fallback.
+	// The status arrives over the event stream, with no polling request during the wait; polling
+	// is only the fallback.
 	if up.Via != "events" || up.StatusGets != 0 || up.EventStreams != 1 || up.EventStreamsWithToken != 1 {
 		t.Errorf("the upload page learned READY via %q with %d status requests and %d event streams (%d with the token), "+
 			"want via the event stream, no status request, one stream with the token", up.Via, up.StatusGets, up.EventStreams, up.EventStreamsWithToken)
@@ -267,8 +267,8 @@ func testPlayer(t *testing.T, root, node, storage string) {
 	}
 	// The events can reach this test late on a busy machine (the second visit may already have
 	// reported more), and pagehide and visibilitychange each send a report a few ms apart: the
-	// database must hold at least what the page saw stored, and the resume point be within the
-	// issue's 1 s of it.
+	// database must hold at least what the page saw stored, and the resume point be within
+	// 1 s of it.
 	if atClose < closed.StoredMS {
 		t.Errorf("after the first close the database holds %d ms, less than the stored %d ms", atClose, closed.StoredMS)
 	}

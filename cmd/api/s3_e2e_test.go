@@ -132,16 +132,16 @@ func segmentURIs(t *testing.T, base string, playlist []byte) []string {
 	return out
 }
 
-// TestS3_UploadOnOneNodeEncodeOnAWorkerPlayOnAnother is the must-show 1 and 2: two API
-// nodes and one worker, each with a local directory of its own, and one bucket. An upload
-// through node A is encoded by the worker and played through node B: ffprobe reads the master
-// playlist and the segments through the signed URLs, with no cookie or token, the segments
-// straight from the bucket. Then the signed URLs' promises: a segment's URL opens nothing else,
-// an expired URL is refused, a member without access gets no playlist, and neither the
-// signing secret nor the S3 secret key is in any node's log or metrics. The worker encodes in
-// PLAYHEAD_ENCODE_MODE=single, whose one job writes the whole layout this test reads under one
-// claim's prefix; an encode group writes the same files a rendition to a claim folder, through
-// the same store (TestPlayer_UploadWatchLeaveResumeInChromium/s3 plays one from the bucket).
+// TestS3_UploadOnOneNodeEncodeOnAWorkerPlayOnAnother: two API nodes and one worker, each with a
+// local directory of its own, and one bucket. An upload through node A is encoded by the worker
+// and played through node B: ffprobe reads the master playlist and the segments through the
+// signed URLs, with no cookie or token, the segments straight from the bucket. Then the signed
+// URLs' promises: a segment's URL opens nothing else, an expired URL is refused, a member
+// without access gets no playlist, and neither the signing secret nor the S3 secret key is in
+// any node's log or metrics. The worker encodes in PLAYHEAD_ENCODE_MODE=single, whose one job
+// writes the whole layout this test reads under one claim's prefix; an encode group writes the
+// same files a rendition to a claim folder, through the same store
+// (TestPlayer_UploadWatchLeaveResumeInChromium/s3 plays one from the bucket).
 func TestS3_UploadOnOneNodeEncodeOnAWorkerPlayOnAnother(t *testing.T) {
 	srv, bucket := s3test.Shared(t), s3test.Bucket(t)
 	envA := s3NodeEnv(t, "api", "s3-api-a", srv, bucket)

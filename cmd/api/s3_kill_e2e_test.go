@@ -95,15 +95,15 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool,
 	}
 }
 
-// TestS3_Kill9MidUploadOfOutputsLeavesOnlyTheWinners is the must-show 4: a worker is
-// killed (SIGKILL) in the middle of storing its outputs in the bucket, and an API node in the
-// middle of streaming an upload into it (an unfinished multipart upload); a killed import's
-// download is planted too. The job's next attempt, on another worker, completes; after the
-// orphan sweep the bucket holds the winner's outputs and the media's source, nothing else —
-// no object under any other prefix, no unfinished upload — and the sweep's metrics count what
-// it removed. The workers encode with PLAYHEAD_ENCODE_MODE=single, whose one job per upload
-// has a winner that removes its losers' outputs; an encode group's kept renditions and a
-// killed rendition's outputs are the orphan sweep's (TestChaos_MediaJobs).
+// TestS3_Kill9MidUploadOfOutputsLeavesOnlyTheWinners: a worker is killed (SIGKILL) in the
+// middle of storing its outputs in the bucket, and an API node in the middle of streaming an
+// upload into it (an unfinished multipart upload); a killed import's download is planted too.
+// The job's next attempt, on another worker, completes; after the orphan sweep the bucket holds
+// the winner's outputs and the media's source, nothing else — no object under any other prefix,
+// no unfinished upload — and the sweep's metrics count what it removed. The workers encode with
+// PLAYHEAD_ENCODE_MODE=single, whose one job per upload has a winner that removes its losers'
+// outputs; an encode group's kept renditions and a killed rendition's outputs are the orphan
+// sweep's (TestChaos_MediaJobs).
 func TestS3_Kill9MidUploadOfOutputsLeavesOnlyTheWinners(t *testing.T) {
 	srv, bucket := s3test.Shared(t), s3test.Bucket(t)
 	api := binarytest.Start(t, s3NodeEnv(t, "api", "s3-kill-api", srv, bucket))

@@ -250,7 +250,7 @@ func TestShutdown_Signal(t *testing.T) {
 }
 
 // A server that stops serving (here its listener is closed under it) stops the whole node
-// the same way: serve used to return at once, without flushing or releasing.
+// the same way, flushing and releasing, rather than serve returning at once without either.
 func TestShutdown_ServerError(t *testing.T) {
 	verifyNoLeaks(t)
 	bed := newShutdownBed(t)

@@ -23,10 +23,11 @@ import (
 	"github.com/playhead/playhead/media"
 )
 
-// tusClusterFileSize is must-show 1's file: 300 MiB. The video in it is 4 s of 320×240 and the
-// rest a "free" box of random bytes (testvideo.Padded), so that the upload is as large as the
-// issue asks while the encode to READY costs seconds. On this machine (2 cores, loopback) one
-// storage's run takes about 30 s; both about a minute of make test.
+// tusClusterFileSize is the size of TestTus_ClientResumesAcrossNodesThroughCuts's file,
+// 300 MiB. The video in it is 4 s of 320×240 and the rest a "free" box of random bytes
+// (testvideo.Padded), so that the upload is large while the encode to READY costs seconds. On
+// this machine (2 cores, loopback) one storage's run takes about 30 s; both about a minute of
+// make test.
 const tusClusterFileSize = 300 << 20
 
 // tusEvent is one line of web/e2e/tus-upload.mjs.

@@ -220,12 +220,12 @@ func checkDelivery(t *testing.T, what string, req received, secret string, id, o
 	return b
 }
 
-// TestWebhooks_DeliveredSignedRetriedDead is must-show 2: an upload becomes READY and three
-// receivers registered before it get its event. The one that answers 204 gets one delivery
-// whose signature verifies with the secret shown at registration; the one that answers 500
-// twice gets it on the third attempt, every attempt with the same webhook-id; the one that
-// never answers 2xx gets its 3 attempts (PLAYHEAD_WEBHOOK_MAX_ATTEMPTS) and leaves a DEAD job
-// of kind webhook in the admin job list.
+// TestWebhooks_DeliveredSignedRetriedDead: an upload becomes READY and three receivers
+// registered before it get its event. The one that answers 204 gets one delivery whose
+// signature verifies with the secret shown at registration; the one that answers 500 twice gets
+// it on the third attempt, every attempt with the same webhook-id; the one that never answers
+// 2xx gets its 3 attempts (PLAYHEAD_WEBHOOK_MAX_ATTEMPTS) and leaves a DEAD job of kind webhook
+// in the admin job list.
 func TestWebhooks_DeliveredSignedRetriedDead(t *testing.T) {
 	s := binarytest.Start(t, webhookEnv(t, "webhooks", t.TempDir()))
 	adminToken := binarytest.Token(t, 1, true)
@@ -313,10 +313,9 @@ func TestWebhooks_DeliveredSignedRetriedDead(t *testing.T) {
 		id, ok.URL, got[0].header.Get("webhook-id"), body.Data.EventID)
 }
 
-// TestWebhooks_PrivateReceiverRefused is must-show 2's last part: without
-// PLAYHEAD_WEBHOOK_ALLOW_PRIVATE, a receiver on a loopback, private or link-local address is
-// refused at registration with 400 and a clear error; a public address is accepted (never
-// called: no event happens), shown, and deleted.
+// TestWebhooks_PrivateReceiverRefused: without PLAYHEAD_WEBHOOK_ALLOW_PRIVATE, a receiver on a
+// loopback, private or link-local address is refused at registration with 400 and a clear
+// error; a public address is accepted (never called: no event happens), shown, and deleted.
 func TestWebhooks_PrivateReceiverRefused(t *testing.T) {
 	s := binarytest.Start(t, pipelineEnv("api", "webhooks-private", t.TempDir(), t.TempDir(), "ultrafast"))
 	adminToken := binarytest.Token(t, 1, true)
@@ -347,10 +346,10 @@ func TestWebhooks_PrivateReceiverRefused(t *testing.T) {
 	}
 }
 
-// TestWebhooks_KillDuringDelivery is must-show 3: the node is killed (SIGKILL) while a receiver
-// holds its delivery open; the receiver answers nothing until the kill is seen. A new node on
-// the same database delivers the event after the lease expires, with the same webhook-id and
-// a valid signature: at least once, never lost.
+// TestWebhooks_KillDuringDelivery: the node is killed (SIGKILL) while a receiver holds its
+// delivery open; the receiver answers nothing until the kill is seen. A new node on the same
+// database delivers the event after the lease expires, with the same webhook-id and a valid
+// signature: at least once, never lost.
 func TestWebhooks_KillDuringDelivery(t *testing.T) {
 	storageDir := t.TempDir()
 	s := binarytest.Start(t, webhookEnv(t, "webhooks-killed", storageDir))
