@@ -191,8 +191,11 @@ func codingError(h *fasthttp.RequestHeader) string {
 // framed the same bytes another way (by the first length, by the Content-Length, or finding
 // no chunked body) would pass on what this server then reads as the next request (request
 // smuggling). So a request has at most one Content-Length line, and a chunked request exactly
-// one Transfer-Encoding, "chunked", and no Content-Length. Only requests that carry either
-// field are scanned: a GET without a body costs nothing.
+// one Transfer-Encoding, "chunked", and no Content-Length. HTTP/1.0 has no Transfer-Encoding
+// (RFC 9112 6.1: its framing is faulty): fasthttp reads such a body as chunked and, kept
+// alive, reads on after it, where a proxy that frames HTTP/1.0 by Content-Length alone reads
+// the chunks as the next request; so it is refused too. Only requests that carry either field
+// are scanned: a GET without a body costs nothing.
 func framingError(h *fasthttp.RequestHeader) string {
 	if h.ContentLength() == -2 { // neither field: no body
 		return ""
@@ -221,6 +224,8 @@ func framingError(h *fasthttp.RequestHeader) string {
 		}
 	}
 	switch {
+	case codings > 0 && !h.IsHTTP11():
+		return "Transfer-Encoding is not defined for HTTP/1.0"
 	case lengths > 0 && codings > 0:
 		return "a request with both Transfer-Encoding and Content-Length has no single length"
 	case lengths > 1:

@@ -398,3 +398,32 @@ func TestFraming_CompressedBodiesAreRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestFraming_ChunkedHTTP10IsRefused: HTTP/1.0 has no Transfer-Encoding, and RFC 9112 6.1 has a
+// server treat the framing of an HTTP/1.0 request that carries one as faulty. fasthttp reads
+// its body as chunked and, with Connection: keep-alive, goes on reading the connection after
+// it, where a proxy in front that frames HTTP/1.0 by Content-Length alone (none: no body) reads
+// the chunks as the next request, and passes on what follows them. Each request hides one after
+// its chunked body; the answer is one 400 that closes the connection, kept alive or not.
+func TestFraming_ChunkedHTTP10IsRefused(t *testing.T) {
+	report := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(okReport), okReport)
+	head := "PUT /v1/playback/42 HTTP/1.0\r\nHost: playhead\r\nContent-Type: application/json\r\n"
+	cases := []struct{ name, request string }{
+		{"kept alive", head + "Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n" + report + smuggledRequest},
+		{"not kept alive", head + "Transfer-Encoding: chunked\r\n\r\n" + report + smuggledRequest},
+		{"beside a Content-Length", head + fmt.Sprintf("Connection: keep-alive\r\nContent-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n%s", len(report), report) + smuggledRequest},
+	}
+	s := startFramingServer(t)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s.checkClosedAfter(t, s.exchange(t, c.request, getOK), fiber.StatusBadRequest)
+		})
+	}
+	t.Run("a Content-Length is read", func(t *testing.T) {
+		request := head + fmt.Sprintf("Connection: keep-alive\r\nContent-Length: %d\r\n\r\n%s", len(okReport), okReport)
+		got := s.exchange(t, request, getOK)
+		if len(got) != 2 || got[0].status != fiber.StatusNoContent || got[0].close || got[1].status != fiber.StatusOK {
+			t.Errorf("answers %v, want 204 and 200 on a kept connection", got)
+		}
+	})
+}
