@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -73,6 +74,7 @@ func AtExit(f func()) {
 // design), and stops the server this package started, if any.
 func Main(m *testing.M, ignore ...goleak.Option) {
 	code := m.Run()
+	runFailed.Store(code != 0)
 	atExitMu.Lock()
 	for _, f := range atExit {
 		f()
@@ -125,6 +127,15 @@ func fuzzing() bool {
 // Shared returns the server for this test binary, starting it on first use.
 func Shared(t testing.TB) *Server {
 	t.Helper()
+	if err := startShared(); err != nil {
+		t.Fatal(err)
+	}
+	return server
+}
+
+// startShared starts the server for this test binary on first use, and says what to install
+// when no PostgreSQL can be had.
+func startShared() error {
 	startOnce.Do(func() {
 		server, startErr = start()
 		if startErr == nil && os.Getenv(EnvPgBouncer) == "1" {
@@ -132,11 +143,76 @@ func Shared(t testing.TB) *Server {
 		}
 	})
 	if startErr != nil {
-		t.Fatalf("pgtest: no PostgreSQL for the tests: %v\n"+
+		return fmt.Errorf("pgtest: no PostgreSQL for the tests: %w\n"+
 			"install it (Debian: apt-get install postgresql) or set %s to a server URL", startErr, EnvURL)
 	}
-	return server
+	return nil
 }
+
+var (
+	examplesOnce sync.Once
+	examplesURL  string
+	examplesErr  error
+	// runFailed is set by Main once the tests have run: the examples' database is kept when
+	// they failed, as a test's is.
+	runFailed atomic.Bool
+)
+
+// ExampleURL returns the URL of a migrated database shared by the examples of the test binary,
+// created on first use. An Example function has no *testing.T to ask for a database of its
+// own, so it calls this (through a helper of its package's tests); Main drops the database
+// once the tests and examples have passed. The error says what to install when no PostgreSQL
+// can be had.
+func ExampleURL() (string, error) {
+	examplesOnce.Do(func() {
+		if examplesErr = startShared(); examplesErr != nil {
+			return
+		}
+		examplesURL, examplesErr = exampleDatabase()
+	})
+	return examplesURL, examplesErr
+}
+
+// exampleDatabase creates the examples' database through pgtestdb, whose Fatalf (here a
+// panic, recovered) must not return.
+func exampleDatabase() (url string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(mainFatal)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("pgtest: the examples' database: %s", string(f))
+		}
+	}()
+	return pgtestdb.Custom(mainTB{}, server.Config, migrator{}).URL(), nil
+}
+
+// mainTB is pgtestdb.TB outside any test: its cleanups run in Main after the tests, and a
+// failure panics with mainFatal (in a cleanup, one that only says so on stderr).
+type mainTB struct{}
+
+type mainFatal string
+
+func (mainTB) Cleanup(f func()) {
+	AtExit(func() {
+		defer func() {
+			if r := recover(); r != nil {
+				msg, ok := r.(mainFatal)
+				if !ok {
+					panic(r)
+				}
+				fmt.Fprintln(os.Stderr, "pgtest: the examples' database:", string(msg))
+			}
+		}()
+		f()
+	})
+}
+
+func (mainTB) Failed() bool                      { return runFailed.Load() }
+func (mainTB) Fatalf(format string, args ...any) { panic(mainFatal(fmt.Sprintf(format, args...))) }
+func (mainTB) Helper()                           {}
+func (mainTB) Logf(string, ...any)               {}
 
 // URL creates a new migrated database for t, dropped when t passes, and returns its URL.
 func URL(t testing.TB) string {
