@@ -40,7 +40,7 @@ cluster: system-deps build ## Start HAProxy, 3 api nodes, 2 workers and PgBounce
 cluster-down: ## Stop what make cluster started
 	@scripts/cluster.sh down
 
-# The ceiling of one PostgreSQL (scripts/ceiling.sh, docs/scaling.md, issue 33): the cluster
+# The ceiling of one PostgreSQL (scripts/ceiling.sh, docs/scaling.md): the cluster
 # above under load through HAProxy; prints positions written a second and the database's CPU
 # per row, per core and the players one core serves, for the whole run and after the ramp. About 2 minutes; CEILING_PLAYERS,
 # CEILING_RAMP, CEILING_HOLD change the load.
@@ -83,7 +83,7 @@ hostile: ## Run the hostile-input suite and print its cases per class
 	@out=$$(mktemp); $(GO) test -count=1 -timeout 15m -run '^TestHostileInput$$' -v ./cmd/api >$$out 2>&1; status=$$?; \
 		grep -E '^(--- |ok |FAIL)|hostile input:|^contract:' $$out; [ $$status -eq 0 ] || cat $$out; rm -f $$out; exit $$status
 
-# The rolling restart under load (cmd/api/cluster_rolling_test.go, docs/reliability.md, issue 19):
+# The rolling restart under load (cmd/api/cluster_rolling_test.go, docs/reliability.md):
 # HAProxy in front of 3 api nodes, 2 worker nodes; each node stopped with SIGTERM and started
 # again in turn, ROLLING_ROUNDS times, while players report through HAProxy and uploads encode.
 # Prints the counts (failed requests, lost positions, jobs lost or run twice). make test runs it
@@ -94,7 +94,7 @@ rolling-restart: system-deps ## Restart every node of a cluster under load, ROLL
 	@out=$$(mktemp); PLAYHEAD_ROLLING_ROUNDS=$(ROLLING_ROUNDS) $(GO) test -count=1 -timeout 30m -run '^TestCluster_RollingRestart$$' -v ./cmd/api >$$out 2>&1; status=$$?; \
 		grep -E '^(--- |ok |FAIL|panic)|cluster_rolling_test.go' $$out; [ $$status -eq 0 ] || cat $$out; rm -f $$out; exit $$status
 
-# Node loss (cmd/api/cluster_loss_test.go, docs/reliability.md, issue 19): the same cluster;
+# Node loss (cmd/api/cluster_loss_test.go, docs/reliability.md): the same cluster;
 # kill -9 of a worker mid-encode (the other takes the job over after the lease) and of an api
 # node under load (only its last flush interval's positions lost). Prints the counts; make test
 # runs it.
@@ -150,7 +150,7 @@ mutants: deps web ## Check that the tests catch each breakage of mutants/ (about
 screenshots: deps web ## Take the screenshots of docs/img with the browser tests
 	PLAYHEAD_TEST_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^(TestPlayer_UploadWatchLeaveResumeInChromium|TestImportPage_CheckConfirmWatchInChromium|TestCoursePage_UpNextAndProgressInChromium|TestWatchPage_StoryboardCaptionsAndPlaybackInChromium|TestJobsPage_DeadJobRetriedAndDiscardedInChromium|TestInsightsPage_RetentionAndFunnelInChromium)$$' ./cmd/api
 
-# The side-by-side benchmarks of docs/performance.md (issue 15), in their own Go module (bench/), so
+# The side-by-side benchmarks of docs/performance.md, in their own Go module (bench/), so
 # that River never enters the main go.mod. bench-queue: Playhead's job queue beside River v0.51.2
 # on a PostgreSQL cluster of its own with the default settings (fsync on), alternating, at each
 # worker count, with the media kinds' hooks as a third system; about 2 minutes on 2 cores.
@@ -179,7 +179,7 @@ bench-put: system-deps build ## The PUT path beside a bare Fiber server (about 3
 		$(GO) test -count=1 -timeout 30m -run '^TestPutPathSideBySide$$' -v ./putpath \
 		-args -rounds=$(BENCH_ROUNDS) -duration=$(BENCH_DURATION) $(BENCH_PUT_FLAGS)
 
-# Time to playable and to READY of one 1080p 60 s upload: groups of 2 rendition jobs on 1 and 2 workers, one job, a job per rung on 2 workers (bench/encodetime, issue 34; about 25 minutes).
+# Time to playable and to READY of one 1080p 60 s upload: groups of 2 rendition jobs on 1 and 2 workers, one job, a job per rung on 2 workers (bench/encodetime; about 25 minutes).
 # BENCH_ENCODE_SETUPS=renditions-2-pinned,single-pinned,renditions-1-pinned: the same on workers of one CPU each, a model of one-core machines (about 15 minutes).
 BENCH_ENCODE_SETUPS ?= renditions-1,renditions-2,single,per-rung-2
 .PHONY: bench-encode
