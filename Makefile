@@ -1,4 +1,4 @@
-# Two commands on a fresh machine: `make run` and `make test`; `make help` lists every target. See README.md.
+# Two commands on a fresh machine: `make run` and `make test`; `make help` lists every target. See README.md and CONTRIBUTING.md.
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
@@ -18,6 +18,21 @@ help: ## List the targets
 docs: ## Regenerate the reference tables of docs/ from the code
 	$(GO) test -count=1 -run '^TestDocs_' ./cmd/api -update
 
+# The links of the Markdown docs (scripts/linkcheck.sh): every relative link and anchor of
+# README.md, CONTRIBUTING.md, SECURITY.md, CHANGELOG.md and docs/**/*.md must lead somewhere in
+# the repository, and none may leave it by a relative path. markdown-link-check from npm
+# (.markdown-link-check.json: links to public sites are not fetched) and scripts/linkcheck.mjs
+# for the anchors into other files; make test runs it (scripts/test.sh).
+.PHONY: linkcheck api-html
+linkcheck: node_modules/.package-lock.json ## Check every relative link and anchor of the Markdown docs
+	@scripts/linkcheck.sh
+
+# The OpenAPI reference as one HTML page (Redocly CLI's build-docs, pinned in package.json), its
+# scripts inlined so that it opens without a network, into docs/api/reference.html, which git
+# ignores: generated from api/openapi.yaml each time.
+api-html: node_modules/.package-lock.json ## Render api/openapi.yaml into docs/api/reference.html
+	npx --no-install redocly build-docs api/openapi.yaml --inlineBundle -o docs/api/reference.html
+
 # System packages (scripts/deps.sh), and for the tests the S3 server they run against:
 # SeaweedFS, built once per machine into ~/.cache/playhead (scripts/weed.sh; about 6 minutes
 # the first time, skipped afterwards). `make run` needs only the system packages.
@@ -30,7 +45,7 @@ system-deps: ## Install the system packages (scripts/deps.sh)
 run: system-deps build ## Build and run one node on a throwaway PostgreSQL (scripts/run.sh)
 	@scripts/run.sh
 
-# The multi-node topology on loopback (scripts/cluster.sh; README, "A local cluster"): HAProxy in
+# The multi-node topology on loopback (scripts/cluster.sh; docs/operations/clusters.md): HAProxy in
 # front of 3 api nodes, 2 worker nodes, PgBouncer in transaction mode in front of PostgreSQL.
 # Installs haproxy and pgbouncer when missing. make cluster-down stops it.
 .PHONY: cluster cluster-down
@@ -49,7 +64,7 @@ ceiling: system-deps build ## Measure what one PostgreSQL takes through the clus
 	@scripts/ceiling.sh
 
 # The end-to-end suite with every playhead serve behind PgBouncer in transaction mode
-# (internal/pgtest starts it: PLAYHEAD_TEST_PGBOUNCER=1; README, "Behind PgBouncer"): playback
+# (internal/pgtest starts it: PLAYHEAD_TEST_PGBOUNCER=1; docs/operations/clusters.md): playback
 # under load and its graceful stop, upload to READY, import, the lists, cache invalidation
 # across nodes, metrics. PGBOUNCER_TESTS=. runs every test of cmd/api that way.
 PGBOUNCER_TESTS ?= ^(TestServe_MetricsExposed|TestServe_SIGTERMDrainsEveryAcceptedPosition|TestPipeline_UploadBecomesPlayable|TestPipeline_SIGTERMReleasesForAnotherWorker|TestImport_SheetBecomesPlayable|TestLists_ThroughTheBinary|TestCache_PrivateThroughOneNodeRefusedByAnother|TestServe_OrphanSweepWaitsForTheLock|TestWebhooks_DeliveredSignedRetriedDead|TestEvents_StreamFollowsAnEncodeOnAnotherNodeEndsOnStopAndResumes)$$
@@ -73,9 +88,9 @@ lint: ## gofmt, go vet, staticcheck, the Go client's module, and a description f
 # targets run FUZZTIME each (crashers land in testdata/fuzz/ as regression seeds). The
 # hostile-input suite (cmd/api/hostile_test.go, docs/security.md) runs on its own (make hostile)
 # so that its number of cases per class is printed, and so does one round of the rolling
-# restart (make rolling-restart ROLLING_ROUNDS=1) so that its counts are. scripts/test.sh ends a
-# failing run with the list of failed tests.
-test: deps web lint ## Run every test, the hostile-input suite, a rolling restart, node loss and fuzzing
+# restart (make rolling-restart ROLLING_ROUNDS=1) so that its counts are. The docs' links are
+# checked first (make linkcheck). scripts/test.sh ends a failing run with the list of what failed.
+test: deps web lint ## Check the docs' links, run every test, the hostile-input suite, a rolling restart, node loss and fuzzing
 	@GO="$(GO)" MAKE="$(MAKE)" FUZZTIME=$(TEST_FUZZTIME) scripts/test.sh
 
 .PHONY: hostile
@@ -144,7 +159,7 @@ MUTANTS ?=
 mutants: deps web ## Check that the tests catch each breakage of mutants/ (about 30 minutes)
 	@GO="$(GO)" scripts/mutants.sh $(MUTANTS)
 
-# The screenshots of the player, the watch page, the course page and the import page in README.md (docs/img),
+# The screenshots of the player, the watch page, the course page and the import page of docs/operations/pages.md (docs/img),
 # taken by the browser tests, which otherwise save them to a temporary folder so that make test
 # leaves the tree as it was.
 screenshots: deps web ## Take the screenshots of docs/img with the browser tests
@@ -187,7 +202,7 @@ bench-encode: system-deps build ## Time to playable and to READY of a 1080p uplo
 	cd bench && PLAYHEAD_TEST_BINARY=$(CURDIR)/bin/playhead PLAYHEAD_BENCH_ENCODE=1 \
 		$(GO) test -count=1 -timeout 120m -run '^TestEncodeTime$$' -v ./encodetime -args -rounds=$(BENCH_ROUNDS) -setups=$(BENCH_ENCODE_SETUPS)
 
-# The container images (Dockerfile, container/; README, "Container image"): podman builds them on
+# The container images (Dockerfile, container/; docs/operations/container.md): podman builds them on
 # a Debian bookworm base that debootstrap makes from this machine's mirror (its root file system
 # cached in ~/.cache/playhead, skipped when the image exists; about 30 s the first time). BASE and
 # GO_IMAGE pick registry images instead. make test-image runs compose.yaml's topology and checks
