@@ -1,5 +1,5 @@
 # The playhead image: the one binary (serve --role=all|api|worker, migrate, token) on Debian
-# bookworm with ffmpeg (README, "Container image").
+# bookworm with ffmpeg (docs/operations/container.md).
 #
 # make image builds it with podman from images made on this machine (scripts/image.sh). With a
 # registry, the ordinary way, after `make web` (see below):

@@ -126,7 +126,7 @@ func TestCollection_APartOwnerReadsNothing(t *testing.T) {
 	}
 }
 
-// README, "Audience": "the figures are aggregates; no route names a member or returns one
+// docs/api/audience.md: "the figures are aggregates; no route names a member or returns one
 // member's ranges". With one viewer, the retention curve was that viewer's bitmap: the owner of
 // a public media read exactly which seconds the one other member played. Below
 // audience.MinViewers viewers the curve, the watch time and who finished are withheld; from

@@ -84,10 +84,10 @@ func TestProgress_FinishingALessonListsTheNext(t *testing.T) {
 	}
 }
 
-// TestProgress_RewatchKeepsTheWatchedMark, as README documents it: at 50 % a media is in
-// progress and listed; at 96 % it is watched and leaves the list; back at 10 % (a rewatch) it
-// is listed again in progress, with its watched_at unchanged, and still counts as watched in
-// its collection.
+// TestProgress_RewatchKeepsTheWatchedMark, as docs/api/playback.md documents it: at 50 % a media is
+// in progress and listed; at 96 % it is watched and leaves the list; back at 10 % (a rewatch) it is
+// listed again in progress, with its watched_at unchanged, and still counts as watched in its
+// collection.
 func TestProgress_RewatchKeepsTheWatchedMark(t *testing.T) {
 	b := setup(t)
 	l := b.course(t, "course", 1)

@@ -86,11 +86,11 @@ func TestEncodeGroupReview_RenditionArgsNotInTheLadderFailAtTheFirstAttempt(t *t
 	}
 }
 
-// A rendition job in the older shape, args {"rung": N, "height": H, "audio", "pictures"} (one
-// job per rung, as the previous version enqueues them), that a worker of this version claims:
-// the case of every upload whose probe completed before a rolling restart (README "A local
-// cluster", TestCluster_RollingRestart) and whose renditions run after it. Its rung is in the
-// ladder planned now, so it should be encoded and the group finish READY.
+// A rendition job in the older shape, args {"rung": N, "height": H, "audio", "pictures"} (one job
+// per rung, as the previous version enqueues them), that a worker of this version claims: the case
+// of every upload whose probe completed before a rolling restart (docs/operations/clusters.md,
+// TestCluster_RollingRestart) and whose renditions run after it. Its rung is in the ladder planned
+// now, so it should be encoded and the group finish READY.
 //
 // readRenditionArgs reads the old shape: decoded as the new one, the old args would have no
 // rungs (json ignores "rung" and "height"), inLadder would be false, and the job would die at

@@ -120,7 +120,7 @@ func TestPlanLadder_NeverUpscales(t *testing.T) {
 
 // SplitLadder puts the lowest rung alone in the first run, every other rung in exactly one
 // of the later runs, never more runs than asked (at least 2) or than rungs, the heaviest
-// runs first; and the table's splits are the ones the README documents.
+// runs first; and the table's splits are the ones docs/operations/encoding.md documents.
 func TestSplitLadder(t *testing.T) {
 	full := encoder.Ladder // 1080, 720, 480, 360, 240
 	for _, tc := range []struct {

@@ -399,8 +399,8 @@ func TestAdmin_AnyErrorTextIsStoredAndBounded(t *testing.T) {
 
 // A database that is down (connections refused) makes every admin route answer a 5xx with
 // JSON. (One that stops answering, a network partition, leaves a call waiting until it is
-// back or the client gives up: no route of the API bounds its database time; see the README's
-// known limits.)
+// back or the client gives up: no route of the API bounds its database time; see
+// docs/operations/guarantees.md, "Known limits".)
 func TestAdmin_DatabaseDownAnswersWithJSON(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -77,9 +77,9 @@ func TestEvery_RefusesIntervalsFinerThanASecond(t *testing.T) {
 	}
 }
 
-// README: "Run times missed while every node was down are not made up for: the latest runs
-// once when a node is back, the others are counted as skipped". After more than a day down,
-// the catch-up jump counts one for everything before the last day.
+// docs/operations/guarantees.md: "Run times missed while every node was down are not made up for:
+// the latest runs once when a node is back, the others are counted as skipped". After more than a
+// day down, the catch-up jump counts one for everything before the last day.
 func TestDueRunTime_OutageOverADayCountsEveryMissedRunTime(t *testing.T) {
 	t.Parallel()
 	hourly := mustEvery(t, time.Hour)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make cluster / make cluster-down: the multi-node topology on one machine, every process on
-# 127.0.0.1 (README, "A local cluster"):
+# 127.0.0.1 (docs/operations/clusters.md, "A local cluster"):
 #
 #   HAProxy :base+2 ──► 3 api nodes (PLAYHEAD_ROLE=api), health-checked on /readyz
 #   2 worker nodes (PLAYHEAD_ROLE=worker)

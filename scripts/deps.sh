@@ -26,7 +26,7 @@ command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 # wrk drives the PUT-path benchmark (make bench-put).
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)
-# PgBouncer and HAProxy: make test-pgbouncer and make cluster (README, "Behind PgBouncer").
+# PgBouncer and HAProxy: make test-pgbouncer and make cluster (docs/operations/clusters.md).
 command -v pgbouncer >/dev/null 2>&1 || missing+=(pgbouncer)
 command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
 

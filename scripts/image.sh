@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make image: the container images of compose.yaml (README, "Container image"), built with
+# make image: the container images of compose.yaml (docs/operations/container.md), built with
 # podman from a Debian bookworm base made here by debootstrap, since this machine (and CI) reach
 # Debian's mirror but no image registry.
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make test-image: compose.yaml's topology from the images of make image, checked end to end
-# (README, "Container image"), with podman-compose (Debian 12's 1.0.3; compose.yaml says what it
+# (docs/operations/container.md), with podman-compose (Debian 12's 1.0.3; compose.yaml says what it
 # lacks, and this script does those parts itself):
 #
 #   1. postgres and seaweedfs up; the bucket made and the schema migrated by the one-shots
@@ -141,7 +141,7 @@ done
 
 # compose.yaml's stop grace of the nodes, as a duration in seconds, must exceed the default
 # PLAYHEAD_SHUTDOWN_TIMEOUT it sets (podman-compose ignores stop_grace_period, so the stops
-# below use it explicitly, as an operator following README would).
+# below use it explicitly, as an operator following docs/operations/container.md would).
 seconds() { /usr/bin/python3 -c 'import re, sys
 m = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", sys.argv[1])
 sys.exit("not a duration: " + sys.argv[1]) if not m or not sys.argv[1] else print(int(m[1] or 0) * 60 + int(m[2] or 0))' "$1"; }

@@ -447,10 +447,10 @@ func checkNothingLost(t *testing.T, ph *binarytest.Server, clientAccepted int64,
 	m := waitDrained(t, ph)
 	answered := m[`playhead_http_requests_total{method="PUT",route="/v1/playback/:mediaID",status="204"}`]
 	offered, coalesced, flushed := m["playhead_playback_buffer_offered_total"], m["playhead_playback_buffer_coalesced_total"], m["playhead_playback_buffer_flushed_rows_total"]
-	// A report for a new key that finds the buffer's channel or key bound full is dropped,
-	// counted, and still answered 204 (the player reports again in 5 s; README, "What is
-	// promised"): that is the buffer's overload behaviour, printed here. Any other loss
-	// (a row the database refused, a stop that could not write or spill) breaks a promise.
+	// A report for a new key that finds the buffer's channel or key bound full is dropped, counted,
+	// and still answered 204 (the player reports again in 5 s; docs/operations/guarantees.md): that
+	// is the buffer's overload behaviour, printed here. Any other loss (a row the database refused,
+	// a stop that could not write or spill) breaks a promise.
 	dropped := m[droppedMetric]
 	otherLost := m["playhead_playback_buffer_lost_total"] - dropped
 	stored := binarytest.StoredPositions(t, ph.DBURL)

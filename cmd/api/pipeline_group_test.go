@@ -1,9 +1,9 @@
 package main
 
-// An upload's encode group as the pipeline and cluster tests see it (README "Watch while it
-// encodes"): the encode job probes the source, and its completion enqueues the encode_rendition
-// jobs of encoder.SplitLadder (the lowest rung alone first, the others after it), and one
-// encode_finish that waits for them all; every job is in the group of the encode job's id
+// An upload's encode group as the pipeline and cluster tests see it (docs/operations/encoding.md,
+// "Watch while it encodes"): the encode job probes the source, and its completion enqueues the
+// encode_rendition jobs of encoder.SplitLadder (the lowest rung alone first, the others after it),
+// and one encode_finish that waits for them all; every job is in the group of the encode job's id
 // (jobs.group_id). The media is playable (media_playable) at its first rendition and READY
 // (media_ready) at the finish.
 
