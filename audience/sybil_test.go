@@ -405,3 +405,35 @@ func accuracy(guess, truth []bool) float64 {
 	}
 	return float64(n) / float64(len(truth))
 }
+
+// TestRollup_TheNoiseCannotBePredicted: the noise is drawn from a generator seeded afresh from
+// crypto/rand for each run. Noise an owner could tell in advance (a seed fixed in the code, or
+// one run's draws repeated in the next) he would subtract, reading the exact counts. Two media
+// with the same five viewers, each released alone in a run of its own, get different noise.
+func TestRollup_TheNoiseCannotBePredicted(t *testing.T) {
+	t.Parallel()
+	v := setup(t)
+	ctx := context.Background()
+	const owner = 7
+	release := func(title string) string {
+		t.Helper()
+		id := v.video(t, owner, title)
+		var reports []report
+		for s := range int64(5) {
+			reports, _ = play(reports, 10_000+s, id, 0, 0, 50)
+		}
+		v.flush(t, reports)
+		if n, err := audience.Rollup(ctx, v.pool); err != nil || n != 1 {
+			t.Fatalf("rollup of %s: %d rows, %v; want 1", title, n, err)
+		}
+		var figures string
+		if err := v.pool.QueryRow(ctx, `SELECT format('finished %s, buckets %s, retention %s', finished, watched_buckets, retention)
+			FROM media_audience WHERE media_id = $1 AND released_viewers = 5`, id).Scan(&figures); err != nil {
+			t.Fatal(err)
+		}
+		return figures
+	}
+	if first, second := release("first"), release("second"); first == second {
+		t.Errorf("two releases, each alone in its run, drew the same noise: %s", first)
+	}
+}

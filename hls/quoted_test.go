@@ -189,7 +189,9 @@ func mediaFields() map[string]func(*hls.MediaPlaylist, string) {
 func FuzzQuotedAttribute(f *testing.F) {
 	for _, seed := range []string{"English", "Français (SDH)", "en-US", "avc1.64001f,mp4a.40.2", "", `En" ,URI="x`, "En\n#EXT-X-ENDLIST",
 		"English\u2028#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID=subs,NAME=x,DEFAULT=YES,URI=https://evil.example/\u2028#",
-		"x\u2029y", "x\u0085y", "x\vy", "\xff", "\ufffd", "a=b,c", "#EXTM3U", "فارسی\u200c", "\r"} {
+		"x\u2029y", "x\u0085y", "x\vy", "\xff", "\ufffd", "a=b,c", "#EXTM3U", "فارسی\u200c", "\r",
+		// Written as quoted strings, but trimmed by readers of a URI line.
+		"\ufeffx", "x\u00a0", "\u3000x", "x "} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, value string) {
