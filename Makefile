@@ -55,7 +55,7 @@ cluster: system-deps build ## Start HAProxy, 3 api nodes, 2 workers and PgBounce
 cluster-down: ## Stop what make cluster started
 	@scripts/cluster.sh down
 
-# The ceiling of one PostgreSQL (scripts/ceiling.sh, docs/scaling.md): the cluster
+# The ceiling of one PostgreSQL (scripts/ceiling.sh, docs/internals/scaling.md): the cluster
 # above under load through HAProxy; prints positions written a second and the database's CPU
 # per row, per core and the players one core serves, for the whole run and after the ramp. About 2 minutes; CEILING_PLAYERS,
 # CEILING_RAMP, CEILING_HOLD change the load.
@@ -86,7 +86,7 @@ lint: ## gofmt, go vet, staticcheck, the Go client's module, and a description f
 # Tests start their own PostgreSQL (internal/pgtest) unless PLAYHEAD_TEST_DATABASE_URL is set.
 # The reliability suite (cmd/api/chaos_test.go) runs 3 rounds of each fault here; the fuzz
 # targets run FUZZTIME each (crashers land in testdata/fuzz/ as regression seeds). The
-# hostile-input suite (cmd/api/hostile_test.go, docs/security.md) runs on its own (make hostile)
+# hostile-input suite (cmd/api/hostile_test.go, docs/internals/security.md) runs on its own (make hostile)
 # so that its number of cases per class is printed, and so does one round of the rolling
 # restart (make rolling-restart ROLLING_ROUNDS=1) so that its counts are. The docs' links are
 # checked first (make linkcheck). scripts/test.sh ends a failing run with the list of what failed.
@@ -98,7 +98,7 @@ hostile: ## Run the hostile-input suite and print its cases per class
 	@out=$$(mktemp); $(GO) test -count=1 -timeout 15m -run '^TestHostileInput$$' -v ./cmd/api >$$out 2>&1; status=$$?; \
 		grep -E '^(--- |ok |FAIL)|hostile input:|^contract:' $$out; [ $$status -eq 0 ] || cat $$out; rm -f $$out; exit $$status
 
-# The rolling restart under load (cmd/api/cluster_rolling_test.go, docs/reliability.md):
+# The rolling restart under load (cmd/api/cluster_rolling_test.go, docs/internals/reliability.md):
 # HAProxy in front of 3 api nodes, 2 worker nodes; each node stopped with SIGTERM and started
 # again in turn, ROLLING_ROUNDS times, while players report through HAProxy and uploads encode.
 # Prints the counts (failed requests, lost positions, jobs lost or run twice). make test runs it
@@ -109,7 +109,7 @@ rolling-restart: system-deps ## Restart every node of a cluster under load, ROLL
 	@out=$$(mktemp); PLAYHEAD_ROLLING_ROUNDS=$(ROLLING_ROUNDS) $(GO) test -count=1 -timeout 30m -run '^TestCluster_RollingRestart$$' -v ./cmd/api >$$out 2>&1; status=$$?; \
 		grep -E '^(--- |ok |FAIL|panic)|cluster_rolling_test.go' $$out; [ $$status -eq 0 ] || cat $$out; rm -f $$out; exit $$status
 
-# Node loss (cmd/api/cluster_loss_test.go, docs/reliability.md): the same cluster;
+# Node loss (cmd/api/cluster_loss_test.go, docs/internals/reliability.md): the same cluster;
 # kill -9 of a worker mid-encode (the other takes the job over after the lease) and of an api
 # node under load (only its last flush interval's positions lost). Prints the counts; make test
 # runs it.
@@ -130,7 +130,7 @@ fuzz: ## Run each fuzz target for FUZZTIME
 	done
 
 # The whole reliability suite, 20 rounds of each fault, the job queue's chaos test with ten
-# seeds, and longer fuzzing (docs/reliability.md).
+# seeds, and longer fuzzing (docs/internals/reliability.md).
 chaos: deps ## The reliability suite with 20 rounds per fault, the queue's chaos and longer fuzzing
 	PLAYHEAD_CHAOS_ROUNDS=20 $(GO) test -count=1 -timeout 60m -run 'TestChaos' -v ./cmd/api
 	@$(MAKE) --no-print-directory chaos-queue
@@ -153,7 +153,7 @@ chaos-queue: ## The job queue's chaos tests, once per seed of QUEUE_CHAOS_SEEDS
 # small named breakage of production code, headed by the tests that must catch it (see
 # scripts/mutants.sh). Each is applied to a scratch copy of the working tree (never the tree
 # itself), only its tests run, and a breakage the tests miss fails the target. It prints the
-# table of docs/reliability.md. About 30 minutes on 2 cores, so not part of make test; a few:
+# table of docs/internals/reliability.md. About 30 minutes on 2 cores, so not part of make test; a few:
 # make mutants MUTANTS="mutants/01-*.patch mutants/17-*.patch".
 MUTANTS ?=
 mutants: deps web ## Check that the tests catch each breakage of mutants/ (about 30 minutes)
@@ -165,19 +165,19 @@ mutants: deps web ## Check that the tests catch each breakage of mutants/ (about
 screenshots: deps web ## Take the screenshots of docs/img with the browser tests
 	PLAYHEAD_TEST_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^(TestPlayer_UploadWatchLeaveResumeInChromium|TestImportPage_CheckConfirmWatchInChromium|TestCoursePage_UpNextAndProgressInChromium|TestWatchPage_StoryboardCaptionsAndPlaybackInChromium|TestJobsPage_DeadJobRetriedAndDiscardedInChromium|TestInsightsPage_RetentionAndFunnelInChromium)$$' ./cmd/api
 
-# The side-by-side benchmarks of docs/performance.md, in their own Go module (bench/), so
+# The side-by-side benchmarks of docs/benchmarks/README.md, in their own Go module (bench/), so
 # that River never enters the main go.mod. bench-queue: Playhead's job queue beside River v0.51.2
 # on a PostgreSQL cluster of its own with the default settings (fsync on), alternating, at each
 # worker count, with the media kinds' hooks as a third system; about 2 minutes on 2 cores.
 BENCH_QUEUE_FLAGS ?= -jobs 2000 -workers 1,4,16,100 -rounds 5 -systems playhead,river,playhead-media
 .PHONY: bench bench-queue
-bench: bench-queue bench-put ## Both side-by-side benchmarks of docs/performance.md
+bench: bench-queue bench-put ## Both side-by-side benchmarks of docs/benchmarks/README.md
 
 bench-queue: ## The job queue beside River, at each worker count (about 2 minutes)
 	cd bench && $(GO) run ./cmd/benchqueue $(BENCH_QUEUE_FLAGS)
 
-# The load report of docs/performance.md (about 12 minutes; loopback only).
-loadtest: deps ## The load report of docs/performance.md (about 12 minutes)
+# The load report of docs/benchmarks/README.md (about 12 minutes; loopback only).
+loadtest: deps ## The load report of docs/benchmarks/README.md (about 12 minutes)
 	scripts/loadtest.sh
 
 # The PUT path beside a bare Fiber server: the same wrk load on both, alternating for

@@ -15,7 +15,7 @@ import (
 
 // The middleware takes the token from the Authorization header only (never a cookie); anything
 // else is refused before the handler runs (the mutation tool found these branches untested in
-// this package: docs/reliability.md).
+// this package: docs/internals/reliability.md).
 func TestMiddleware_TokenFromTheHeaderOnly(t *testing.T) {
 	v, err := auth.NewVerifier(secret, 0)
 	if err != nil {

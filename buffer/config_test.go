@@ -9,7 +9,7 @@ import (
 )
 
 // New refuses each kind of bad configuration and accepts the boundary values next to it (the
-// mutation tool found these checks untested: docs/reliability.md, "General mutation testing").
+// mutation tool found these checks untested: docs/internals/reliability.md, "General mutation testing").
 func TestNew_RefusesEachBadSetting(t *testing.T) {
 	rec := &recorder{}
 	valid := func() buffer.Config[int, val] {

@@ -11,7 +11,7 @@ import (
 
 // BenchmarkEncode_Ladder1080p times the default ladder (every rung of a 1080p source, the
 // default preset and segments, the thumbnail and whatever else an encode writes) on one 20 s
-// 1080p source with audio, generated before the timer starts. docs/performance.md compares it
+// 1080p source with audio, generated before the timer starts. docs/benchmarks/runs/2026-12-02-encode-player-grade-hls.md compares it
 // across commits ("Encode time of the default ladder").
 func BenchmarkEncode_Ladder1080p(b *testing.B) {
 	dir := b.TempDir()

@@ -315,7 +315,7 @@ func (e *Encoder) runLogged(ctx context.Context, timeout time.Duration, niceness
 		// glibc reserves 64 MiB of address space per malloc arena, up to 8 per core, and
 		// x264 runs dozens of threads: without a cap on arenas a many-core machine would hit
 		// an address-space limit long before using the memory. Four arenas made no difference
-		// beyond the noise to a 4K encode here (docs/security.md).
+		// beyond the noise to a 4K encode here (docs/internals/security.md).
 		cmd.Env = append(os.Environ(), "MALLOC_ARENA_MAX=4")
 	}
 	cmd.WaitDelay = 5 * time.Second

@@ -186,7 +186,7 @@ type RenditionOptions struct {
 	// CPU it would have alone, and this one takes the rest. Two worker processes on two cores
 	// otherwise shared them about evenly by thread, and x264's many threads for four rungs
 	// left the lowest rung a quarter of them: playable at 48 % of READY instead of 16 %
-	// (docs/performance.md).
+	// (docs/benchmarks/runs/2026-12-03-watch-while-encoding.md).
 	Yield bool
 }
 
@@ -198,7 +198,7 @@ type RenditionOptions struct {
 // and those runs come heaviest first, so that with several workers the longest run starts
 // early instead of being the tail.
 //
-// Every run decodes the source again, which costs CPU (docs/performance.md): runs = 2, the
+// Every run decodes the source again, which costs CPU (docs/decisions/0014-two-rendition-jobs.md): runs = 2, the
 // lowest rung and then every other rung in one run, costs one decode more than Encode; runs
 // of len(ladder) or more is a run per rung, which spreads an upload over the most workers.
 // runs below 2 is taken as 2.

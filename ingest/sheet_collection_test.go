@@ -10,7 +10,7 @@ import (
 
 // A row's collection must be there and at most MaxCollectionRunes characters (runes, not
 // bytes: Korean names are three bytes a character); a bad one rejects that row only. The
-// mutation tool found both checks untested (docs/reliability.md).
+// mutation tool found both checks untested (docs/internals/reliability.md).
 func TestParse_CollectionEmptyOrTooLong(t *testing.T) {
 	long := strings.Repeat("가", ingest.MaxCollectionRunes)
 	var b strings.Builder

@@ -18,7 +18,7 @@ import (
 	"github.com/playhead/playhead/jobqueue"
 )
 
-// The queue's benchmarks, recorded in docs/performance.md ("Job queue"). They run only with
+// The queue's benchmarks, recorded in docs/benchmarks/ (the job-queue and claim runs). They run only with
 // -bench; b.N is the number of jobs (throughput) or of enqueue→start samples (latency), so
 // give each an explicit -benchtime, e.g.:
 //

@@ -67,7 +67,7 @@ func Enqueue(ctx context.Context, tx pgx.Tx, kind string, subject int64, maxAtte
 // The two shapes are two index scans that each stop at the limit, merged afterwards. One scan
 // with "PENDING OR expired" cannot use either partial index in order, so it read and sorted the
 // whole backlog on every claim: 0.4 ms at 500 queued jobs, 2.5 ms at 8 000 (measured, see
-// docs/performance.md). The rows a scan locks but the merge does not pick are released when the
+// docs/benchmarks/runs/2026-11-30-job-queue-against-rivers-reference.md). The rows a scan locks but the merge does not pick are released when the
 // statement commits. Both indexes lead with kind (migration 00004): without it, an idle kind's
 // poll walked past every queued job of the other kinds (8–11 ms with 100 000 encode jobs queued).
 var claimSQL = `

@@ -388,7 +388,7 @@ func TestUpload_256MiBKeepsTheHeapFlat(t *testing.T) {
 
 // The same upload into S3 (SeaweedFS) raises the heap by less than 32 MiB too: the body goes
 // to the bucket in 8 MiB multipart parts, one held at a time (the figure is in
-// docs/performance.md).
+// docs/benchmarks/README.md).
 func TestUpload_256MiBToS3KeepsTheHeapFlat(t *testing.T) {
 	st, bucket := s3test.Store(t)
 	s := startUploadServer(t, 1<<30, func(h *media.UploadHandler) { h.Store = st })

@@ -8,7 +8,7 @@ ALTER INDEX jobs_media_idx RENAME TO jobs_subject_idx;
 
 -- Each runner claims one kind, so both claimable shapes are indexed by kind first: an idle
 -- kind's poll no longer walks past every queued job of the others (with 100 000 encode jobs
--- queued, each ingest poll was a scan of 8–11 ms; see docs/performance.md). The rescuer's
+-- queued, each ingest poll was a scan of 8–11 ms; see docs/benchmarks/runs/2026-11-30-claim-indexed-by-kind.md). The rescuer's
 -- sweep of expired last attempts uses the processing index too (few rows are PROCESSING).
 DROP INDEX jobs_pending_idx;
 DROP INDEX jobs_processing_idx;

@@ -53,7 +53,7 @@ WHERE p.event_time < excluded.event_time`
 // last-finished step are production's; the UPDATE's SET applies the same rules to the reported
 // row (but for the watched ranges, which its UPDATE pass does not compute: the experiment
 // predates them). What it saves in CPU and why it was not kept (it takes row locks in two passes, so
-// concurrent flushes deadlock) is in docs/performance.md.
+// concurrent flushes deadlock) is in docs/decisions/0002-rows-that-exist-updated-first.md.
 const benchUpdateFirstSQL = `
 WITH reported AS (
 	SELECT r.*, CASE WHEN r.finished THEN r.event_time END AS watched_at, $5::timestamptz AS updated_at
@@ -147,8 +147,8 @@ var benchMethods = []benchMethod{
 		return playback.NewStore(pool, media.DefaultCompletion).WithoutWatchedRanges().Flush, func() {}
 	}},
 	// Production's statement on the index design before migration 00014 (the name keeps its
-	// tracker number for docs/performance.md): event_time a key of playback_continue_idx and
-	// full pages, so every update inserts index entries (no HOT).
+	// tracker number, which the runs of docs/benchmarks/ use; docs/decisions/0003): event_time a
+	// key of playback_continue_idx and full pages, so every update inserts index entries (no HOT).
 	{"UnnestBefore33", func(b *testing.B, pool *pgxpool.Pool) (upsertFunc, func()) {
 		if _, err := pool.Exec(context.Background(), `DROP INDEX playback_continue_idx;
 			CREATE INDEX playback_continue_idx ON playback (member_id, finished, event_time DESC, media_id DESC) WHERE NOT hidden;

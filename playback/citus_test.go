@@ -15,9 +15,9 @@ import (
 )
 
 // The Citus plan: where each table goes when playback outgrows one PostgreSQL primary
-// (docs/scaling.md, "The plan as data"). The test below reads the migrated schema from the
+// (docs/internals/scaling.md, "The plan as data"). The test below reads the migrated schema from the
 // catalog and the hot statements from this package, and checks them against the rules that
-// let Citus run them; docs/scaling.md states the same plan and rules.
+// let Citus run them; docs/internals/scaling.md states the same plan and rules.
 
 type placementKind int
 
@@ -41,7 +41,7 @@ type placement struct {
 }
 
 // citusPlan covers every table and view of the schema; a new table fails the test until it
-// is placed here (and in docs/scaling.md).
+// is placed here (and in docs/internals/scaling.md).
 var citusPlan = map[string]placement{
 	// Per-member progress: the hot, growing data, written by every flush.
 	"playback":               {distributed, "member_id"},

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Per-statement latency of the progress reads (docs/performance.md, "Reads with progress"):
+# Per-statement latency of the progress reads (docs/benchmarks/, the progress-reads runs):
 # a fresh PostgreSQL cluster in a temporary directory, this tree's migrations, the data of
 # scripts/seed-progress.sql, then pgbench on each statement, alternating, ROUNDS times:
 #   main-list     main's continue-watching list (with main's index, created for the run)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The progress reads' load run of docs/performance.md ("Reads with progress"): the same load
+# The progress reads' load run of docs/benchmarks/ (the progress-reads runs): the same load
 # against a baseline binary (BASE_REF, default main) and this tree's binary, RUNS times
 # alternately, each on freshly seeded data (scripts/seed-progress.sql). Players report every 5 s
 # and read their continue-watching list and the 500-lesson collection every LIST_EVERY reports.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the load report of docs/performance.md: for each write mode, a fresh Playhead (role api)
+# Runs the load report of docs/benchmarks/README.md: for each write mode, a fresh Playhead (role api)
 # on the local dev PostgreSQL, and the Go load generator at each player count. Loopback only;
 # every run is bounded by its stages. Output: one markdown table per mode in $OUT.
 #

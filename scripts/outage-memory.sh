@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures what a database outage costs Playhead in memory (docs/reliability.md): a fresh
+# Measures what a database outage costs Playhead in memory (docs/internals/reliability.md): a fresh
 # `playhead serve` (role api, default settings) on the local development cluster, the Go load
 # generator at PLAYERS players (one PUT every 5 s each: 100 000 players = 20 000 PUTs/s), and,
 # once the load is steady, PostgreSQL stopped for OUTAGE and started again. Playhead's

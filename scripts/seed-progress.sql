@@ -1,4 +1,4 @@
--- Data for the progress reads' load run (docs/performance.md, "Reads with progress"): one
+-- Data for the progress reads' load run (docs/benchmarks/, the progress-reads runs): one
 -- collection of 500 lessons (25 chapters of 20), and for each of loadgen's players (members
 -- :start … :start + :players - 1) lessons 1-200 watched and lesson 201 half way, reported over
 -- the past hours. Every player's continue-watching list then walks 201 rows of which 200 are

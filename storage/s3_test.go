@@ -181,7 +181,7 @@ func TestS3_Prefix(t *testing.T) {
 
 // An upload of 256 MiB streamed into S3 (a client's upload: the size is not known in advance)
 // raises the Go heap by less than 32 MiB: minio-go holds one 8 MiB part at a time. The figure
-// is in docs/performance.md.
+// is in docs/benchmarks/README.md.
 func TestS3_Put256MiBStreamKeepsTheHeapFlat(t *testing.T) {
 	st, _ := s3test.Store(t)
 	const size = 256 << 20

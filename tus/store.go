@@ -40,7 +40,7 @@ type Objects interface {
 // transaction, the per-member count of unfinished uploads is a query, and expiry is a
 // statement. The bytes of a request are read into one part-sized buffer at a time (PartSize,
 // 8 MiB), which is the heap an upload costs, as with POST /v1/media's streamed Put
-// (docs/performance.md has the measurement).
+// (docs/benchmarks/README.md has the measurement).
 //
 // The bytes of an upload: parts of PartSize bytes of one storage.Parts write, and past the last
 // whole part its tail, what requests brought that did not fill a part, as pieces in PostgreSQL

@@ -9,6 +9,6 @@
 // (taskset), the one-job encode on one CPU, and the default group with one worker on one CPU.
 // It prints, per round and as medians, the time from the upload's commit to playable and to
 // READY (from the database's timestamps), the CPU the worker processes and their ffmpeg
-// children used, and their ratios. `make bench-encode` runs it (docs/performance.md, "Watch
-// while it encodes").
+// children used, and their ratios. `make bench-encode` runs it (docs/benchmarks/README.md, "Encode
+// times").
 package encodetime

@@ -2,8 +2,8 @@
 // cluster: the same number of no-op jobs queued before the clock starts, the same worker
 // counts and pool sizes, each system in its own database, the two systems alternating so
 // that the machine's other load falls on both. It prints each round and, at the end, the
-// medians and the ratio Playhead / River (docs/performance.md, "Queue side by side with
-// River").
+// medians and the ratio Playhead / River (docs/benchmarks/README.md, "The queue
+// beside River").
 package queue
 
 import (

@@ -2,7 +2,7 @@ package main
 
 // The reliability suite: real processes, a real PostgreSQL restarted, slowed and cut off,
 // workers killed, hostile clients. `make test` runs each fault a few rounds;
-// `make chaos` runs PLAYHEAD_CHAOS_ROUNDS=20 of each. docs/reliability.md records what it
+// `make chaos` runs PLAYHEAD_CHAOS_ROUNDS=20 of each. docs/internals/reliability.md records what it
 // measured. Nothing here asserts how fast anything is: the latency checks compare against
 // the delay the test itself injected into the database connection.
 

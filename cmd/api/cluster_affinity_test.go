@@ -142,7 +142,7 @@ func affinityPass(members []*binarytest.Player, a, b *device, counts *affinityCo
 // node than the report's would see no position or the one before: with every node up, 0 stale
 // reads are allowed, in two passes (no position stored yet, then one stored before). Then the
 // api nodes are restarted one by one while passes go on: the stale reads are counted and logged
-// (docs/scaling.md says why they happen and for how long), and after a graceful stop every
+// (docs/internals/scaling.md says why they happen and for how long), and after a graceful stop every
 // member's newest accepted position is stored.
 func TestCluster_MemberAffinity(t *testing.T) {
 	c := startCluster(t, func(role string, env map[string]string) {

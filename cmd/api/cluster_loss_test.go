@@ -36,7 +36,7 @@ const (
 )
 
 // TestCluster_NodeLoss kills nodes of the cluster with SIGKILL while players report through
-// HAProxy (make node-loss, docs/reliability.md):
+// HAProxy (make node-loss, docs/internals/reliability.md):
 //
 //   - a worker in the middle of a rendition of an upload's encode group: the other worker takes
 //     that job over once its lease has run out and completes it on attempt 2, once; every other

@@ -112,7 +112,7 @@ func parseFlags(args []string) (options, error) {
 	inflight := fs.Int("inflight", 4096, "requests in flight at most; beyond it the client counts a drop instead of waiting")
 	timeout := fs.Duration("timeout", 10*time.Second, "per-request timeout")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this file")
-	markdownPath := fs.String("markdown", "", "also append the run as one row of docs/performance.md's load table to this file")
+	markdownPath := fs.String("markdown", "", "also append the run as one row of docs/benchmarks/README.md's load table to this file")
 	label := fs.String("label", "", "a name for this run in the report")
 	allowNonLoop := fs.Bool("allow-non-loopback", false, "permit targets that are not loopback addresses (never on shared machines)")
 	if err := fs.Parse(args); err != nil {
