@@ -72,8 +72,10 @@ type expired struct {
 
 // Expire runs one pass and returns how many uploads it removed. The rows go first, in one
 // transaction, with their tails' pieces (ON DELETE CASCADE); then the bytes of the unfinished
-// ones in the object store. Bytes a pass could not remove (the node
-// stopped between the two) are nobody's any more, and the orphan sweep removes them (OrphanRule).
+// ones in the object store (parts and piece objects), and any piece object left under a
+// finished one's tails. Bytes of an unfinished upload a pass could not remove (the node
+// stopped between the two) are nobody's any more, and the orphan sweep removes them
+// (OrphanRule).
 func (e *Expirer) Expire(ctx context.Context) (int, error) {
 	var gone []expired
 	err := pgx.BeginFunc(ctx, e.cfg.Pool, func(tx pgx.Tx) error {
@@ -107,6 +109,9 @@ func (e *Expirer) Expire(ctx context.Context) (int, error) {
 	}
 	for _, x := range gone {
 		if x.finished {
+			// The media keeps the source; a tail piece object whose removal failed goes now,
+			// since once the row is gone the source keeps the folder in use for the sweep.
+			_ = e.cfg.Objects.DeletePrefix(ctx, tailsPrefix(x.id))
 			continue
 		}
 		e.cfg.Metrics.expired.Inc()

@@ -7,5 +7,6 @@ func SetMaxTailPieces(cfg *Config, n int) { cfg.maxTailPieces = n }
 // BeforeTailWrite has the Handler cfg makes call f before each commit of bytes to a tail.
 func BeforeTailWrite(cfg *Config, f func()) { cfg.beforeTailWrite = f }
 
-// MaxPieceBytes is the most bytes of one tail piece.
-const MaxPieceBytes = maxPieceBytes
+// MaxRowBytes is the most bytes of a tail piece stored as a row: what a request writes of its
+// bytes into PostgreSQL.
+const MaxRowBytes = maxRowBytes

@@ -193,10 +193,16 @@ func TestUpload_Termination(t *testing.T) {
 			t.Parallel()
 			c := newCluster(t)
 			n := c.start(t)
-			file := randomFile(t, partSize+10)
+			file := randomFile(t, partSize+tus.MaxRowBytes+10)
 			path := n.create(t, 41, len(file), "")
-			if a := n.patch(t, 41, path, 0, file[:partSize+5]); a.status != http.StatusNoContent {
-				t.Fatalf("PATCH: %d %s", a.status, a.body)
+			// A part, and a tail of two pieces: a row and an object.
+			for _, cut := range [][2]int{{0, partSize + 5}, {partSize + 5, partSize + tus.MaxRowBytes + 6}} {
+				if a := n.patch(t, 41, path, cut[0], file[cut[0]:cut[1]]); a.status != http.StatusNoContent {
+					t.Fatalf("PATCH: %d %s", a.status, a.body)
+				}
+			}
+			if pieces, objects := tailPieces(t, c, path), c.keys(t, "tus/"+strings.TrimPrefix(path, tus.Base+"/")+"/tails/"); pieces != 2 || len(objects) != 1 {
+				t.Fatalf("before the DELETE the tail has %d pieces and objects %q, want 2 pieces, 1 an object", pieces, objects)
 			}
 			if a := n.do(t, 41, http.MethodDelete, path, nil, nil); a.status != http.StatusNoContent {
 				t.Fatalf("DELETE: %d %s", a.status, a.body)
@@ -221,8 +227,9 @@ func TestUpload_Termination(t *testing.T) {
 }
 
 // An upload nothing was stored to for its expiry is gone (410) and, after the expirer's pass,
-// removed with every byte it had (404): no row, no object, no unfinished write. A finished
-// upload's row goes too, its media and source stay.
+// removed with every byte it had (404): no row, no object (its tail's piece object too), no
+// unfinished write. A finished upload's row goes too, its media and source stay, and a piece
+// object left under its folder goes.
 func TestUpload_Expiry(t *testing.T) {
 	for name, newCluster := range backends() {
 		t.Run(name, func(t *testing.T) {
@@ -231,26 +238,34 @@ func TestUpload_Expiry(t *testing.T) {
 			n := c.start(t)
 			file := randomFile(t, 2*partSize)
 			path := n.create(t, 51, len(file), "")
-			if a := n.patch(t, 51, path, 0, file[:partSize+100]); a.status != http.StatusNoContent {
-				t.Fatalf("PATCH: %d %s", a.status, a.body)
+			// A part, and a tail of two pieces: a row and an object.
+			sent := partSize + tus.MaxRowBytes + 101
+			for _, cut := range [][2]int{{0, partSize + 100}, {partSize + 100, sent}} {
+				if a := n.patch(t, 51, path, cut[0], file[cut[0]:cut[1]]); a.status != http.StatusNoContent {
+					t.Fatalf("PATCH: %d %s", a.status, a.body)
+				}
 			}
 			done := n.create(t, 51, 3, "")
 			if a := n.patch(t, 51, done, 0, []byte("abc")); a.status != http.StatusNoContent {
 				t.Fatalf("PATCH: %d %s", a.status, a.body)
+			}
+			// A piece object whose removal failed, under the finished upload's folder.
+			if _, err := c.objects.Put(t.Context(), "tus/"+strings.TrimPrefix(done, tus.Base+"/")+"/tails/left/piece", strings.NewReader("left")); err != nil {
+				t.Fatal(err)
 			}
 			// Their expiry is now: the clock is the database's.
 			if _, err := c.pool.Exec(t.Context(), `UPDATE uploads SET expires_at = statement_timestamp()`); err != nil {
 				t.Fatal(err)
 			}
 			wantError(t, "HEAD of an expired upload", n.do(t, 51, http.MethodHead, path, nil, nil), 410)
-			wantError(t, "PATCH of an expired upload", n.patch(t, 51, path, partSize+100, file[partSize+100:partSize+101]), 410)
-			// The finished upload's source, and the unfinished one's part: a file on Local, an
-			// unfinished write on S3 (its tail is rows of the database).
-			if got, left := c.keys(t, "tus/"), c.unfinished(t); len(got)+len(left) < 2 {
+			wantError(t, "PATCH of an expired upload", n.patch(t, 51, path, sent, file[sent:sent+1]), 410)
+			// The finished upload's source and the object left there, the unfinished one's tail
+			// object and its part: a file on Local, an unfinished write on S3.
+			if got, left := c.keys(t, "tus/"), c.unfinished(t); len(got)+len(left) < 4 {
 				t.Fatalf("before the expirer's pass the store holds %q and unfinished writes %q", got, left)
 			}
-			if pieces := tailPieces(t, c, path); pieces != 1 {
-				t.Fatalf("before the expirer's pass the upload's tail has %d pieces, want its 100 bytes' 1", pieces)
+			if pieces := tailPieces(t, c, path); pieces != 2 {
+				t.Fatalf("before the expirer's pass the upload's tail has %d pieces, want 2 (a row and an object)", pieces)
 			}
 			reg := prometheus.NewRegistry()
 			expirer, err := tus.NewExpirer(tus.ExpirerConfig{Pool: c.pool, Objects: c.objects, Metrics: tus.NewMetrics(reg)})

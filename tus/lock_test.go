@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -191,8 +192,9 @@ func TestUpload_ReleaseKeepsTheBytesInTheSocket(t *testing.T) {
 
 // A writer whose lock session dies mid-PATCH (PostgreSQL restarted, the connection cut) does
 // not know it lost the lock, and writes on, while a resuming request on another node takes the
-// lock and moves the upload forward past a part. The stale writer's part or tail must not go
-// into the upload: the file that ends as media is the client's, byte for byte.
+// lock and moves the upload forward past a part. The stale writer's part or tail (a row, or an
+// object larger than a row) must not go into the upload: the file that ends as media is the
+// client's, byte for byte, and the object of a tail that was not committed is removed.
 func TestUpload_WriterThatLostItsLockCannotCorrupt(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -201,6 +203,7 @@ func TestUpload_WriterThatLostItsLockCannotCorrupt(t *testing.T) {
 	}{
 		{"stored a part", false, partSize + 100, partSize + 200},
 		{"stored a tail", true, 100, 100},
+		{"stored a tail object", true, tus.MaxRowBytes + 100, tus.MaxRowBytes + 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -230,6 +233,10 @@ func TestUpload_WriterThatLostItsLockCannotCorrupt(t *testing.T) {
 			go func() { _, _ = conn.Write(file[tc.sent:tc.body]) }()
 			if status := <-answered; status == http.StatusNoContent {
 				t.Errorf("the stale writer's PATCH was answered 204: it wrote over the resumer's")
+			}
+			// The resumer's tail is 50 bytes, a row: no piece is an object.
+			if got := c.keys(t, "tus/"+strings.TrimPrefix(path, tus.Base+"/")+"/tails/"); len(got) != 0 {
+				t.Errorf("the stale writer's tail left objects: %q", got)
 			}
 			offset := resumer.offset(t, 14, path)
 			if a := resumer.patch(t, 14, path, offset, file[offset:]); a.status != http.StatusNoContent {

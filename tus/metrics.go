@@ -7,7 +7,8 @@ type Metrics struct {
 	created, resumed, resumedWrites, finished, expired, terminated prometheus.Counter
 	bytes                                                          prometheus.Counter
 	// tailWritten and tailRead count the bytes of tail pieces written to and read from
-	// PostgreSQL; rateLimited the requests refused by Config.RateLimit.
+	// PostgreSQL (rows; a piece object's bytes are the store's); rateLimited the requests
+	// refused by Config.RateLimit.
 	tailWritten, tailRead, rateLimited prometheus.Counter
 	// writing is a gauge: PATCH bodies being stored now.
 	writing prometheus.Gauge

@@ -40,32 +40,50 @@ type Objects interface {
 // transaction, the per-member count of unfinished uploads is a query, and expiry is a
 // statement. The bytes of a request are read into one part-sized buffer at a time (PartSize,
 // 8 MiB), which is the heap an upload costs, as with POST /v1/media's streamed Put
-// (docs/benchmarks/README.md has the measurement).
+// (docs/benchmarks/README.md has the measurement); on S3 a request that writes a tail piece
+// object holds one more part while it goes up (storage.S3.Put buffers a stream a part at a time).
 //
 // The bytes of an upload: parts of PartSize bytes of one storage.Parts write, and past the last
-// whole part its tail, what requests brought that did not fill a part, as pieces in PostgreSQL
-// (upload_tail_pieces). A request that does not fill a part inserts only its own bytes as a
-// piece; the one that fills a part reads the pieces once in front of its bytes, stores the
-// part and deletes them. So each byte is written once as a piece, read once and written once
-// as a part, and a request costs what it carries (≤ 2× its bytes, plus a constant on
-// average), on local storage and S3 alike. A tail object rewritten whole by every request
-// would cost each request the whole tail instead (100 PATCHes of 1 byte on a tail of
+// whole part its tail, what requests brought that did not fill a part, as append-only pieces
+// listed in PostgreSQL (upload_tail_pieces). A request that does not fill a part adds only its
+// own bytes as one piece; the one that fills a part reads the pieces once in front of its
+// bytes, stores the part and deletes them. So each byte is written once as a piece, read once
+// and written once as a part, and a request costs what it carries (≤ 2× its bytes, plus a
+// constant on average), on local storage and S3 alike. A tail object rewritten whole by every
+// request would cost each request the whole tail instead (100 PATCHes of 1 byte on a tail of
 // 8 MiB - 200 B: 800 MiB read and 800 MiB written); appending to a file in place is not safe,
-// since a writer that lost the lock would write into the winner's bytes, and PostgreSQL's
-// transaction makes the piece and the offset one write. Every write is committed by a
-// compare-and-set on upload_offset, pieces in the same transaction, and parts are never
-// overwritten, so a writer that lost the lock (its session died) cannot corrupt what the
-// winner wrote: its pieces roll back with its compare-and-set, its part is in no list.
+// since a writer that lost the lock would write into the winner's bytes.
+//
+// A piece of at most maxRowBytes is a row holding its bytes; a larger one is an object of its
+// own (tus/{id}/tails/{random}/piece, written once, never overwritten) whose row holds only its
+// key and size. Why not every piece a row: each byte of a row goes through PostgreSQL's
+// write-ahead log (and its replicas and archive), and a member sending a part less one byte,
+// then one byte (or a part), and again, would push almost all of its upload through it at the
+// rate its requests are allowed (80 MiB/s and more at 20 requests a second). With the bound a
+// request puts at most maxRowBytes of its bytes in the database, merges included. Why not every piece
+// an object: the small pieces are the common ones (the end of a body cut short, 1-byte
+// PATCHes), and an object costs requests to the store (on S3 a write, a read, a listing and a
+// delete) where a row costs one insert in a transaction the request makes anyway.
+//
+// Every write is committed by a compare-and-set on upload_offset, the piece's row in the same
+// transaction, and parts and piece objects are never overwritten, so a writer that lost the
+// lock (its session died) cannot corrupt what the winner wrote: its row rolls back with its
+// compare-and-set, its part is in no list, its piece object in no row. A piece object is
+// written before its transaction and removed when the transaction fails before its commit;
+// the objects of deleted pieces are removed after the commit that deleted their rows. What
+// such a removal misses (the node stopped, the store failed, a commit whose outcome is
+// unknown) is under the upload's folder, which finishing (tus/{id}/tails/), termination and
+// expiry remove, and the orphan sweep once the upload's row is gone (OrphanRule).
 //
 // The tail is bounded: less than a part, in at most maxPieces rows. Why a bound on the rows:
 // a piece of 1 byte costs a row (some 100 bytes with its index entry), and 8 Mi PATCHes of 1
 // byte would make a part of them. A request that would pass the bound merges the tail and its
-// bytes into pieces of maxPieceBytes, which costs at most a part's bytes read and written once
-// in maxPieces - PartSize/maxPieceBytes requests (1016 with the defaults): about 8 KiB each
-// way per request on average, a constant.
+// bytes into one piece (an object unless it is within maxRowBytes), which costs at most a
+// part's bytes read and written once in maxPieces requests: about 8 KiB each way per request
+// on average with the defaults, a constant.
 //
 // An upload stored by an earlier version may have a tail object (tail_key, tus/{id}/tails/…)
-// instead of pieces: the next request reads it once and stores it as pieces or in a part.
+// instead of pieces: the next request reads it once and stores it as a piece or in a part.
 type store struct {
 	pool      *pgxpool.Pool
 	objects   Objects
@@ -81,16 +99,26 @@ type store struct {
 	beforeTailWrite func()
 }
 
-// maxPieceBytes bounds one tail piece: a request's bytes go in pieces of at most this size, so
-// that no row read or written is a message of a whole part.
-const maxPieceBytes = 1 << 20
+// maxRowBytes bounds the bytes of a tail piece stored as a row, and so what a request writes
+// into PostgreSQL of its bytes: larger pieces are objects. 64 KiB: at the default request rate
+// (PLAYHEAD_UPLOAD_RATE 20/s, burst 100) a member can then put at most 1.25 MiB/s of upload
+// bytes into the write-ahead log (6.25 MiB in a burst), where pieces of up to a part (8 MiB)
+// let it put 80 to 160 MiB/s; and a piece within it, which a cut body or a client's small
+// chunk makes, costs no object (on S3 a multipart write of three requests, a read, a listing
+// and a delete). Migration 00025 states the same bound as a CHECK on new rows.
+const maxRowBytes = 64 << 10
 
-// maxTailPieces is the default bound on an upload's tail pieces: with 8 MiB parts a merge
-// (at most 8 pieces) comes at most once in 1016 requests.
+// maxTailPieces is the default bound on an upload's tail pieces: with a merge into one piece,
+// a merge comes at most once in 1024 requests.
 const maxTailPieces = 1024
 
-// pieceCount is the number of pieces n bytes are stored in.
-func pieceCount(n int) int { return (n + maxPieceBytes - 1) / maxPieceBytes }
+// pieceName is the name of a piece object in its own folder, tus/{id}/tails/{random}/: the
+// store removes a folder (DeletePrefix), so each piece has one, and removing it touches no
+// other piece.
+const pieceName = "piece"
+
+// pieceKey is a new, unique key for a tail piece of upload id.
+func pieceKey(id string) string { return tailsPrefix(id) + newID() + "/" + pieceName }
 
 // sourceKey is where an upload's file ends up: the source the encoder reads.
 func sourceKey(id string) string { return "tus/" + id + "/source" }
@@ -302,57 +330,101 @@ func bodyEnded(ctx context.Context, src io.Reader, left int64) bool {
 }
 
 // readTail reads the upload's tail into b (its size): the earlier version's tail object, or
-// the pieces. Pieces that do not make the tail this request read in the upload's row (another
-// request changed it since: this one lost the upload) are errOffsetMoved.
+// the pieces, rows and objects. Pieces that do not make the tail this request read in the
+// upload's row, or whose object is gone (another request changed the tail since: this one lost
+// the upload), are errOffsetMoved.
 func (u *upload) readTail(ctx context.Context, b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
 	if u.tailKey != "" {
-		r, err := u.s.objects.Open(ctx, u.tailKey)
-		if err != nil {
-			return fmt.Errorf("read the upload's tail: %w", err)
-		}
-		defer r.Close()
-		if _, err := io.ReadFull(r, b); err != nil {
-			return fmt.Errorf("read the upload's tail: %w", err)
-		}
-		return nil
+		return readObject(ctx, u.s.objects, u.tailKey, b)
 	}
-	rows, err := u.s.pool.Query(ctx, `SELECT start_offset, bytes FROM upload_tail_pieces WHERE upload_id = $1 ORDER BY start_offset`, u.id)
+	objects, fromRows, err := u.readRows(ctx, b)
 	if err != nil {
-		return fmt.Errorf("read the upload's tail: %w", err)
+		return err
+	}
+	// The objects after the rows: no connection is held while the store is read.
+	for _, o := range objects {
+		if err := readObject(ctx, u.s.objects, o.key, o.into); err != nil {
+			return err
+		}
+	}
+	u.s.metrics.tailRead.Add(float64(fromRows))
+	return nil
+}
+
+// pieceObject is a tail piece stored as an object, and its place in the tail.
+type pieceObject struct {
+	key  string
+	into []byte
+}
+
+// readRows reads the tail's rows: the bytes of those that hold them into their place in b
+// (fromRows bytes in all), and the key and place of those that name an object.
+func (u *upload) readRows(ctx context.Context, b []byte) (objects []pieceObject, fromRows int, err error) {
+	rows, err := u.s.pool.Query(ctx, `
+		SELECT start_offset, bytes, object_key, object_size FROM upload_tail_pieces WHERE upload_id = $1 ORDER BY start_offset`, u.id)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read the upload's tail: %w", err)
 	}
 	defer rows.Close()
 	base := u.offset - u.tailSize
 	into := &tailBuffer{b: b}
 	for rows.Next() {
 		var at int64
+		var key *string
+		var size *int64
 		n := into.n
-		if err := rows.Scan(&at, into); err != nil {
+		if err := rows.Scan(&at, into, &key, &size); err != nil {
 			if errors.Is(err, errTailChanged) {
-				return errOffsetMoved
+				return nil, 0, errOffsetMoved
 			}
-			return fmt.Errorf("read the upload's tail: %w", err)
+			return nil, 0, fmt.Errorf("read the upload's tail: %w", err)
 		}
 		if at != base+int64(n) {
-			return errOffsetMoved
+			return nil, 0, errOffsetMoved
 		}
+		if key == nil {
+			fromRows += into.n - n
+			continue
+		}
+		if size == nil || *size <= 0 || *size > int64(len(b)-n) {
+			return nil, 0, errOffsetMoved
+		}
+		objects = append(objects, pieceObject{key: *key, into: b[n : n+int(*size)]})
+		into.n += int(*size)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read the upload's tail: %w", err)
+		return nil, 0, fmt.Errorf("read the upload's tail: %w", err)
 	}
 	if into.n != len(b) {
+		return nil, 0, errOffsetMoved
+	}
+	return objects, fromRows, nil
+}
+
+// readObject reads the object at key into b, which is its size. One that is gone was removed
+// by a request that moved the upload since (errOffsetMoved).
+func readObject(ctx context.Context, objects Objects, key string, b []byte) error {
+	r, err := objects.Open(ctx, key)
+	if errors.Is(err, fs.ErrNotExist) {
 		return errOffsetMoved
 	}
-	u.s.metrics.tailRead.Add(float64(len(b)))
+	if err != nil {
+		return fmt.Errorf("read the upload's tail: %w", err)
+	}
+	defer r.Close()
+	if _, err := io.ReadFull(r, b); err != nil {
+		return fmt.Errorf("read the upload's tail: %w", err)
+	}
 	return nil
 }
 
 var errTailChanged = errors.New("the tail's pieces are longer than the upload's row says")
 
 // tailBuffer takes the pieces' bytes one after another into b, straight from the row: no
-// copy of a piece on the heap.
+// copy of a piece on the heap. A row that names an object gives no bytes (NULL).
 type tailBuffer struct {
 	b []byte
 	n int
@@ -367,8 +439,21 @@ func (t *tailBuffer) ScanBytes(v []byte) error {
 	return nil
 }
 
+// deletePieces deletes the upload's tail pieces in tx and returns the keys of their objects,
+// which the caller removes once tx is committed.
+func deletePieces(ctx context.Context, tx pgx.Tx, id string) ([]string, error) {
+	rows, err := tx.Query(ctx, `
+		WITH gone AS (DELETE FROM upload_tail_pieces WHERE upload_id = $1 RETURNING object_key)
+		SELECT object_key FROM gone WHERE object_key IS NOT NULL`, id)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
 // putPart stores b (the tail's place, then what followed it) as the next part and records it:
-// the tail is read into its place first, and its pieces are deleted in the part's commit.
+// the tail is read into its place first, its pieces are deleted in the part's commit and their
+// objects after it.
 func (u *upload) putPart(ctx context.Context, b []byte) error {
 	if err := u.readTail(ctx, b[:u.tailSize]); err != nil {
 		return err
@@ -397,6 +482,7 @@ func (u *upload) putPart(ctx context.Context, b []byte) error {
 	// loses here, not in the stored bytes.
 	next := u.offset + int64(len(b)) - u.tailSize
 	var expiresAt time.Time
+	var gone []string
 	err = pgx.BeginFunc(ctx, u.s.pool, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `
 			UPDATE uploads SET upload_offset = $3, parts = parts || $4::jsonb, tail_key = NULL, tail_size = 0, tail_pieces = 0,
@@ -406,35 +492,48 @@ func (u *upload) putPart(ctx context.Context, b []byte) error {
 		if err != nil || u.tailPieces == 0 {
 			return err
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM upload_tail_pieces WHERE upload_id = $1`, u.id)
+		gone, err = deletePieces(ctx, tx, u.id)
 		return err
 	})
 	if err := u.advanced(err, next, expiresAt); err != nil {
 		return err
 	}
+	u.s.removeObjects(ctx, gone)
 	u.deleteTail(ctx)
 	u.parts, u.tailKey, u.tailSize, u.tailPieces = append(u.parts, part), "", 0, 0
 	return nil
 }
 
 // addToTail stores b (the tail's place, then what followed it: less than a part) as the new
-// tail: its new bytes as pieces after the tail's, or, when they would pass the bound on pieces
-// (or the tail is an earlier version's object), the tail and the new bytes merged into pieces
-// that replace the tail's.
+// tail: its new bytes as one piece after the tail's, or, when that would pass the bound on
+// pieces (or the tail is an earlier version's object), the tail and the new bytes merged into
+// one piece that replaces the tail's. The piece is a row when it is within maxRowBytes, else
+// an object written first and named by its row.
 func (u *upload) addToTail(ctx context.Context, b []byte) error {
 	added := b[u.tailSize:]
-	pieces, at, count, merge := added, u.offset, u.tailPieces+pieceCount(len(added)), false
+	piece, at, count, merge := added, u.offset, u.tailPieces+1, false
 	if u.tailKey != "" || count > u.s.maxPieces {
 		if err := u.readTail(ctx, b[:u.tailSize]); err != nil {
 			return err
 		}
-		pieces, at, count, merge = b, u.offset-u.tailSize, pieceCount(len(b)), true
+		piece, at, count, merge = b, u.offset-u.tailSize, 1, true
+	}
+	var key string
+	if len(piece) > maxRowBytes {
+		key = pieceKey(u.id)
+		if _, err := u.s.objects.Put(ctx, key, bytes.NewReader(piece)); err != nil {
+			return fmt.Errorf("store the upload's tail: %w", err)
+		}
 	}
 	if u.s.beforeTailWrite != nil {
 		u.s.beforeTailWrite()
 	}
 	next := u.offset + int64(len(added))
 	var expiresAt time.Time
+	var gone []string
+	// committing is set once every statement succeeded: a failure before it rolled the piece's
+	// row back for certain, one after it (the commit's) may have committed it.
+	committing := false
 	err := pgx.BeginFunc(ctx, u.s.pool, func(tx pgx.Tx) error {
 		// The compare-and-set first: it locks the upload's row, so that a writer racing with
 		// this one finds the offset moved rather than a piece where it would put its own.
@@ -447,28 +546,29 @@ func (u *upload) addToTail(ctx context.Context, b []byte) error {
 			return err
 		}
 		if merge && u.tailPieces > 0 {
-			if _, err := tx.Exec(ctx, `DELETE FROM upload_tail_pieces WHERE upload_id = $1`, u.id); err != nil {
+			if gone, err = deletePieces(ctx, tx, u.id); err != nil {
 				return err
 			}
 		}
-		for len(pieces) > 0 {
-			piece := pieces[:min(len(pieces), maxPieceBytes)]
-			if _, err := tx.Exec(ctx, `INSERT INTO upload_tail_pieces (upload_id, start_offset, bytes) VALUES ($1, $2, $3)`,
-				u.id, at, piece); err != nil {
-				return err
-			}
-			pieces, at = pieces[len(piece):], at+int64(len(piece))
+		if key == "" {
+			_, err = tx.Exec(ctx, `INSERT INTO upload_tail_pieces (upload_id, start_offset, bytes) VALUES ($1, $2, $3)`, u.id, at, piece)
+		} else {
+			_, err = tx.Exec(ctx, `INSERT INTO upload_tail_pieces (upload_id, start_offset, object_key, object_size) VALUES ($1, $2, $3, $4)`,
+				u.id, at, key, len(piece))
 		}
-		return nil
+		committing = err == nil
+		return err
 	})
+	if err != nil && key != "" && !committing {
+		u.s.removeObjects(ctx, []string{key}) // a piece no row names
+	}
 	if err := u.advanced(err, next, expiresAt); err != nil {
 		return err
 	}
-	if merge {
-		u.s.metrics.tailWritten.Add(float64(len(b)))
-	} else {
-		u.s.metrics.tailWritten.Add(float64(len(added)))
+	if key == "" {
+		u.s.metrics.tailWritten.Add(float64(len(piece)))
 	}
+	u.s.removeObjects(ctx, gone)
 	u.deleteTail(ctx)
 	u.tailKey, u.tailSize, u.tailPieces = "", int64(len(b)), count
 	return nil
@@ -488,7 +588,17 @@ func (u *upload) advanced(err error, next int64, expiresAt time.Time) error {
 	return nil
 }
 
-// deleteTail removes the earlier version's tail object that the last advance replaced.
+// removeObjects removes piece objects no row names any more, each with its folder. It does not
+// fail: what it leaves is under the upload's folder, which the upload's end removes.
+func (s *store) removeObjects(ctx context.Context, keys []string) {
+	for _, key := range keys {
+		_ = s.objects.DeletePrefix(context.WithoutCancel(ctx), path.Dir(key)+"/")
+	}
+}
+
+// deleteTail removes the earlier version's tail object that the last advance replaced. Its key
+// is no folder: on Local DeletePrefix removes the file, on S3 it is left to the removal of the
+// upload's tails when the upload ends.
 func (u *upload) deleteTail(ctx context.Context) {
 	if u.tailKey != "" {
 		_ = u.s.objects.DeletePrefix(context.WithoutCancel(ctx), u.tailKey)

@@ -63,8 +63,8 @@ type Config struct {
 	RateLimit *ratelimit.Limiter
 	Metrics   *Metrics
 
-	// maxTailPieces bounds an upload's tail pieces. Default maxTailPieces, or twice the pieces
-	// of a part when parts are larger than 512 MiB. Set by tests (export_test.go).
+	// maxTailPieces bounds an upload's tail pieces (at least 2: a merge leaves one). Default
+	// maxTailPieces. Set by tests (export_test.go).
 	maxTailPieces int
 	// beforeTailWrite, when set, is called before each commit of bytes to a tail (tests).
 	beforeTailWrite func()
@@ -75,8 +75,7 @@ func (c Config) withDefaults() Config {
 	c.UnfinishedPerMember = cmp.Or(c.UnfinishedPerMember, 10)
 	c.PartSize = cmp.Or(c.PartSize, 8<<20)
 	c.LockWait = cmp.Or(c.LockWait, 20*time.Second)
-	// A merge leaves a part's pieces at most: the bound leaves room for many more between merges.
-	c.maxTailPieces = cmp.Or(c.maxTailPieces, max(maxTailPieces, 2*pieceCount(int(c.PartSize))))
+	c.maxTailPieces = cmp.Or(c.maxTailPieces, maxTailPieces)
 	if c.Limits == nil {
 		c.Limits = &media.UploadLimits{}
 	}
