@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/playhead/playhead/apperr"
 )
@@ -70,6 +71,7 @@ func New(cfg Config) *fiber.App {
 	// Around Fiber's handler rather than a middleware: Fiber answers some requests (an
 	// unknown method) before any middleware runs.
 	srv := app.Server()
+	srv.ErrorHandler = withoutRequestEcho(srv.ErrorHandler)
 	f := newFraming(srv.MaxRequestBodySize, cfg.FirstByteRoutes)
 	srv.Handler = f.handler(srv.Handler)
 	if len(f.firstByte) > 0 {
@@ -87,6 +89,29 @@ func New(cfg Config) *fiber.App {
 	}
 	return app
 }
+
+// withoutRequestEcho wraps fasthttp's handler of requests it cannot parse: fasthttp's error
+// text ends with up to its whole read buffer (". Buffer size=…, contents: …"), the request's
+// headers, a bearer token among them, and Fiber answers it as the 400's message. Behind a proxy
+// that carries several clients on one connection those would be another client's. The text is
+// cut there; the error still unwraps to fasthttp's, so Fiber's 408, 413 and 431 stay.
+func withoutRequestEcho(next func(*fasthttp.RequestCtx, error)) func(*fasthttp.RequestCtx, error) {
+	return func(ctx *fasthttp.RequestCtx, err error) {
+		if before, _, cut := strings.Cut(err.Error(), ". Buffer size="); cut {
+			err = &parseError{msg: before, err: err}
+		}
+		next(ctx, err)
+	}
+}
+
+// parseError is a request parse error with its text cut before the echoed request.
+type parseError struct {
+	msg string
+	err error
+}
+
+func (e *parseError) Error() string { return e.msg }
+func (e *parseError) Unwrap() error { return e.err }
 
 // noSniff tells browsers to trust the Content-Type of every answer (JSON, files, errors)
 // instead of guessing one from the bytes, so an answer can never be run as a script or page.

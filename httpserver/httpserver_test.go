@@ -292,3 +292,42 @@ func TestErrorMap_DatabaseAwayIs503WithRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestParseErrors_EchoNothingOfTheRequest: fasthttp's text for a request it cannot parse ends
+// with up to its whole read buffer ("Buffer size=…, contents: …"), which held the request's
+// headers, a bearer token among them; behind a proxy that pipelines several clients on one
+// connection, another client's. The 400 says what was wrong and nothing of what was sent.
+func TestParseErrors_EchoNothingOfTheRequest(t *testing.T) {
+	app := httpserver.New(httpserver.Config{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = app.Listener(ln) }()
+	t.Cleanup(func() { _ = app.Shutdown() })
+	const secret = "Bearer eyJ-the-callers-token"
+	for _, request := range []string{
+		"GET /ok HTTP/1.1\r\nHost: x\r\nAuthorization: " + secret + "\r\nContent-Length: abc\r\n\r\n",
+		"GET /ok HTTP/1.1\r\nAuthorization: " + secret + "\r\nContent-Length: 1, 2\r\n\r\n",
+		"\x01\x02 /ok HTTP/1.1\r\nAuthorization: " + secret + "\r\n\r\n",
+	} {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(time.Minute)) // only if the server hangs
+		if _, err := io.WriteString(conn, request); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		conn.Close()
+		if resp.StatusCode != http.StatusBadRequest || strings.Contains(string(body), "eyJ") || strings.Contains(string(body), "contents") {
+			t.Errorf("%q: %d %s; want 400 naming nothing of the request", request, resp.StatusCode, body)
+		}
+	}
+}
