@@ -80,6 +80,8 @@ var citusPlan = map[string]placement{
 	// Resumable uploads: a row per upload in flight, written a few times a second
 	// per upload and committed with its media and encode job; locked by advisory locks.
 	"uploads": {kind: coordinator},
+	// The tails of those uploads, written in the same transactions as their rows.
+	"upload_tail_pieces": {kind: coordinator},
 }
 
 // hotStatement is a statement checked against the plan. singleMember statements name one
