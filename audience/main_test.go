@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/playhead/playhead/audience"
+	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/media"
@@ -58,6 +60,19 @@ func play(reports []report, member, mediaID int64, at, from, to int) ([]report, 
 		at += 5
 	}
 	return reports, at
+}
+
+// rolledUp runs a rollup and returns media id's figures as its owner reads them.
+func (v *viewing) rolledUp(t *testing.T, id, owner int64) audience.Media {
+	t.Helper()
+	if _, err := audience.Rollup(context.Background(), v.pool); err != nil {
+		t.Fatal(err)
+	}
+	a, err := audience.NewStore(v.pool).Media(context.Background(), id, auth.Identity{MemberID: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 // flush writes the reports as the buffer would: everything reported in one 5 s window in one

@@ -59,13 +59,7 @@ func TestRollup_APositionCommittedDuringARollupIsRolledUpLater(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := audience.Rollup(ctx, v.pool); err != nil {
-		t.Fatal(err)
-	}
-	a, err := audience.NewStore(v.pool).Media(ctx, id, auth.Identity{MemberID: owner})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := v.rolledUp(t, id, owner)
 	var rows, marks int
 	if err := v.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM playback WHERE media_id = $1), (SELECT count(*) FROM audience_dirty)`, id).
 		Scan(&rows, &marks); err != nil {
@@ -136,7 +130,6 @@ func TestCollection_APartOwnerReadsNothing(t *testing.T) {
 func TestMedia_FewViewersFiguresAreWithheld(t *testing.T) {
 	t.Parallel()
 	v := setup(t)
-	ctx := context.Background()
 	const owner = 7
 	id := v.video(t, owner, "public lecture")
 	member := int64(300)
@@ -149,14 +142,7 @@ func TestMedia_FewViewersFiguresAreWithheld(t *testing.T) {
 			member++
 		}
 		v.flush(t, reports)
-		if _, err := audience.Rollup(ctx, v.pool); err != nil {
-			t.Fatal(err)
-		}
-		a, err := audience.NewStore(v.pool).Media(ctx, id, auth.Identity{MemberID: owner})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
+		return v.rolledUp(t, id, owner)
 	}
 	for range audience.MinViewers {
 		a := watch(1)

@@ -221,7 +221,6 @@ func TestSybils_ACurveOverTheOwnersAccountsHidesTheOneOtherViewer(t *testing.T) 
 func TestRelease_NothingNewUntilTheAudienceGrowsByAStep(t *testing.T) {
 	t.Parallel()
 	v := setup(t)
-	ctx := context.Background()
 	const owner = 7
 	id := v.video(t, owner, "niche")
 	var reports []report
@@ -230,17 +229,7 @@ func TestRelease_NothingNewUntilTheAudienceGrowsByAStep(t *testing.T) {
 	}
 	reports, _ = play(reports, victim(0), id, 0, 0, 30)
 	v.flush(t, reports)
-	read := func() audience.Media {
-		t.Helper()
-		if _, err := audience.Rollup(ctx, v.pool); err != nil {
-			t.Fatal(err)
-		}
-		a, err := audience.NewStore(v.pool).Media(ctx, id, auth.Identity{MemberID: owner})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
+	read := func() audience.Media { return v.rolledUp(t, id, owner) }
 	first := read()
 	if first.Withheld || first.FiguresViewers != 5 {
 		t.Fatalf("after the first rollup: %+v; want figures released over 5 viewers", first)
@@ -316,13 +305,7 @@ func TestRetention_TheNoiseIsAsStatedAndTheDropShows(t *testing.T) {
 		}
 	}
 	v.flush(t, reports)
-	if _, err := audience.Rollup(ctx, v.pool); err != nil {
-		t.Fatal(err)
-	}
-	a, err := audience.NewStore(v.pool).Media(ctx, id, auth.Identity{MemberID: owner})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := v.rolledUp(t, id, owner)
 	var counts []int64
 	var finished, buckets int64
 	if err := v.pool.QueryRow(ctx, `

@@ -235,9 +235,9 @@ func (f *fixture) captionFolders(t *testing.T, id int64) []string {
 	return slices.DeleteFunc(children, func(c string) bool { return !captions.IsFolder(c) })
 }
 
-// hlsStrict parses the playlists with hls-parser in strict mode (testdata/hls_strict.mjs) and
-// returns what it read of each.
-func hlsStrict(t *testing.T, playlists ...string) []parsedPlaylist {
+// nodeReads runs a node script of testdata/ on the playlists, each written to a file of its
+// own, and returns the script's output: one line of JSON per playlist, in order.
+func nodeReads(t *testing.T, script string, playlists ...string) []string {
 	t.Helper()
 	dir := t.TempDir()
 	var files []string
@@ -248,23 +248,31 @@ func hlsStrict(t *testing.T, playlists ...string) []parsedPlaylist {
 		}
 		files = append(files, file)
 	}
-	cmd := exec.Command("node", append([]string{"testdata/hls_strict.mjs"}, files...)...)
+	cmd := exec.Command("node", append([]string{"testdata/" + script}, files...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("hls-parser (strict) refused a playlist: %v %s\n(node and npm ci are installed by make deps / make web)", err, stderr.String())
+		t.Fatalf("%s refused a playlist: %v %s\n(node and npm ci are installed by make deps / make web)", script, err, stderr.String())
 	}
+	lines := slices.Collect(strings.Lines(string(out)))
+	if len(lines) != len(playlists) {
+		t.Fatalf("%s read %d playlists of %d", script, len(lines), len(playlists))
+	}
+	return lines
+}
+
+// hlsStrict parses the playlists with hls-parser in strict mode (testdata/hls_strict.mjs) and
+// returns what it read of each.
+func hlsStrict(t *testing.T, playlists ...string) []parsedPlaylist {
+	t.Helper()
 	var parsed []parsedPlaylist
-	for line := range strings.Lines(string(out)) {
+	for _, line := range nodeReads(t, "hls_strict.mjs", playlists...) {
 		var p parsedPlaylist
 		if err := json.Unmarshal([]byte(line), &p); err != nil {
 			t.Fatalf("hls_strict.mjs: %v: %q", err, line)
 		}
 		parsed = append(parsed, p)
-	}
-	if len(parsed) != len(playlists) {
-		t.Fatalf("hls_strict.mjs read %d playlists of %d", len(parsed), len(playlists))
 	}
 	return parsed
 }
@@ -274,32 +282,13 @@ func hlsStrict(t *testing.T, playlists ...string) []parsedPlaylist {
 // https://playhead.invalid/master.m3u8.
 func hlsJSSubtitles(t *testing.T, playlists ...string) [][]hlsJSTrack {
 	t.Helper()
-	dir := t.TempDir()
-	var files []string
-	for i, p := range playlists {
-		file := filepath.Join(dir, fmt.Sprintf("p%d.m3u8", i))
-		if err := os.WriteFile(file, []byte(p), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, file)
-	}
-	cmd := exec.Command("node", append([]string{"testdata/hlsjs_subtitles.mjs"}, files...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("hlsjs_subtitles.mjs: %v %s\n(node and npm ci are installed by make deps / make web)", err, stderr.String())
-	}
 	var tracks [][]hlsJSTrack
-	for line := range strings.Lines(string(out)) {
+	for _, line := range nodeReads(t, "hlsjs_subtitles.mjs", playlists...) {
 		var p struct{ Subtitles []hlsJSTrack }
 		if err := json.Unmarshal([]byte(line), &p); err != nil {
 			t.Fatalf("hlsjs_subtitles.mjs: %v: %q", err, line)
 		}
 		tracks = append(tracks, p.Subtitles)
-	}
-	if len(tracks) != len(playlists) {
-		t.Fatalf("hlsjs_subtitles.mjs read %d playlists of %d", len(tracks), len(playlists))
 	}
 	return tracks
 }
