@@ -21,7 +21,7 @@ commands:
   serve    run the service (configured by environment variables: playhead config)
   migrate  apply database migrations and exit
   config   list every setting with its default and meaning (--markdown: as a table)
-  token    mint a JWT: playhead token --member N [--admin] [--ttl 24h]
+  token    mint JWTs: playhead token --member N [--admin] [--ttl 24h] [--count K]
 `
 
 func main() {
