@@ -72,8 +72,8 @@ type expired struct {
 
 // Expire runs one pass and returns how many uploads it removed. The rows go first, in one
 // transaction, with their tails' pieces (ON DELETE CASCADE); then the bytes of the unfinished
-// ones in the object store (parts and piece objects), and any piece object left under a
-// finished one's tails. Bytes of an unfinished upload a pass could not remove (the node
+// ones in the object store (parts and piece objects), and what is left beside a finished
+// one's source (piece objects under its tails, parts stored after its finish). Bytes of an unfinished upload a pass could not remove (the node
 // stopped between the two) are nobody's any more, and the orphan sweep removes them
 // (OrphanRule).
 func (e *Expirer) Expire(ctx context.Context) (int, error) {
@@ -109,9 +109,13 @@ func (e *Expirer) Expire(ctx context.Context) (int, error) {
 	}
 	for _, x := range gone {
 		if x.finished {
-			// The media keeps the source; a tail piece object whose removal failed goes now,
-			// since once the row is gone the source keeps the folder in use for the sweep.
+			// The media keeps the source; what else is in its folder goes now, since once the
+			// row is gone the source keeps the folder in use for the sweep: a tail piece
+			// object whose removal failed, and a part that a writer which lost its lock stored
+			// after the finish (on local storage, a parts folder beside the source; on S3 the
+			// write is complete, and a part cannot be added to it).
 			_ = e.cfg.Objects.DeletePrefix(ctx, tailsPrefix(x.id))
+			_ = e.cfg.Objects.AbortParts(ctx, sourceKey(x.id), x.partsID)
 			continue
 		}
 		e.cfg.Metrics.expired.Inc()

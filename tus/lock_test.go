@@ -7,11 +7,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/playhead/playhead/storage"
 	"github.com/playhead/playhead/tus"
@@ -248,6 +251,58 @@ func TestUpload_WriterThatLostItsLockCannotCorrupt(t *testing.T) {
 			}
 			if sum, size := c.stored(t, source); sum != sha256.Sum256(file) || size != int64(len(file)) {
 				t.Errorf("the stored source has %d bytes and another sha256 than the file's %d", size, len(file))
+			}
+		})
+	}
+}
+
+// A writer that lost its lock may store its part after the upload finished (the resumer sent
+// the rest meanwhile): on local storage the part goes into the parts' folder beside the source,
+// which the finish removed before and which the media's source keeps in use for the orphan
+// sweep. The finished upload's expiry removes it: once the row is gone, the upload's folder
+// holds its source alone, and the file is the client's.
+func TestUpload_WriterThatLostItsLockAfterTheFinish(t *testing.T) {
+	for name, newCluster := range backends() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(t)
+			gated := &gatedObjects{Objects: c.objects, entered: make(chan struct{}), gate: make(chan struct{})}
+			stale := c.start(t, gated.configure)
+			resumer := c.start(t)
+			file := randomFile(t, 2*partSize)
+			path := resumer.create(t, 16, len(file), "")
+			id := strings.TrimPrefix(path, tus.Base+"/")
+			_, r := stale.rawPatch(t, 16, path, 0, partSize+3, file[:partSize+3])
+			answered := patchAnswer(r)
+			<-gated.entered // the stale writer stores its part
+			if err := c.pool.QueryRow(t.Context(), `
+				SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
+				AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(new(bool)); err != nil {
+				t.Fatalf("terminate the stale writer's lock session: %v", err)
+			}
+			if a := resumer.patch(t, 16, path, 0, file); a.status != http.StatusNoContent || a.header.Get(tus.HeaderMediaID) == "" {
+				t.Fatalf("the resumer's PATCH of the whole file: %d media %q %s", a.status, a.header.Get(tus.HeaderMediaID), a.body)
+			}
+			close(gated.gate)
+			if status := <-answered; status == http.StatusNoContent {
+				t.Errorf("the stale writer's PATCH was answered 204 after the upload finished")
+			}
+			if _, err := c.pool.Exec(t.Context(), `UPDATE uploads SET expires_at = statement_timestamp()`); err != nil {
+				t.Fatal(err)
+			}
+			expirer, err := tus.NewExpirer(tus.ExpirerConfig{Pool: c.pool, Objects: c.objects, Metrics: tus.NewMetrics(prometheus.NewRegistry())})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if removed, err := expirer.Expire(t.Context()); err != nil || removed != 1 {
+				t.Fatalf("Expire: %d, %v; want the finished upload's row", removed, err)
+			}
+			source := sourceOf(t, c, 16)
+			if got := c.keys(t, "tus/"+id+"/"); !slices.Equal(got, []string{source}) {
+				t.Errorf("after the finished upload's expiry its folder holds %q, want its source alone", got)
+			}
+			if sum, size := c.stored(t, source); sum != sha256.Sum256(file) {
+				t.Errorf("the stored source (%d bytes) is not the file", size)
 			}
 		})
 	}
