@@ -138,23 +138,28 @@ func (s *S3) name(key string) (string, error) {
 	return s.prefix + key, nil
 }
 
-// Put uploads r. A file (the encoder's outputs, a download) has a known size and goes up in
-// one request, or in parallel parts when large; a stream (a client's upload) goes up in
-// s3PartSize parts, one held in memory at a time. A failed upload is aborted, so no object
-// appears; the parts of one that could not even be aborted (the process was killed) are
-// removed by the orphan sweep (Unfinished, AbortWrite).
+// Put uploads r. A file (the encoder's outputs, a download) and bytes in memory (a reader that
+// tells what it has left: bytes.Reader, strings.Reader) have a known size and go up in one
+// request, or in parallel parts when larger than s3PartSize, with no buffer of their own; a
+// stream (a client's upload) goes up in s3PartSize parts, one held in memory at a time. A
+// failed upload is aborted, so no object appears; the parts of one that could not even be
+// aborted (the process was killed) are removed by the orphan sweep (Unfinished, AbortWrite);
+// an object written in one request leaves no parts, whenever the process stops.
 func (s *S3) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
 	name, err := s.name(key)
 	if err != nil {
 		return 0, err
 	}
 	size := int64(-1)
-	if f, ok := r.(*os.File); ok {
-		if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {
-			if offset, err := f.Seek(0, io.SeekCurrent); err == nil {
+	switch r := r.(type) {
+	case *os.File:
+		if info, err := r.Stat(); err == nil && info.Mode().IsRegular() {
+			if offset, err := r.Seek(0, io.SeekCurrent); err == nil {
 				size = info.Size() - offset
 			}
 		}
+	case interface{ Len() int }:
+		size = int64(r.Len())
 	}
 	if size < 0 {
 		r = contextReader{ctx: ctx, r: r}

@@ -40,8 +40,9 @@ type Objects interface {
 // transaction, the per-member count of unfinished uploads is a query, and expiry is a
 // statement. The bytes of a request are read into one part-sized buffer at a time (PartSize,
 // 8 MiB), which is the heap an upload costs, as with POST /v1/media's streamed Put
-// (docs/benchmarks/README.md has the measurement); on S3 a request that writes a tail piece
-// object holds one more part while it goes up (storage.S3.Put buffers a stream a part at a time).
+// (docs/benchmarks/README.md has the measurement). A tail piece object goes up from that
+// buffer, its size known: on S3 in one request, with no part buffer of minio-go's beside it
+// and no unfinished multipart write a stopped node could leave (storage.S3.Put).
 //
 // The bytes of an upload: parts of PartSize bytes of one storage.Parts write, and past the last
 // whole part its tail, what requests brought that did not fill a part, as append-only pieces
@@ -104,8 +105,8 @@ type store struct {
 // (PLAYHEAD_UPLOAD_RATE 20/s, burst 100) a member can then put at most 1.25 MiB/s of upload
 // bytes into the write-ahead log (6.25 MiB in a burst), where pieces of up to a part (8 MiB)
 // let it put 80 to 160 MiB/s; and a piece within it, which a cut body or a client's small
-// chunk makes, costs no object (on S3 a multipart write of three requests, a read, a listing
-// and a delete). Migration 00025 states the same bound as a CHECK on new rows.
+// chunk makes, costs no object (on S3 a write, a read, a listing and a delete). Migration
+// 00025 states the same bound as a CHECK on new rows.
 const maxRowBytes = 64 << 10
 
 // maxTailPieces is the default bound on an upload's tail pieces: with a merge into one piece,
