@@ -272,6 +272,9 @@ func TestUpload_WriterThatLostItsLockAfterTheFinish(t *testing.T) {
 			file := randomFile(t, 2*partSize)
 			path := resumer.create(t, 16, len(file), "")
 			id := strings.TrimPrefix(path, tus.Base+"/")
+			// The stale writer goes on when the test ends, failed or not: its node stops after.
+			release := sync.OnceFunc(func() { close(gated.gate) })
+			t.Cleanup(release)
 			_, r := stale.rawPatch(t, 16, path, 0, partSize+3, file[:partSize+3])
 			answered := patchAnswer(r)
 			<-gated.entered // the stale writer stores its part
@@ -280,10 +283,14 @@ func TestUpload_WriterThatLostItsLockAfterTheFinish(t *testing.T) {
 				AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(new(bool)); err != nil {
 				t.Fatalf("terminate the stale writer's lock session: %v", err)
 			}
+			// HEAD waits for the lock, free once the session is gone (a PATCH would be refused).
+			if got := resumer.offset(t, 16, path); got != 0 {
+				t.Fatalf("HEAD on the resumer: offset %d, want 0", got)
+			}
 			if a := resumer.patch(t, 16, path, 0, file); a.status != http.StatusNoContent || a.header.Get(tus.HeaderMediaID) == "" {
 				t.Fatalf("the resumer's PATCH of the whole file: %d media %q %s", a.status, a.header.Get(tus.HeaderMediaID), a.body)
 			}
-			close(gated.gate)
+			release()
 			if status := <-answered; status == http.StatusNoContent {
 				t.Errorf("the stale writer's PATCH was answered 204 after the upload finished")
 			}
