@@ -485,14 +485,7 @@ func TestUpload_ExpiryWaitsForTheWriter(t *testing.T) {
 	if locks := advisoryLocks(t, c); locks != 1 {
 		t.Fatalf("%d advisory locks while the PATCH writes, want its upload's 1", locks)
 	}
-	if _, err := c.pool.Exec(t.Context(), `UPDATE uploads SET expires_at = statement_timestamp()`); err != nil {
-		t.Fatal(err)
-	}
-	expirer, err := tus.NewExpirer(tus.ExpirerConfig{Pool: c.pool, Objects: c.objects, Metrics: tus.NewMetrics(prometheus.NewRegistry())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if removed, err := expirer.Expire(t.Context()); err != nil || removed != 0 {
+	if removed, err := c.expireNow(t); err != nil || removed != 0 {
 		t.Fatalf("Expire while a PATCH writes: removed %d, %v; want 0", removed, err)
 	}
 	if _, err := conn.Write(file[offset+2:]); err != nil {

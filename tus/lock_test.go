@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/playhead/playhead/storage"
 	"github.com/playhead/playhead/tus"
 )
@@ -294,14 +292,7 @@ func TestUpload_WriterThatLostItsLockAfterTheFinish(t *testing.T) {
 			if status := <-answered; status == http.StatusNoContent {
 				t.Errorf("the stale writer's PATCH was answered 204 after the upload finished")
 			}
-			if _, err := c.pool.Exec(t.Context(), `UPDATE uploads SET expires_at = statement_timestamp()`); err != nil {
-				t.Fatal(err)
-			}
-			expirer, err := tus.NewExpirer(tus.ExpirerConfig{Pool: c.pool, Objects: c.objects, Metrics: tus.NewMetrics(prometheus.NewRegistry())})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if removed, err := expirer.Expire(t.Context()); err != nil || removed != 1 {
+			if removed, err := c.expireNow(t); err != nil || removed != 1 {
 				t.Fatalf("Expire: %d, %v; want the finished upload's row", removed, err)
 			}
 			source := sourceOf(t, c, 16)

@@ -280,6 +280,20 @@ func (c *cluster) stored(t *testing.T, key string) ([32]byte, int64) {
 	return [32]byte(h.Sum(nil)), n
 }
 
+// expireNow makes every upload expire now and runs one pass of an expirer, returning the rows
+// it removed.
+func (c *cluster) expireNow(t *testing.T) (int, error) {
+	t.Helper()
+	if _, err := c.pool.Exec(t.Context(), `UPDATE uploads SET expires_at = statement_timestamp()`); err != nil {
+		t.Fatal(err)
+	}
+	expirer, err := tus.NewExpirer(tus.ExpirerConfig{Pool: c.pool, Objects: c.objects, Metrics: tus.NewMetrics(prometheus.NewRegistry())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return expirer.Expire(t.Context())
+}
+
 // keys lists the store's objects under prefix.
 func (c *cluster) keys(t *testing.T, prefix string) []string {
 	t.Helper()

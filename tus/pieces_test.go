@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/playhead/playhead/internal/s3test"
 	"github.com/playhead/playhead/storage"
@@ -200,14 +199,7 @@ func TestUpload_PieceObjectIsOneWrite(t *testing.T) {
 	if a := n.patch(t, 122, path, offset, file[offset:]); a.status != http.StatusNoContent {
 		t.Fatalf("the rest: %d %s", a.status, a.body)
 	}
-	if _, err := c.pool.Exec(t.Context(), `UPDATE uploads SET expires_at = statement_timestamp()`); err != nil {
-		t.Fatal(err)
-	}
-	expirer, err := tus.NewExpirer(tus.ExpirerConfig{Pool: c.pool, Objects: c.objects, Metrics: tus.NewMetrics(prometheus.NewRegistry())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if removed, err := expirer.Expire(t.Context()); err != nil || removed != 1 {
+	if removed, err := c.expireNow(t); err != nil || removed != 1 {
 		t.Fatalf("Expire: %d, %v; want the finished upload's row", removed, err)
 	}
 	sweeper, err := storage.NewSweeper(storage.SweepConfig{Store: c.objects, Rules: []storage.SweepRule{tus.OrphanRule(c.pool)},
