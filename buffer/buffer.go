@@ -278,6 +278,14 @@ func (b *Buffer[K, V]) Pending(key K) (V, bool) {
 	return b.pending.load(key)
 }
 
+// Drop forgets every held entry whose key match selects, unwritten, and returns how many it
+// dropped: a member erased, an item forgotten. An entry the flusher has already handed to a
+// Flush call in progress may still be written by that call; the caller's database fence is
+// what keeps such a write out (package erasure). A key offered again after Drop is held anew.
+func (b *Buffer[K, V]) Drop(match func(K) bool) int {
+	return b.pending.drop(match)
+}
+
 // Stop stops intake (Offer returns ErrClosed), drains the channel and writes everything held,
 // retrying failed flushes within ctx's deadline; what is still unwritten shortly before the
 // deadline is spilled (see SpillDir). Without a deadline, the final flush is tried once before

@@ -145,9 +145,12 @@ func (b *Buffer[K, V]) flushHeld(ctx context.Context) error {
 		b.receivePending()
 		batch = batch[:0]
 		for _, k := range order[start:min(start+b.cfg.FlushBatch, len(order))] {
-			if v, ok := b.pending.load(k); ok { // always: only this goroutine settles keys
-				batch = append(batch, Entry[K, V]{Key: k, Value: v})
+			v, ok := b.pending.load(k)
+			if !ok { // dropped (Drop): only this goroutine settles keys
+				delete(b.keys, k)
+				continue
 			}
+			batch = append(batch, Entry[K, V]{Key: k, Value: v})
 		}
 		if _, err := b.write(ctx, batch, settle); err != nil {
 			b.markFailed(time.Now())

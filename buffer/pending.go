@@ -107,6 +107,26 @@ func (p *pendingIndex[K, V]) remove(key K) {
 	s.mu.Unlock()
 }
 
+// drop forgets every key match selects whatever its value, and returns how many. The flusher
+// learns of it when it finds the key no longer pending (flushHeld), and a flush in flight
+// settles nothing for it (settle finds it gone).
+func (p *pendingIndex[K, V]) drop(match func(K) bool) int {
+	n := 0
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for k := range s.m {
+			if match(k) {
+				delete(s.m, k)
+				n++
+			}
+		}
+		s.mu.Unlock()
+	}
+	p.count.Add(-int64(n))
+	return n
+}
+
 func (p *pendingIndex[K, V]) load(key K) (V, bool) {
 	s := p.shard(key)
 	s.mu.Lock()
