@@ -218,6 +218,10 @@ func (e *Encode) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, erro
 		if err := media.PlanRenditions(ctx, tx, j.Subject, plan.Probe.DurationMS); err != nil {
 			return err
 		}
+		// A media deleted while it was probed gets no rendition jobs: the probe just ends.
+		if deleted, err := media.Deleted(ctx, tx, j.Subject); err != nil || deleted {
+			return err
+		}
 		_, err := jobqueue.ContinueGroup(ctx, tx, j, group)
 		return err
 	}}, nil

@@ -8,16 +8,18 @@ const (
 	EventPlayable = "media.playable"
 	EventReady    = "media.ready"
 	EventFailed   = "media.failed"
+	EventDeleted  = "media.deleted"
 )
 
 // EventTypes are every event type, in the order the API lists them.
-var EventTypes = []string{EventPlayable, EventReady, EventFailed}
+var EventTypes = []string{EventPlayable, EventReady, EventFailed, EventDeleted}
 
 // eventOf maps an outbox kind to its event type.
 var eventOf = map[string]string{
 	OutboxPlayable: EventPlayable,
 	OutboxReady:    EventReady,
 	OutboxFailed:   EventFailed,
+	OutboxDeleted:  EventDeleted,
 }
 
 // EventType returns the event type of an outbox kind ("" for a kind that has none).
@@ -77,6 +79,8 @@ func (r OutboxRow) Event() Event {
 	case OutboxFailed:
 		e.Data.Status = string(StatusFailed)
 		e.Data.Reason, _ = r.Payload["reason"].(string)
+	case OutboxDeleted:
+		e.Data.Status = string(StatusDeleted)
 	}
 	return e
 }

@@ -25,6 +25,8 @@ const ChannelOutbox = "notification_outbox"
 const (
 	OutboxReady  = "media_ready"
 	OutboxFailed = "media_failed"
+	// OutboxDeleted is written by the transaction that deletes the media.
+	OutboxDeleted = "media_deleted"
 )
 
 // Outbox records a notification for member about media in the caller's transaction, so it is
@@ -52,7 +54,7 @@ func JobKind(name string) jobqueue.Kind {
 	return jobqueue.Kind{
 		Name: name,
 		Lock: func(ctx context.Context, tx pgx.Tx, j jobqueue.Job) error {
-			return lockWithOwner(ctx, tx, j.Subject)
+			return LockWithOwner(ctx, tx, j.Subject)
 		},
 		Fail: func(ctx context.Context, tx pgx.Tx, j jobqueue.Job, cause error) error {
 			// The owner is told the reason worded for them, never the error's text (server
@@ -66,9 +68,9 @@ func JobKind(name string) jobqueue.Kind {
 	}
 }
 
-// lockWithOwner locks media id's owner row, then the media row: two statements, so the order
-// of the locks is certain.
-func lockWithOwner(ctx context.Context, tx pgx.Tx, id int64) error {
+// LockWithOwner locks media id's owner row, then the media row, in tx: two statements, so the
+// order of the locks is certain (members → media → jobs, the order of every writer).
+func LockWithOwner(ctx context.Context, tx pgx.Tx, id int64) error {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM members WHERE id = (SELECT owner_id FROM media WHERE id = $1) FOR UPDATE`, id); err != nil {
 		return fmt.Errorf("lock owner of media %d: %w", id, err)
 	}
@@ -79,7 +81,10 @@ func lockWithOwner(ctx context.Context, tx pgx.Tx, id int64) error {
 }
 
 // The writes below run inside the media pipeline's fenced job transactions, which have already
-// locked the owner and media rows. Each notifies every node's cache on commit.
+// locked the owner and media rows. Each notifies every node's cache on commit. Each is fenced
+// off from a DELETED media (or one whose row is gone): it writes nothing and returns nil, so
+// that a job which finishes after its media was deleted completes without bringing anything
+// back; its outputs are the deletion job's and the orphan sweep's.
 
 // Encoded is what an encode recorded of its outputs, as storage keys.
 type Encoded struct {
@@ -95,14 +100,17 @@ type Encoded struct {
 }
 
 // MarkReady makes media id playable with its encoded outputs and tells its owner (one outbox
-// row with payload).
+// row with payload). A DELETED media stays so.
 func MarkReady(ctx context.Context, tx pgx.Tx, id int64, out Encoded, payload map[string]any) error {
 	var owner int64
 	err := tx.QueryRow(ctx, `
 		UPDATE media SET status = 'READY', hls_key = $2, thumbnail_key = $3, duration_ms = nullif($4::bigint, 0),
 		       storyboard_key = nullif($5, ''), hls_start_us = CASE WHEN $6::bigint < 0 THEN NULL ELSE $6 END,
 		       failure_reason = NULL, updated_at = statement_timestamp()
-		WHERE id = $1 RETURNING owner_id`, id, out.HLSKey, out.ThumbnailKey, out.DurationMS, out.StoryboardKey, out.StartUS).Scan(&owner)
+		WHERE id = $1 AND status <> 'DELETED' RETURNING owner_id`, id, out.HLSKey, out.ThumbnailKey, out.DurationMS, out.StoryboardKey, out.StartUS).Scan(&owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // deleted
+	}
 	if err != nil {
 		return fmt.Errorf("mark media %d ready: %w", id, err)
 	}
@@ -114,12 +122,12 @@ func MarkReady(ctx context.Context, tx pgx.Tx, id int64, out Encoded, payload ma
 
 // markFailed records that media id will never become playable, and why, and tells its owner.
 // A media FAILED already (another rendition of its encode group died first) keeps its first
-// reason, and its owner is told once.
+// reason, and its owner is told once. A DELETED media stays so, and its owner is not told.
 func markFailed(ctx context.Context, tx pgx.Tx, id int64, reason string, payload map[string]any) error {
 	var owner int64
 	err := tx.QueryRow(ctx, `
 		UPDATE media SET status = 'FAILED', failure_reason = $2, updated_at = statement_timestamp()
-		WHERE id = $1 AND status <> 'FAILED' RETURNING owner_id`, id, reason).Scan(&owner)
+		WHERE id = $1 AND status NOT IN ('FAILED', 'DELETED') RETURNING owner_id`, id, reason).Scan(&owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
@@ -133,9 +141,9 @@ func markFailed(ctx context.Context, tx pgx.Tx, id int64, reason string, payload
 }
 
 // SetStatus moves media id to status (PROCESSING when a job is retried, UPLOADED when an
-// import has fetched its file).
+// import has fetched its file). A DELETED media stays so.
 func SetStatus(ctx context.Context, tx pgx.Tx, id int64, status Status) error {
-	_, err := tx.Exec(ctx, `UPDATE media SET status = $2, failure_reason = NULL, updated_at = statement_timestamp() WHERE id = $1`, id, status)
+	_, err := tx.Exec(ctx, `UPDATE media SET status = $2, failure_reason = NULL, updated_at = statement_timestamp() WHERE id = $1 AND status <> 'DELETED'`, id, status)
 	if err != nil {
 		return fmt.Errorf("set media %d status: %w", id, err)
 	}

@@ -16,6 +16,9 @@ const (
 	StatusProcessing Status = "PROCESSING"
 	StatusReady      Status = "READY"
 	StatusFailed     Status = "FAILED"
+	// StatusDeleted is a media its owner or an administrator deleted, until its deletion job
+	// has removed it: every read treats it as missing, and no write of the pipeline changes it.
+	StatusDeleted Status = "DELETED"
 )
 
 // Visibility says who may play READY media.
@@ -27,7 +30,8 @@ const (
 	VisibilityPrivate Visibility = "PRIVATE"
 )
 
-// Valid reports whether s is a known status.
+// Valid reports whether s is a status a media may be given: DELETED is not, a media becomes
+// DELETED only by its deletion.
 func (s Status) Valid() bool {
 	switch s {
 	case StatusUploaded, StatusProcessing, StatusReady, StatusFailed:

@@ -30,7 +30,7 @@ type Owned struct {
 
 const ownedColumns = `SELECT id, title, status, visibility, created_at, coalesce(duration_ms, 0), coalesce(thumbnail_key, '')
 	FROM media
-	WHERE owner_id = $1`
+	WHERE owner_id = $1 AND status <> 'DELETED'`
 
 const (
 	ownedFirstPageSQL = ownedColumns + ` ORDER BY created_at DESC, id DESC LIMIT $2`

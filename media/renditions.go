@@ -36,8 +36,11 @@ type RecordedRendition struct {
 // RecordRendition records rendition r of media id in the rendition job's fenced completion
 // (which holds the media's lock), and makes the media playable, telling its owner, when its
 // assembled master lists a first variant. A rendition of the name recorded before (a new
-// encode of the same media) is replaced.
+// encode of the same media) is replaced. Nothing is recorded for a DELETED media.
 func RecordRendition(ctx context.Context, tx pgx.Tx, id int64, r RecordedRendition, payload map[string]any) error {
+	if deleted, err := Deleted(ctx, tx, id); err != nil || deleted {
+		return err
+	}
 	claim, ok := strings.CutPrefix(r.Folder, "hls/"+strconv.FormatInt(id, 10)+"/")
 	if !ok || !strings.HasSuffix(claim, "/") || strings.Count(claim, "/") != 1 {
 		return fmt.Errorf("media: rendition folder %q is not a folder of media %d's", r.Folder, id)
@@ -76,8 +79,11 @@ func RecordRendition(ctx context.Context, tx pgx.Tx, id int64, r RecordedRenditi
 // PlanRenditions starts an encode group's record of media id, in the probe's completion: the
 // probed duration (so that the links of a media playable while it encodes last as long as the
 // video), and no rendition recorded yet. Rows of an earlier encode are deleted (their files are
-// then the orphan sweep's).
+// then the orphan sweep's). Nothing is written for a DELETED media.
 func PlanRenditions(ctx context.Context, tx pgx.Tx, id, durationMS int64) error {
+	if deleted, err := Deleted(ctx, tx, id); err != nil || deleted {
+		return err
+	}
 	if _, err := tx.Exec(ctx, `DELETE FROM media_renditions WHERE media_id = $1`, id); err != nil {
 		return fmt.Errorf("forget the renditions of media %d: %w", id, err)
 	}
@@ -89,9 +95,9 @@ func PlanRenditions(ctx context.Context, tx pgx.Tx, id, durationMS int64) error 
 }
 
 // RecordPictures records the thumbnail and the storyboard (empty: none) an encode group's
-// rendition wrote for media id; they are shown once it is READY.
+// rendition wrote for media id; they are shown once it is READY. A DELETED media records none.
 func RecordPictures(ctx context.Context, tx pgx.Tx, id int64, thumbnail, storyboard string) error {
-	if _, err := tx.Exec(ctx, `UPDATE media SET thumbnail_key = $2, storyboard_key = nullif($3, ''), updated_at = statement_timestamp() WHERE id = $1`,
+	if _, err := tx.Exec(ctx, `UPDATE media SET thumbnail_key = $2, storyboard_key = nullif($3, ''), updated_at = statement_timestamp() WHERE id = $1 AND status <> 'DELETED'`,
 		id, thumbnail, storyboard); err != nil {
 		return fmt.Errorf("record the pictures of media %d: %w", id, err)
 	}
@@ -111,6 +117,17 @@ func MarkRenditionsReady(ctx context.Context, tx pgx.Tx, id int64, payload map[s
 	}
 	out.HLSKey = AssembledMaster(id)
 	return MarkReady(ctx, tx, id, out, payload)
+}
+
+// isDeleted reports whether media id is DELETED or its row is gone, in a job's completion
+// that holds the media row's lock.
+func Deleted(ctx context.Context, tx pgx.Tx, id int64) (bool, error) {
+	var live bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM media WHERE id = $1 AND status <> 'DELETED')`, id).Scan(&live)
+	if err != nil {
+		return false, fmt.Errorf("read the status of media %d: %w", id, err)
+	}
+	return !live, nil
 }
 
 func renditionParts(ctx context.Context, db interface {

@@ -70,8 +70,20 @@ type Patch struct {
 	DurationMS *int64      `json:"duration_ms"`
 }
 
-// Update applies p to media id and notifies every node in the same transaction.
+// Update applies p to media id and notifies every node in the same transaction. A DELETED
+// media is not found.
 func (s *Store) Update(ctx context.Context, id int64, p Patch) (Media, error) {
+	return s.update(ctx, id, 0, p)
+}
+
+// UpdateOwned is Update for media id only when owner owns it: another member's media is not
+// found, exactly like a missing one.
+func (s *Store) UpdateOwned(ctx context.Context, owner, id int64, p Patch) (Media, error) {
+	return s.update(ctx, id, owner, p)
+}
+
+// update is Update, restricted to owner's media when owner is not 0.
+func (s *Store) update(ctx context.Context, id, owner int64, p Patch) (Media, error) {
 	var out Media
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -82,8 +94,8 @@ func (s *Store) Update(ctx context.Context, id int64, p Patch) (Media, error) {
 				visibility  = coalesce($4, visibility),
 				duration_ms = CASE WHEN $5::bigint IS NULL THEN duration_ms ELSE nullif($5, 0) END,
 				updated_at  = statement_timestamp()
-			WHERE id = $1
-			RETURNING `+mediaColumns, id, p.Title, p.Status, p.Visibility, p.DurationMS))
+			WHERE id = $1 AND status <> 'DELETED' AND ($6 = 0 OR owner_id = $6)
+			RETURNING `+mediaColumns, id, p.Title, p.Status, p.Visibility, p.DurationMS, owner))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return apperr.Errorf(apperr.NotFound, "media %d not found", id)
 		}
@@ -104,9 +116,9 @@ func NotifyChanged(ctx context.Context, tx notify.Execer, id int64) error {
 	return notify.Send(ctx, tx, ChannelChanged, fmt.Sprint(id))
 }
 
-// Get returns media id.
+// Get returns media id. A DELETED media is not found.
 func (s *Store) Get(ctx context.Context, id int64) (Media, error) {
-	m, err := scanMedia(s.pool.QueryRow(ctx, `SELECT `+mediaColumns+` FROM media WHERE id = $1`, id))
+	m, err := scanMedia(s.pool.QueryRow(ctx, `SELECT `+mediaColumns+` FROM media WHERE id = $1 AND status <> 'DELETED'`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Media{}, apperr.Errorf(apperr.NotFound, "media %d not found", id)
 	}
@@ -116,12 +128,14 @@ func (s *Store) Get(ctx context.Context, id int64) (Media, error) {
 	return m, nil
 }
 
-// LookupAccess returns the access fields of media id, and false when there is no such media.
-// It is the media cache's loader.
+// LookupAccess returns the access fields of media id, and false when there is no such media
+// or it is DELETED. It is the media cache's loader, so a deleted media is missing for every
+// route that asks the cache (its objects, its signed URLs, positions) once its deletion's
+// notification has evicted it.
 func (s *Store) LookupAccess(ctx context.Context, id int64) (Access, bool, error) {
 	var a Access
 	err := s.pool.QueryRow(ctx, `SELECT owner_id, coalesce(duration_ms, 0), status, visibility, status = 'PROCESSING' AND playable_at IS NOT NULL
-		FROM media WHERE id = $1`, id).Scan(&a.OwnerID, &a.DurationMS, &a.Status, &a.Visibility, &a.Encoding)
+		FROM media WHERE id = $1 AND status <> 'DELETED'`, id).Scan(&a.OwnerID, &a.DurationMS, &a.Status, &a.Visibility, &a.Encoding)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Access{}, false, nil
 	}

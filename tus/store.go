@@ -208,8 +208,8 @@ func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.U
 	return u, nil
 }
 
-// GetUpload reads upload id. Another member's upload does not exist; an expired one is gone
-// (410). A complete upload whose media could not be created (the last request's commit failed)
+// GetUpload reads upload id. Another member's upload does not exist, nor does one whose media
+// was deleted (its row waits for the deletion job); an expired one is gone (410). A complete upload whose media could not be created (the last request's commit failed)
 // is committed now: every request for it retries that.
 func (s *store) GetUpload(ctx context.Context, id string) (handler.Upload, error) {
 	u := &upload{s: s, id: id}
@@ -219,7 +219,8 @@ func (s *store) GetUpload(ctx context.Context, id string) (handler.Upload, error
 	err := s.pool.QueryRow(ctx, `
 		SELECT owner_id, upload_length, upload_offset, metadata, title, visibility, parts_id, parts,
 			tail_key, tail_size, tail_pieces, media_id, expires_at, expires_at <= statement_timestamp()
-		FROM uploads WHERE id = $1`, id).Scan(&u.owner, &u.length, &u.offset, &metadata, &u.details.Title, &u.details.Visibility,
+		FROM uploads u WHERE id = $1
+		  AND NOT EXISTS (SELECT 1 FROM media m WHERE m.id = u.media_id AND m.status = 'DELETED')`, id).Scan(&u.owner, &u.length, &u.offset, &metadata, &u.details.Title, &u.details.Visibility,
 		&u.partsID, &parts, &tailKey, &u.tailSize, &u.tailPieces, &mediaID, &u.expiresAt, &u.expired)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, handler.ErrNotFound
@@ -696,8 +697,14 @@ func (u *upload) Terminate(ctx context.Context) error {
 // removeBytes removes what an upload whose row is gone had stored. What it cannot remove (the
 // store fails now) the orphan sweep removes later: nothing holds the group any more.
 func (s *store) removeBytes(ctx context.Context, id, partsID string) {
-	_ = s.objects.AbortParts(ctx, sourceKey(id), partsID)
-	_ = s.objects.DeletePrefix(ctx, "tus/"+id+"/")
+	_ = RemoveUpload(ctx, s.objects, id, partsID)
+}
+
+// RemoveUpload removes every byte upload id stored: the parts of its write partsID and its
+// folder (the source, tail pieces, parts written after its finish). Its row is the caller's.
+// Removing what is gone already is not an error.
+func RemoveUpload(ctx context.Context, objects Objects, id, partsID string) error {
+	return errors.Join(objects.AbortParts(ctx, sourceKey(id), partsID), objects.DeletePrefix(ctx, "tus/"+id+"/"))
 }
 
 // newID is a new upload id: 128 random bits in hex, so that upload URLs cannot be guessed.
