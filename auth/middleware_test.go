@@ -60,3 +60,32 @@ func TestMiddleware_TokenFromTheHeaderOnly(t *testing.T) {
 		}
 	}
 }
+
+// A token of a member Refuse names answers 401 even when it was verified (and cached) before,
+// while the other members' tokens still pass.
+func TestVerifier_RefuseErasedMember(t *testing.T) {
+	v, err := auth.NewVerifier(secret, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	erased := map[int64]bool{}
+	v.Refuse(func(m int64) bool { return erased[m] })
+	gone, err := auth.Mint(secret, 42, false, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := auth.Mint(secret, 43, false, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(gone); err != nil { // verified, and cached
+		t.Fatal(err)
+	}
+	erased[42] = true
+	if _, err := v.Verify(gone); apperr.CodeOf(err) != apperr.Unauthenticated {
+		t.Fatalf("Verify(an erased member's cached token) = %v, want unauthenticated", err)
+	}
+	if id, err := v.Verify(kept); err != nil || id.MemberID != 43 {
+		t.Fatalf("Verify(another member's token) = %v, %v", id, err)
+	}
+}

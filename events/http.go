@@ -86,7 +86,7 @@ func lastEventID(raw string) (id int64, resume bool, err error) {
 
 // send writes s's events after after to w, or a resync event where the retention pruned them
 // (Hub.after), until the client goes
-// away, the token expires or the node stops, and returns which of these ended it (the metric's
+// away, the token expires, the member is erased (Hub.End) or the node stops, and returns which of these ended it (the metric's
 // reason). Every flush extends the connection's write deadline (extendWrite).
 func (h *Hub) send(s *stream, after int64, expires time.Time, w *bufio.Writer) string {
 	flush := func() error {
@@ -113,6 +113,8 @@ func (h *Hub) send(s *stream, after int64, expires time.Time, w *bufio.Writer) s
 		select {
 		case <-h.stopped:
 			return "stopping"
+		case <-s.ended:
+			return "erased"
 		case <-expiry.C:
 			return "expired"
 		case <-goneCheck.C:

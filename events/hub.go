@@ -73,6 +73,9 @@ type stream struct {
 	conn net.Conn
 	// wake holds one pending wake-up: new rows may be in the outbox.
 	wake chan struct{}
+	// ended is closed by End (the member was erased); endOnce guards the close.
+	ended   chan struct{}
+	endOnce sync.Once
 }
 
 func (s *stream) poke() {
@@ -117,6 +120,21 @@ func (h *Hub) Resync() {
 			s.poke()
 		}
 	}
+}
+
+// End ends every stream of members (erased members: package erasure) and returns how many.
+// Their clients' reconnections are refused by the token check.
+func (h *Hub) End(members []int64) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, m := range members {
+		for s := range h.members[m] {
+			s.endOnce.Do(func() { close(s.ended) })
+			n++
+		}
+	}
+	return n
 }
 
 // Start does nothing: streams start with their requests. It makes the Hub a service, whose Stop
@@ -177,7 +195,7 @@ func (h *Hub) subscribe(member int64, conn net.Conn) (*stream, error) {
 		h.metrics.refused.WithLabelValues("total").Inc()
 		return nil, apperr.Errorf(apperr.Unavailable, "the server holds as many event streams as it allows (%d); retry later", h.cfg.Total)
 	}
-	s := &stream{member: member, conn: conn, wake: make(chan struct{}, 1)}
+	s := &stream{member: member, conn: conn, wake: make(chan struct{}, 1), ended: make(chan struct{})}
 	if h.members[member] == nil {
 		h.members[member] = make(map[*stream]struct{})
 	}
@@ -324,7 +342,7 @@ func newMetrics() metrics {
 		}),
 		ended: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "playhead", Subsystem: "events", Name: "streams_ended_total",
-			Help: "Event streams ended by reason: client (it went away or read too slowly), expired (its token), stopping.",
+			Help: "Event streams ended by reason: client (it went away or read too slowly), expired (its token), erased (its member), stopping.",
 		}, []string{"reason"}),
 	}
 }
@@ -334,7 +352,7 @@ func (m metrics) register(r prometheus.Registerer) {
 	for _, reason := range []string{"member", "total", "stopping"} {
 		m.refused.WithLabelValues(reason)
 	}
-	for _, reason := range []string{"client", "expired", "stopping"} {
+	for _, reason := range []string{"client", "expired", "erased", "stopping"} {
 		m.ended.WithLabelValues(reason)
 	}
 }

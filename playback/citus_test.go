@@ -82,6 +82,12 @@ var citusPlan = map[string]placement{
 	"uploads": {kind: coordinator},
 	// The tails of those uploads, written in the same transactions as their rows.
 	"upload_tail_pieces": {kind: coordinator},
+	// What every flush anti-joins for each report (the erasure fence, paused histories,
+	// forgotten items): written rarely, by one member's request or an erasure, and read for
+	// rows of many members, so joinable from any shard.
+	"member_erasures":    {kind: reference},
+	"history_paused":     {kind: reference},
+	"playback_forgotten": {kind: reference},
 }
 
 // hotStatement is a statement checked against the plan. singleMember statements name one

@@ -61,6 +61,8 @@ func (h *Handler) Register(router fiber.Router) {
 	g.Put("/:mediaID", httpserver.RequireJSON, h.put)
 	httpserver.Get(g, "/:mediaID", h.get)
 	g.Delete("/:mediaID", h.hide)
+	httpserver.Get(router, "/me/settings", h.settings)
+	router.Put("/me/settings", httpserver.RequireJSON, h.saveSettings)
 }
 
 // now is the server receive time at PostgreSQL's precision.
@@ -173,7 +175,16 @@ func (h *Handler) get(c *fiber.Ctx) error {
 	return c.JSON(h.response(key, pos, access.DurationMS, st.WatchedAt))
 }
 
+// hide serves DELETE /v1/playback/{mediaID}: the item leaves the continue-watching list, or
+// with ?forget=true is deleted for real (forget).
 func (h *Handler) hide(c *fiber.Ctx) error {
+	forget, err := forgetParam(c)
+	if err != nil {
+		return err
+	}
+	if forget {
+		return h.forget(c)
+	}
 	key, _, err := h.playableKey(c)
 	if err != nil {
 		return err

@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/buffer"
+	"github.com/playhead/playhead/erasure"
 	"github.com/playhead/playhead/media"
 )
 
@@ -107,13 +109,16 @@ WHERE l.event_time < excluded.event_time
 // statement keeps playback_last_finished (keepLastFinishedSQL). The media row is read in the SELECT (media is
 // a reference table under Citus), and DO UPDATE uses only excluded.* and the row it updates,
 // so the statement stays valid when playback is sharded. The ORDER BY keeps the batch's key
-// order through the join: rows are inserted, and so locked, in that order.
-const flushSQL = `
+// order through the join: rows are inserted, and so locked, in that order. A report is
+// skipped when its media is DELETED or keptSQL refuses it (the member erased, their history
+// paused, the item forgotten after it was made).
+var flushSQL = `
 WITH reported AS (
 	SELECT u.*, coalesce(u.position_ms >= playhead_completion_point(m.duration_ms, $6, $7), false) AS finished,
 	       CASE WHEN $8 AND m.duration_ms > 0 THEN least(99, u.position_ms::bigint * 100 / m.duration_ms)::smallint END AS watched_bucket
 	FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::timestamptz[]) AS u(member_id, media_id, position_ms, event_time)
 	LEFT JOIN media m ON m.id = u.media_id
+	WHERE m.status IS DISTINCT FROM 'DELETED' AND ` + keptSQL("u.member_id", "u.media_id", "u.event_time") + `
 ),
 written AS (
 INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, watched, watched_bucket)
@@ -162,12 +167,28 @@ func (s *Store) Flush(ctx context.Context, batch []buffer.Entry[Key, Position]) 
 	return nil
 }
 
+// keptSQL is the condition a report of member (a column or parameter) for media, made at
+// eventTime, must meet to be stored: the member is not erased (the erasure fence, package
+// erasure), their history is not paused (history_paused: a report accepted just before the
+// pause and flushed after it is dropped too), and the item was not forgotten at or after the
+// report was made (playback_forgotten: a buffered report older than the forget cannot bring
+// the row back; a newer one, the member watching again, can). Each is an index probe on a
+// primary key.
+func keptSQL(member, media, eventTime string) string {
+	return erasure.AntiJoin(member) + `
+	  AND NOT EXISTS (SELECT 1 FROM history_paused h WHERE h.member_id = ` + member + `)
+	  AND NOT EXISTS (SELECT 1 FROM playback_forgotten f WHERE f.member_id = ` + member + ` AND f.media_id = ` + media + `
+	                  AND ` + eventTime + ` <= f.forgotten_at)`
+}
+
 // writeMarked runs an upsert (flushSQL or upsertOneSQL) with its positions' args ($1–$4) and
 // the store's ($5–$9), and marks medias for the audience rollups, in one round trip and one
 // implicit transaction: the positions and the marks of their media (audience_dirty,
-// migration 00019) commit together.
+// migration 00019) commit together. The erasure fence comes first, as a statement of its own:
+// the upsert's snapshot is taken after it, so it sees every erasure that held the lock.
 func (s *Store) writeMarked(ctx context.Context, medias []int64, upsert string, args ...any) error {
 	var b pgx.Batch
+	erasure.Fence(&b)
 	b.Queue(upsert, append(args, time.Now(), s.completion.Ratio, s.completion.TailMS(), s.watchedRanges, s.watchedWithin)...)
 	b.Queue(markAudienceSQL, medias)
 	return s.pool.SendBatch(ctx, &b).Close()
@@ -199,12 +220,12 @@ func flushError(rows int, err error) error {
 
 // upsertOneSQL is the one-row form of flushSQL: the synchronous baseline writes with it, one
 // statement per request, as the seed did before write-behind.
-const upsertOneSQL = `
+var upsertOneSQL = `
 WITH reported AS (
 	SELECT $1::bigint AS member_id, m.id AS media_id, $3::int AS position_ms, $4::timestamptz AS event_time,
 	       coalesce($3::int >= playhead_completion_point(m.duration_ms, $6, $7), false) AS finished,
 	       CASE WHEN $8::boolean AND m.duration_ms > 0 THEN least(99, $3::bigint * 100 / m.duration_ms)::smallint END AS watched_bucket
-	FROM media m WHERE m.id = $2::bigint
+	FROM media m WHERE m.id = $2::bigint AND m.status <> 'DELETED' AND ` + keptSQL("$1::bigint", "$2::bigint", "$4::timestamptz") + `
 ),
 written AS (
 INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, watched, watched_bucket)
@@ -260,20 +281,62 @@ SELECT position_ms, event_time, hidden, watched_at FROM playback WHERE member_id
 LIMIT 1`
 
 // Open creates the row for key at position 0 if it does not exist, and returns the stored
-// row, in one statement: a player opening a video costs one round trip. (Both halves of the
+// row, in one round trip (the erasure fence, refuseWriteSQL and openSQL in one batch). (Both halves of the
 // UNION read the same snapshot, so a row inserted here comes back through RETURNING; its
 // watched_bucket 0 makes a first report that follows playback from the start mark what was
 // played since the open.) A
 // non-empty collection records where the media was opened from; it touches neither the
 // position nor event_time, so it cannot reorder the continue-watching list or beat the guard.
+//
+// While the member's history is paused, nothing is stored and the answer is position 0 at at
+// (the row's own when one exists from before the pause).
 func (s *Store) Open(ctx context.Context, key Key, at time.Time, collection string) (Stored, error) {
 	var st Stored
-	err := s.pool.QueryRow(ctx, openSQL, key.Member, key.Media, at, collection).Scan(&st.PositionMS, &st.EventTime, &st.Hidden, &st.WatchedAt)
-	if err != nil {
+	var b pgx.Batch
+	erasure.Fence(&b)
+	b.Queue(refuseWriteSQL, key.Member, key.Media, false)
+	b.Queue(openSQL, key.Member, key.Media, at, collection).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&st.PositionMS, &st.EventTime, &st.Hidden, &st.WatchedAt)
+	})
+	erased, paused, err := refusal(s.pool.SendBatch(ctx, &b).Close())
+	switch {
+	case err != nil:
 		return Stored{}, fmt.Errorf("open playback row: %w", err)
+	case erased:
+		return Stored{}, errErased
+	case paused:
+		stored, found, err := s.Get(ctx, key)
+		if err != nil || found {
+			return stored, err
+		}
+		return Stored{Position: Position{EventTime: at}}, nil
 	}
 	return st, nil
 }
+
+// refuseWriteSQL raises (refusal) when the open or the hide must not write: the member erased,
+// or their history paused ($3 false: even a row that exists stays as it is; true: a row that
+// exists may be changed). It follows the fence and precedes the write in one batch.
+const refuseWriteSQL = `SELECT playhead_refuse_write($1, $2, $3)`
+
+// refusal sorts out an error of a batch that ran refuseWriteSQL: erased (the token must be
+// refused) or paused (nothing to write), else the error itself.
+func refusal(err error) (erased, paused bool, _ error) {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		switch pg.Code {
+		case "PHERA":
+			return true, false, nil
+		case "PHPAU":
+			return false, true, nil
+		}
+	}
+	return false, false, err
+}
+
+// errErased is the answer to a write of an erased member that reached the database before
+// this node learnt of the erasure (its auth middleware refuses their tokens after).
+var errErased = apperr.Errorf(apperr.Unauthenticated, "this member is erased; sign in as another member")
 
 // InCollection reports whether media is one of collection's items now.
 func (s *Store) InCollection(ctx context.Context, collection string, mediaID int64) (bool, error) {
@@ -296,9 +359,17 @@ WHERE p.event_time < excluded.event_time`
 
 // Hide removes key from the continue-watching list. It bumps event_time to at, so a position
 // reported before the hide and flushed after it cannot bring the row back. pos is written
-// when the row does not exist yet (its report may still be in a buffer).
+// when the row does not exist yet (its report may still be in a buffer), unless the member's
+// history is paused: then only a row from before the pause is hidden.
 func (s *Store) Hide(ctx context.Context, key Key, pos Position, at time.Time) error {
-	_, err := s.pool.Exec(ctx, hideSQL, key.Member, key.Media, pos.PositionMS, at)
+	var b pgx.Batch
+	erasure.Fence(&b)
+	b.Queue(refuseWriteSQL, key.Member, key.Media, true)
+	b.Queue(hideSQL, key.Member, key.Media, pos.PositionMS, at)
+	erased, _, err := refusal(s.pool.SendBatch(ctx, &b).Close())
+	if erased {
+		return errErased
+	}
 	if err != nil {
 		return fmt.Errorf("hide playback row: %w", err)
 	}

@@ -1,0 +1,104 @@
+// Package erasure erases members and fences every writer that names one.
+//
+// An erasure is a record (member_erasures: the id and the time, nothing else) and a job that
+// deletes what is stored. The record retires the id for good: every later write naming it is a
+// no-op and every token naming it answers 401. Positions of the member may still sit in the
+// buffers of several nodes and in spill files, and a flush may have taken its batch before the
+// erasure; the fence makes sure none of them brings a row back:
+//
+//   - every transaction that writes a row naming a member first runs FenceSQL (the shared side
+//     of one advisory lock) as a statement of its own, then anti-joins member_erasures;
+//   - Erase takes the same lock exclusively, inserts the record and commits.
+//
+// The exclusive lock waits for the writers in flight and holds new ones back until the record
+// is committed; in READ COMMITTED a writer's statement after its lock takes its snapshot after
+// the grant, so it sees the record. After Erase returns, no writer can add a row for the member,
+// and the job deletes what is there. The lock is transaction-scoped, so a transaction pooler
+// (PgBouncer in transaction mode) keeps it whole.
+package erasure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/playhead/playhead/jobqueue"
+	"github.com/playhead/playhead/notify"
+)
+
+// FenceSQL is the statement every writer naming a member runs first in its transaction (in a
+// pgx.Batch, the batch's first statement: a batch is one implicit transaction). It takes the
+// shared side of the erasure lock (playhead_erasure_fence, migration 00027, holds the key).
+// The writer's next statements anti-join member_erasures (AntiJoin).
+const FenceSQL = `SELECT playhead_erasure_fence()`
+
+// AntiJoin is the condition a writer adds for the member column col of the rows it writes:
+// true unless the member is erased. It is an index probe on member_erasures' primary key.
+func AntiJoin(col string) string {
+	return `NOT EXISTS (SELECT 1 FROM member_erasures e WHERE e.member_id = ` + col + `)`
+}
+
+// Fence queues FenceSQL in b, before the writes b queues next.
+func Fence(b *pgx.Batch) { b.Queue(FenceSQL) }
+
+// FenceTx runs FenceSQL in tx and reports whether member is erased; a writer that gets true
+// writes nothing for them.
+func FenceTx(ctx context.Context, tx pgx.Tx, member int64) (erased bool, err error) {
+	if _, err := tx.Exec(ctx, FenceSQL); err != nil {
+		return false, fmt.Errorf("erasure fence: %w", err)
+	}
+	err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM member_erasures WHERE member_id = $1)`, member).Scan(&erased)
+	if err != nil {
+		return false, fmt.Errorf("erasure fence: %w", err)
+	}
+	return erased, nil
+}
+
+// Channel carries an erased member's id to every node (a notification sent in the erasure's
+// transaction): each drops the member's buffered positions, closes their event streams and
+// refuses their tokens.
+const Channel = "member_erased"
+
+// KindErase is the job that deletes an erased member's data; its subject is the member id.
+const KindErase = "member_erase"
+
+// Erase records member as erased and enqueues the job that deletes their data, with
+// maxAttempts attempts. It waits for the writers in flight (the exclusive side of the fence).
+// An erasure of a member already erased changes nothing and returns created false: the job
+// of the first one is (or was) enough, and it is idempotent.
+func Erase(ctx context.Context, pool *pgxpool.Pool, member int64, maxAttempts int) (created bool, err error) {
+	if member <= 0 {
+		return false, errors.New("erase: member id must be positive")
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT playhead_erasure_lock()`); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO member_erasures (member_id, erased_at) VALUES ($1, statement_timestamp())
+			ON CONFLICT (member_id) DO NOTHING`, member)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		created = true
+		if _, err := jobqueue.Enqueue(ctx, tx, KindErase, member, maxAttempts); err != nil {
+			return err
+		}
+		return notify.Send(ctx, tx, Channel, strconv.FormatInt(member, 10))
+	})
+	if err != nil {
+		return false, fmt.Errorf("erase member %d: %w", member, err)
+	}
+	return created, nil
+}
+
+// TombstoneKeep is how long a forgotten item's tombstone (playback_forgotten) is kept: a
+// report made before the forget can wait in a buffer at most until its node stops, and in a
+// spill file until that node starts again. A week covers a node that stays down over a long
+// weekend; a report older than that which replays after its tombstone is gone brings the row
+// back at its old position (documented in docs/internals/write-behind.md).
+const TombstoneKeep = 7 * 24 * time.Hour
