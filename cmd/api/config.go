@@ -105,6 +105,8 @@ type Config struct {
 	RetentionDead      time.Duration // PLAYHEAD_RETENTION_DEAD
 	RetentionInterval  time.Duration // PLAYHEAD_RETENTION_INTERVAL
 	OutboxRetention    time.Duration // PLAYHEAD_OUTBOX_RETENTION
+	// HistoryRetention is PLAYHEAD_HISTORY_RETENTION; 0 keeps the viewing history for ever.
+	HistoryRetention time.Duration
 
 	WatchedRanges bool // PLAYHEAD_WATCHED_RANGES
 	// AudienceSchedule is every PLAYHEAD_AUDIENCE_INTERVAL.
@@ -197,7 +199,20 @@ func (e *env) bool(name string) bool {
 }
 
 func (e *env) duration(name string) time.Duration {
-	return readSetting(e, name, typeDuration, 0, time.ParseDuration, "a duration (e.g. 5s, 250ms)")
+	return readSetting(e, name, typeDuration, 0, parseDuration, "a duration (e.g. 5s, 250ms, 540d)")
+}
+
+// parseDuration reads a duration as time.ParseDuration does, or a whole number of days
+// ("540d"): retentions are set in days, and Go's largest unit is the hour.
+func parseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err != nil || n < 0 || n > math.MaxInt64/int64(24*time.Hour) {
+			return 0, fmt.Errorf("%q is not a whole number of days", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
 }
 
 // readSetting parses the setting name of type typ; def is its value when it has no text at all
@@ -305,6 +320,7 @@ func (e *env) config(args []string) (Config, error) {
 		RetentionDead:       e.duration("PLAYHEAD_RETENTION_DEAD"),
 		RetentionInterval:   e.duration("PLAYHEAD_RETENTION_INTERVAL"),
 		OutboxRetention:     e.duration("PLAYHEAD_OUTBOX_RETENTION"),
+		HistoryRetention:    e.duration("PLAYHEAD_HISTORY_RETENTION"),
 		WatchedRanges:       e.bool("PLAYHEAD_WATCHED_RANGES"),
 
 		WebhookAllowPrivate: e.bool("PLAYHEAD_WEBHOOK_ALLOW_PRIVATE"),
@@ -400,6 +416,8 @@ func (c Config) validate(e *env) error {
 	e.check(c.RetentionCompleted > 0 && c.RetentionDead > 0 && c.RetentionInterval > 0,
 		"PLAYHEAD_RETENTION_COMPLETED/_DEAD/_INTERVAL: must be positive")
 	e.check(c.OutboxRetention > 0, "PLAYHEAD_OUTBOX_RETENTION: must be positive")
+	e.check(c.HistoryRetention == 0 || c.HistoryRetention >= time.Hour,
+		"PLAYHEAD_HISTORY_RETENTION: must be 0 (off) or at least 1h (rows are found by the hour of their last report)")
 	e.check(c.HTTPReadTimeout > 0 && c.HTTPIdleTimeout > 0, "PLAYHEAD_HTTP_READ_TIMEOUT/_IDLE_TIMEOUT: must be positive")
 	e.check(c.PutRate >= 0, "PLAYHEAD_PUT_RATE: must not be negative (0 turns the limit off)")
 	e.check(c.PutBurst >= 1, "PLAYHEAD_PUT_BURST: must be at least 1")

@@ -143,7 +143,11 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 					hostileCase{class: classText, method: r.method, target: target + "&" + q + "=" + v, want: []int{403}})
 				continue
 			}
-			out = append(out, hostileCase{class: classText, method: r.method, target: withQueryParam(target, q, v), header: bearer(tok), want: []int{400}})
+			want := []int{400}
+			if r.pattern == "/v1/me/export" { // format is json or csv: any other text is 422
+				want = []int{400, 422}
+			}
+			out = append(out, hostileCase{class: classText, method: r.method, target: withQueryParam(target, q, v), header: bearer(tok), want: want})
 		}
 		if r.access != signed {
 			for _, v := range hostileNumbers {

@@ -187,6 +187,7 @@ var routeTable = []hostileRoute{
 	}},
 	{method: "GET", pattern: "/v1/media/:id/audience", access: member, target: idTarget("/v1/media/%s/audience", mineID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/v1/me/collections", access: member, target: fixed("/v1/me/collections")},
+	{method: "GET", pattern: "/v1/me/export", access: member, target: fixed("/v1/me/export"), query: []string{"format"}},
 	{method: "GET", pattern: "/v1/events", access: member, target: fixed("/v1/events")},
 	{method: "POST", pattern: "/v1/admin/media", access: admin, target: fixed("/v1/admin/media"),
 		jsonBody: map[string]any{"title": "registered", "duration_ms": 60000}, textFields: []string{"title", "status", "visibility"}},

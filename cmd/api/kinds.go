@@ -7,6 +7,7 @@ import (
 	"github.com/playhead/playhead/audience"
 	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/encoder"
+	"github.com/playhead/playhead/history"
 	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
@@ -105,6 +106,18 @@ var jobKinds = []jobKind{
 		concurrency: func(Config) int { return 1 },
 		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
 		settings:    kindSettings{retryCap: "PLAYHEAD_JOB_RETRY_CAP", schedule: "PLAYHEAD_AUDIENCE_INTERVAL"},
+	},
+	{
+		// Periodic, every hour, while PLAYHEAD_HISTORY_RETENTION is set; never scheduled without.
+		name:  history.KindRetention,
+		doc:   "Removes the playback rows not watched for longer than `PLAYHEAD_HISTORY_RETENTION` (with their collection progress), 5 000 a transaction, and marks their media for the next audience rollup; one run an hour for the whole cluster while the retention is set.",
+		hooks: func(cfg Config) jobqueue.Kind { return history.Kind(cfg.HistoryRetention, nil, nil) },
+		worker: func(w workerParts) (jobqueue.Kind, error) {
+			return history.Kind(w.node.cfg.HistoryRetention, w.node.pool, history.NewMetrics(w.node.reg)), nil
+		},
+		concurrency: func(Config) int { return 1 },
+		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
+		settings:    kindSettings{retryCap: "PLAYHEAD_JOB_RETRY_CAP"},
 	},
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/playhead/playhead/dbpool"
 	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/events"
+	"github.com/playhead/playhead/export"
 	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/jobqueue"
@@ -166,6 +167,8 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 		Heartbeat: cfg.EventsHeartbeat, WriteTimeout: publicWriteTimeout, Registerer: n.reg, Logger: n.logger})
 	listener.Handle(media.ChannelOutbox, n.eventStreams.Notify, n.eventStreams.Resync)
 	n.eventStreams.Register(v1)
+	// The export streams from the request pool, a few at a time (export.MaxRunning).
+	export.NewHandler(n.pool, publicWriteTimeout, n.logger).Register(v1)
 	return app, nil
 }
 

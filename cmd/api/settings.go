@@ -110,6 +110,8 @@ var settingGroups = []settingGroup{
 			doc: "Whether the flush records the parts of videos members play (a 100-bucket bitmap per member and media, kept with the playback row) for the audience figures. `false` records none and keeps what was recorded; the figures then count views and completions only."},
 		{name: "PLAYHEAD_AUDIENCE_INTERVAL", typ: typeDuration, def: "10m",
 			doc: "How often the audience rollup (the periodic job kind `audience`) runs: whole seconds, at least `1s`, aligned to the clock (`10m` runs at :00, :10, …)."},
+		{name: "PLAYHEAD_HISTORY_RETENTION", typ: typeDuration, def: "0s",
+			doc: "How long a member's viewing history is kept after their last report of a media (`540d`, `36h`; whole days with `d`): the hourly job kind `history_retention` removes the playback rows not watched for longer (to the hour), their collection progress and their watched ranges, in batches of 5 000. `0` keeps it for ever. At least `1h` otherwise. See docs/operations/personal-data.md."},
 	}},
 	{name: "Playback buffer", settings: []setting{
 		{name: "PLAYHEAD_PLAYBACK_WRITE_MODE", typ: typeString, def: string(playback.ModeWriteBehind),
