@@ -93,7 +93,7 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 func notFound(what string) error { return apperr.Errorf(apperr.NotFound, "no such %s", what) }
 
 // Media returns media id's audience for who: its owner or an admin; anyone else gets
-// apperr.NotFound, as for a media that does not exist.
+// apperr.NotFound, as for a media that does not exist (or is DELETED).
 func (s *Store) Media(ctx context.Context, id int64, who auth.Identity) (Media, error) {
 	a := Media{MediaID: id}
 	var owner int64
@@ -101,7 +101,7 @@ func (s *Store) Media(ctx context.Context, id int64, who auth.Identity) (Media, 
 	var retention []int64
 	err := s.pool.QueryRow(ctx, `
 		SELECT m.owner_id, m.duration_ms, a.views, a.viewers, a.released_viewers, a.finished, a.watched_buckets, a.retention, a.computed_at
-		FROM media m LEFT JOIN media_audience a ON a.media_id = m.id WHERE m.id = $1`, id).
+		FROM media m LEFT JOIN media_audience a ON a.media_id = m.id WHERE m.id = $1 AND m.status <> 'DELETED'`, id).
 		Scan(&owner, &a.DurationMS, &views, &viewers, &released, &finished, &buckets, &retention, &a.ComputedAt)
 	if errors.Is(err, pgx.ErrNoRows) || err == nil && owner != who.MemberID && !who.Admin {
 		return Media{}, notFound("media")

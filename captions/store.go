@@ -72,7 +72,7 @@ func (s *Store) insert(ctx context.Context, c Caption, by int64) (Caption, error
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var status media.Status
 		err := tx.QueryRow(ctx, `SELECT status FROM media WHERE id = $1 FOR NO KEY UPDATE`, c.MediaID).Scan(&status)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if errors.Is(err, pgx.ErrNoRows) || err == nil && status == media.StatusDeleted {
 			return apperr.Errorf(apperr.NotFound, "media %d not found", c.MediaID)
 		}
 		if err != nil {

@@ -113,6 +113,10 @@ FROM media WHERE owner_id = $1 ORDER BY id`},
 SELECT json_build_object('id', id, 'title', title, 'visibility', visibility, 'upload_length', upload_length,
        'upload_offset', upload_offset, 'metadata', metadata, 'created_at', created_at, 'expires_at', expires_at)::text
 FROM uploads WHERE owner_id = $1 AND media_id IS NULL ORDER BY created_at, id`},
+	{"captions", "export_captions", `
+SELECT json_build_object('id', id, 'media_id', media_id, 'language', language, 'label', label, 'cues', cues,
+       'created_at', created_at)::text
+FROM captions WHERE created_by = $1 ORDER BY id`},
 	{"imports", "export_imports", `
 SELECT json_build_object('id', id, 'filename', filename, 'sheet', sheet, 'total_rows', total_rows,
        'accepted', accepted, 'rejected', rejected, 'created_at', created_at)::text

@@ -32,6 +32,9 @@ func (b *bundle) seedTwoMembers(t *testing.T) {
 		b.exec(t, `INSERT INTO uploads (id, owner_id, upload_length, metadata, title, visibility, source_key, parts_id, expires_at)
 			VALUES (md5($1::bigint::text), $1::bigint, 1000, '{"filename": "clip.mp4"}', 'unfinished of ' || $1::bigint::text, 'PUBLIC', 'uploads/x', 'p',
 			        statement_timestamp() + interval '1 day')`, m)
+		b.exec(t, `INSERT INTO captions (media_id, language, label, folder, cues, created_by)
+			SELECT id, 'en', 'English of ' || $1::bigint::text, 'hls/' || id || '/captions-x', 3, $1::bigint
+			FROM media WHERE owner_id = $1::bigint AND status = 'READY'`, m)
 		b.exec(t, `INSERT INTO imports (created_by, filename, total_rows, accepted, rejected) VALUES ($1::bigint, 'sheet of ' || $1::bigint::text, 3, 2, 1)`, m)
 		b.exec(t, `INSERT INTO webhook_endpoints (url, events, secret, created_by)
 			VALUES ('https://example.com/hook/' || $1::bigint::text, '{media.ready}', '\xdeadbeef', $1::bigint)`, m)
@@ -80,7 +83,7 @@ func TestExport_OnlyTheCallersData(t *testing.T) {
 		if err := json.Unmarshal(raw, &sections); err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{"collection_progress", "uploads", "unfinished_uploads", "imports", "webhook_endpoints", "events"} {
+		for _, name := range []string{"collection_progress", "uploads", "unfinished_uploads", "captions", "imports", "webhook_endpoints", "events"} {
 			var items []map[string]any
 			if err := json.Unmarshal(sections[name], &items); err != nil {
 				t.Fatalf("%s: %v", name, err)
@@ -112,7 +115,7 @@ func TestExport_OnlyTheCallersData(t *testing.T) {
 		// Both watched each other's READY video (its title is in both histories); nothing
 		// else of the other member's may be here.
 		other := 3 - member
-		for _, mark := range []string{"course of ", "second of ", "unfinished of ", "sheet of ", "hook/"} {
+		for _, mark := range []string{"course of ", "second of ", "unfinished of ", "English of ", "sheet of ", "hook/"} {
 			if mark += strconv.FormatInt(other, 10); strings.Contains(string(raw), mark) {
 				t.Errorf("member %d's export holds the other member's data (%q): %s", member, mark, raw)
 			}

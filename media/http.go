@@ -2,6 +2,7 @@ package media
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -86,6 +87,19 @@ func (h *AdminHandler) patch(c *fiber.Ctx) error {
 	if p.Title == nil && p.Status == nil && p.Visibility == nil && p.DurationMS == nil {
 		return apperr.Errorf(apperr.Unprocessable, "nothing to change: give title, status, visibility or duration_ms")
 	}
+	if err := checkPatch(&p); err != nil {
+		return err
+	}
+	out, err := h.Store.Update(c.UserContext(), id, p)
+	if err != nil {
+		return err
+	}
+	return c.JSON(out)
+}
+
+// checkPatch validates the fields p sets, with the title trimmed, as both PATCH routes take
+// them.
+func checkPatch(p *Patch) error {
 	var errs []error
 	if p.Title != nil {
 		*p.Title = strings.TrimSpace(*p.Title)
@@ -100,14 +114,7 @@ func (h *AdminHandler) patch(c *fiber.Ctx) error {
 	if p.DurationMS != nil {
 		errs = append(errs, checkDuration(*p.DurationMS))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	out, err := h.Store.Update(c.UserContext(), id, p)
-	if err != nil {
-		return err
-	}
-	return c.JSON(out)
+	return errors.Join(errs...)
 }
 
 func (h *AdminHandler) get(c *fiber.Ctx) error {
@@ -178,6 +185,51 @@ type AccessLookup interface {
 func (h *Handler) Register(router fiber.Router) {
 	httpserver.Get(router, "/media", h.list)
 	httpserver.Get(router, "/media/:id", h.get)
+	router.Patch("/media/:id", httpserver.RequireJSON, h.patch)
+}
+
+// OwnerPatch is what an owner may change of their media: its title and its visibility. Any
+// other field is refused (422), as the admin route's status and duration_ms are.
+type OwnerPatch struct {
+	Title      *string     `json:"title"`
+	Visibility *Visibility `json:"visibility"`
+}
+
+// patch serves PATCH /v1/media/{id}: the owner changes the title or the visibility of their
+// media, with the admin route's checks and store write. Another member's media, like a missing
+// or DELETED one, is not found.
+func (h *Handler) patch(c *fiber.Ctx) error {
+	id, err := httpserver.ParamID(c, "id")
+	if err != nil {
+		return err
+	}
+	// The fields first: a well-formed body that names a field the owner may not change (the
+	// admin route's status or duration_ms, or any other) is a 422 that names it, not a 400.
+	var fields map[string]json.RawMessage
+	if err := httpserver.DecodeJSON(c.Body(), &fields); err != nil {
+		return err
+	}
+	for name := range fields {
+		if name != "title" && name != "visibility" {
+			return apperr.Errorf(apperr.Unprocessable, "%.50q cannot be changed: give title or visibility", name)
+		}
+	}
+	var op OwnerPatch
+	if err := httpserver.DecodeJSON(c.Body(), &op); err != nil {
+		return err
+	}
+	if op.Title == nil && op.Visibility == nil {
+		return apperr.Errorf(apperr.Unprocessable, "nothing to change: give title or visibility")
+	}
+	p := Patch{Title: op.Title, Visibility: op.Visibility}
+	if err := checkPatch(&p); err != nil {
+		return err
+	}
+	out, err := h.Store.UpdateOwned(c.UserContext(), auth.From(c).MemberID, id, p)
+	if err != nil {
+		return err
+	}
+	return c.JSON(out)
 }
 
 // View is media as its viewer sees it: with playable URLs once READY. The URLs are signed for

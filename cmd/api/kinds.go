@@ -11,6 +11,7 @@ import (
 	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/mediadelete"
 	"github.com/playhead/playhead/storage"
 	"github.com/playhead/playhead/webhooks"
 )
@@ -106,6 +107,17 @@ var jobKinds = []jobKind{
 		concurrency: func(Config) int { return 1 },
 		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
 		settings:    kindSettings{retryCap: "PLAYHEAD_JOB_RETRY_CAP", schedule: "PLAYHEAD_AUDIENCE_INTERVAL"},
+	},
+	{
+		name:  mediadelete.KindDelete,
+		doc:   "Removes a deleted media: waits while a job of the media still runs, removes its objects (every claim's folder under `hls/{media}/`, its source, its resumable uploads' bytes), its playback rows in batches, then in its completion every other row that names it and the media row.",
+		hooks: func(Config) jobqueue.Kind { return mediadelete.Kind() },
+		worker: func(w workerParts) (jobqueue.Kind, error) {
+			return (&mediadelete.Job{Pool: w.node.pool, Objects: w.store, Metrics: mediadelete.NewMetrics(w.node.reg)}).Kind(), nil
+		},
+		concurrency: func(Config) int { return 2 },
+		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
+		settings:    kindSettings{retryCap: "PLAYHEAD_JOB_RETRY_CAP"},
 	},
 	{
 		// Periodic, every hour, while PLAYHEAD_HISTORY_RETENTION is set; never scheduled without.

@@ -24,6 +24,7 @@ import (
 	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/mediadelete"
 	"github.com/playhead/playhead/notify"
 	"github.com/playhead/playhead/playback"
 	"github.com/playhead/playhead/ratelimit"
@@ -155,11 +156,14 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	v1 := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
 	playbackHandler.Register(v1)
 	(&media.Handler{Store: mediaStore, Access: mediaCache, Links: links}).Register(v1)
+	deletions := &mediadelete.Handler{Pool: n.pool}
+	deletions.Register(v1)
 	captionsHandler.Register(v1)
 	(&collection.Handler{Store: collection.NewStore(readPool), Links: links}).Register(v1)
 	(&audience.Handler{Store: audience.NewStore(readPool)}).Register(v1)
 	admin := v1.Group("/admin", auth.RequireAdmin)
 	(&media.AdminHandler{Store: mediaStore}).Register(admin)
+	deletions.RegisterAdmin(admin)
 	(&jobqueue.AdminHandler{Queue: n.queue}).Register(admin)
 	imports.Register(admin)
 	(&webhooks.AdminHandler{Store: webhooks.NewStore(n.pool), AllowPrivate: cfg.WebhookAllowPrivate}).Register(admin)
