@@ -34,6 +34,8 @@ type Config struct {
 	HTTPAddr          string // PLAYHEAD_HTTP_ADDR
 	MetricsAddr       string // PLAYHEAD_METRICS_ADDR
 	JWTSecret         string // PLAYHEAD_JWT_SECRET
+	// ErasureFreshToken is PLAYHEAD_ERASURE_FRESH_TOKEN: the oldest token DELETE /v1/me takes.
+	ErasureFreshToken time.Duration
 
 	BufferCapacity int           // PLAYHEAD_BUFFER_CAPACITY
 	BufferMaxKeys  int           // PLAYHEAD_BUFFER_MAX_KEYS
@@ -251,14 +253,15 @@ func loadConfig(args []string) (Config, error) {
 // config reads every setting through e, in the order their defaults need.
 func (e *env) config(args []string) (Config, error) {
 	c := Config{
-		Role:           e.str("PLAYHEAD_ROLE"),
-		HTTPAddr:       e.str("PLAYHEAD_HTTP_ADDR"),
-		MetricsAddr:    e.str("PLAYHEAD_METRICS_ADDR"),
-		JWTSecret:      e.str("PLAYHEAD_JWT_SECRET"),
-		BufferCapacity: e.int("PLAYHEAD_BUFFER_CAPACITY"),
-		FlushBatch:     e.int("PLAYHEAD_FLUSH_BATCH"),
-		FlushInterval:  e.duration("PLAYHEAD_FLUSH_INTERVAL"),
-		WriteMode:      playback.Mode(e.str("PLAYHEAD_PLAYBACK_WRITE_MODE")),
+		Role:              e.str("PLAYHEAD_ROLE"),
+		HTTPAddr:          e.str("PLAYHEAD_HTTP_ADDR"),
+		MetricsAddr:       e.str("PLAYHEAD_METRICS_ADDR"),
+		JWTSecret:         e.str("PLAYHEAD_JWT_SECRET"),
+		ErasureFreshToken: e.duration("PLAYHEAD_ERASURE_FRESH_TOKEN"),
+		BufferCapacity:    e.int("PLAYHEAD_BUFFER_CAPACITY"),
+		FlushBatch:        e.int("PLAYHEAD_FLUSH_BATCH"),
+		FlushInterval:     e.duration("PLAYHEAD_FLUSH_INTERVAL"),
+		WriteMode:         playback.Mode(e.str("PLAYHEAD_PLAYBACK_WRITE_MODE")),
 		Completion: media.Completion{
 			Ratio: e.float("PLAYHEAD_COMPLETION_RATIO"),
 			Tail:  e.duration("PLAYHEAD_COMPLETION_TAIL"),
@@ -367,6 +370,7 @@ func (c Config) validate(e *env) error {
 	c.validateDatabase(e)
 	e.check(c.Role == roleAll || c.Role == roleAPI || c.Role == roleWorker, "PLAYHEAD_ROLE: %q is not all, api or worker", c.Role)
 	e.check(len(c.JWTSecret) >= auth.MinSecretBytes, "PLAYHEAD_JWT_SECRET: must be at least %d bytes (make run generates one)", auth.MinSecretBytes)
+	e.check(c.ErasureFreshToken >= time.Second, "PLAYHEAD_ERASURE_FRESH_TOKEN: must be at least 1s")
 	e.check(c.BufferCapacity > 0, "PLAYHEAD_BUFFER_CAPACITY: must be positive")
 	e.check(c.BufferMaxKeys >= c.BufferCapacity, "PLAYHEAD_BUFFER_MAX_KEYS: must be at least PLAYHEAD_BUFFER_CAPACITY (%d)", c.BufferCapacity)
 	e.check(c.FlushBatch > 0, "PLAYHEAD_FLUSH_BATCH: must be positive")

@@ -7,12 +7,14 @@ import (
 	"github.com/playhead/playhead/audience"
 	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/encoder"
+	"github.com/playhead/playhead/erasure"
 	"github.com/playhead/playhead/history"
 	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/mediadelete"
 	"github.com/playhead/playhead/storage"
+	"github.com/playhead/playhead/tus"
 	"github.com/playhead/playhead/webhooks"
 )
 
@@ -131,6 +133,29 @@ var jobKinds = []jobKind{
 		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
 		settings:    kindSettings{retryCap: "PLAYHEAD_JOB_RETRY_CAP"},
 	},
+	eraseKind,
+}
+
+// eraseKind is the member erasure job: it deletes through the media deletion and the upload
+// expiry, built on the worker's store.
+var eraseKind = jobKind{
+	name:  erasure.KindErase,
+	doc:   "Deletes an erased member's data: their media (through `media_delete`, waiting for those jobs), their uploads with their bytes, positions, watched ranges, course progress, events and webhook deliveries, and last the member row; their media's audience figures are recomputed at the next rollup.",
+	hooks: func(Config) jobqueue.Kind { return erasure.Kind() },
+	worker: func(w workerParts) (jobqueue.Kind, error) {
+		objects, err := uploadObjects(w.store)
+		if err != nil {
+			return jobqueue.Kind{}, err
+		}
+		expirer, err := tus.NewExpirer(tus.ExpirerConfig{Pool: w.node.pool, Objects: objects, Metrics: w.node.tusMetrics(), Logger: w.node.logger})
+		if err != nil {
+			return jobqueue.Kind{}, err
+		}
+		return (&erasure.Job{Pool: w.node.pool, DeleteMedia: mediadelete.DeleteOwnedBy, ExpireUploads: expirer.Expire}).Kind(), nil
+	},
+	concurrency: func(Config) int { return 1 },
+	retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
+	settings:    kindSettings{retryCap: "PLAYHEAD_JOB_RETRY_CAP"},
 }
 
 // encodeKind is one of the encode kinds (encodejobs.Kinds), each with PLAYHEAD_ENCODE_CONCURRENCY

@@ -18,6 +18,7 @@ import (
 	"github.com/playhead/playhead/collection"
 	"github.com/playhead/playhead/dbpool"
 	"github.com/playhead/playhead/encodejobs"
+	"github.com/playhead/playhead/erasure"
 	"github.com/playhead/playhead/events"
 	"github.com/playhead/playhead/export"
 	"github.com/playhead/playhead/httpserver"
@@ -47,6 +48,14 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	if err != nil {
 		return nil, err
 	}
+	// Erased members' tokens are refused from the start (the Set reads every erasure before the
+	// public server starts) and from each notification; their buffered positions and event
+	// streams go at the same time (the database's fence keeps their data out regardless).
+	erased := erasure.NewSet(n.pool, n.logger)
+	verifier.Refuse(erased.Contains)
+	erased.OnErase(n.forgetErased)
+	n.add("erased members", erased)
+	listener.Handle(erasure.Channel, erased.Notified, erased.Reload)
 	mediaStore := media.NewStore(n.pool)
 	mediaCache, err := cache.New(cache.Config{
 		MaxItems:    int64(cfg.CacheMaxItems),
@@ -164,6 +173,9 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	admin := v1.Group("/admin", auth.RequireAdmin)
 	(&media.AdminHandler{Store: mediaStore}).Register(admin)
 	deletions.RegisterAdmin(admin)
+	erasures := &erasure.Handler{Pool: n.pool, FreshFor: cfg.ErasureFreshToken, Erased: erased}
+	erasures.Register(v1)
+	erasures.RegisterAdmin(admin)
 	(&jobqueue.AdminHandler{Queue: n.queue}).Register(admin)
 	imports.Register(admin)
 	(&webhooks.AdminHandler{Store: webhooks.NewStore(n.pool), AllowPrivate: cfg.WebhookAllowPrivate}).Register(admin)
@@ -174,6 +186,22 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	// The export streams from the request pool, a few at a time (export.MaxRunning).
 	export.NewHandler(n.pool, publicWriteTimeout, n.logger).Register(v1)
 	return app, nil
+}
+
+// forgetErased drops what this node holds of erased members: their buffered positions and
+// their event streams. It runs on the notification listener's goroutine, and at the Set's
+// start (before the buffer replays its spill files and the public server starts).
+func (n *node) forgetErased(members []int64) {
+	if n.playbackBuffer != nil {
+		ids := make(map[int64]bool, len(members))
+		for _, m := range members {
+			ids[m] = true
+		}
+		n.playbackBuffer.Drop(func(k playback.Key) bool { return ids[k.Member] })
+	}
+	if n.eventStreams != nil {
+		n.eventStreams.End(members)
+	}
 }
 
 // playbackStoreOn is a playback store on pool with cfg's completion point, recording watched
