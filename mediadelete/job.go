@@ -88,12 +88,13 @@ func (d *Job) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) 
 	}, nil
 }
 
-// settleJobs makes sure no job of the media will write anything: a running one makes the
-// attempt wait for its lease to end (it may be finishing; its completion, fenced off from a
-// DELETED media, writes nothing, and its outputs are under hls/{id}/, removed next); the
-// others, those not running and those whose worker is gone (lease expired), are cancelled.
+// settleJobs makes sure no job of the media will write anything: the jobs not running and
+// those whose worker is gone (lease expired) are cancelled; a running one makes the attempt
+// wait for its lease to end (it may be finishing; its completion, fenced off from a DELETED
+// media, writes nothing, and its outputs are under hls/{id}/, removed next).
 func (d *Job) settleJobs(ctx context.Context, id int64) error {
-	return pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
+	var wait *time.Duration
+	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
 		var status *string
 		err := tx.QueryRow(ctx, `SELECT status FROM media WHERE id = $1 FOR UPDATE`, id).Scan(&status)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -102,20 +103,24 @@ func (d *Job) settleJobs(ctx context.Context, id int64) error {
 		if status != nil && media.Status(*status) != media.StatusDeleted {
 			return jobqueue.Permanent(fmt.Errorf("media %d is %s, not DELETED", id, *status))
 		}
-		var wait *time.Duration
+		if _, err := jobqueue.CancelSubject(ctx, tx, mediaKinds, id, cancelReason, true); err != nil {
+			return err
+		}
 		err = tx.QueryRow(ctx, `
 			SELECT min(lease_until - statement_timestamp()) FROM jobs
-			WHERE subject_id = $1 AND kind = ANY($2) AND status = 'PROCESSING' AND lease_until >= statement_timestamp()`,
-			id, mediaKinds).Scan(&wait)
+			WHERE subject_id = $1 AND kind = ANY($2) AND status = 'PROCESSING'`, id, mediaKinds).Scan(&wait)
 		if err != nil {
 			return fmt.Errorf("running jobs of media %d: %w", id, err)
 		}
-		if wait != nil {
-			return jobqueue.RetryAfter(errStillRunning, max(*wait, 100*time.Millisecond))
-		}
-		_, err = jobqueue.CancelSubject(ctx, tx, mediaKinds, id, cancelReason, true)
-		return err
+		return nil
 	})
+	if err != nil {
+		return err
+	}
+	if wait != nil {
+		return jobqueue.RetryAfter(errStillRunning, max(*wait, 100*time.Millisecond))
+	}
+	return nil
 }
 
 // removeObjects removes every object of media id: hls/{id}/ (every claim's folder with its
