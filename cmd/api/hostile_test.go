@@ -163,7 +163,8 @@ var routeTable = []hostileRoute{
 		query: []string{"collection"}},
 	{method: "PUT", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true,
 		jsonBody: map[string]any{"position_ms": 1000}},
-	{method: "DELETE", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true},
+	{method: "DELETE", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true,
+		query: []string{"forget"}},
 	{method: "GET", pattern: "/v1/media/:id", access: member, target: idTarget("/v1/media/%s", mineID), hasParam: true, idParam: true},
 	{method: "POST", pattern: "/v1/media/:id/captions", access: member, target: idTarget("/v1/media/%s/captions", mineID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/v1/media/:id/captions", access: member, target: idTarget("/v1/media/%s/captions", mineID), hasParam: true, idParam: true},
@@ -188,6 +189,14 @@ var routeTable = []hostileRoute{
 	{method: "GET", pattern: "/v1/media/:id/audience", access: member, target: idTarget("/v1/media/%s/audience", mineID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/v1/me/collections", access: member, target: fixed("/v1/me/collections")},
 	{method: "GET", pattern: "/v1/me/export", access: member, target: fixed("/v1/me/export"), query: []string{"format"}},
+	{method: "GET", pattern: "/v1/me/settings", access: member, target: fixed("/v1/me/settings")},
+	{method: "PUT", pattern: "/v1/me/settings", access: member, target: fixed("/v1/me/settings"), jsonBody: map[string]any{"history_paused": false}},
+	// Every generic case of the erasures is refused before the handler (401, 403, 405, 400 for
+	// the framing); the accepted erasures are hostileErasure's, of members no other case uses.
+	{method: "DELETE", pattern: "/v1/me", access: member, target: fixed("/v1/me")},
+	// Any positive id is accepted (202: the id is retired), so the hostile numbers are not 404s.
+	{method: "DELETE", pattern: "/v1/admin/members/:id", access: admin, target: idTarget("/v1/admin/members/%s", func(*hostileFixture) int64 { return hostileErased }),
+		hasParam: true},
 	{method: "GET", pattern: "/v1/events", access: member, target: fixed("/v1/events")},
 	{method: "POST", pattern: "/v1/admin/media", access: admin, target: fixed("/v1/admin/media"),
 		jsonBody: map[string]any{"title": "registered", "duration_ms": 60000}, textFields: []string{"title", "status", "visibility"}},
@@ -370,6 +379,7 @@ func TestHostileInput(t *testing.T) {
 	counts[classFile] += f.hostileCaptions(t)
 	counts[classEncoding] += f.compressedBodies(t)
 	counts[classSeparator] += f.captionSeparators(t)
+	counts[classAuth] += f.hostileErasure(t)
 
 	total := 0
 	var summary []string
