@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // csvHeader names the viewing activity's columns.
@@ -17,12 +17,12 @@ var csvHeader = []string{"Title", "Started", "Last watched", "Last position", "W
 
 // writeCSV writes member's viewing activity to w: a header, then one row per history item, as
 // eachItem reads them.
-func writeCSV(ctx context.Context, tx pgx.Tx, w *bufio.Writer, member int64, flush func() error) error {
+func writeCSV(ctx context.Context, pool *pgxpool.Pool, w *bufio.Writer, member int64, flush func() error) error {
 	out := csv.NewWriter(w)
 	if err := out.Write(csvHeader); err != nil {
 		return err
 	}
-	err := eachItem(ctx, tx, member, func(it Item) error {
+	err := eachItem(ctx, pool, member, func(it Item) error {
 		return out.Write(csvRow(it))
 	}, func() error {
 		out.Flush() // into w; flush sends w on

@@ -5,16 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// fetchRows is how many rows one FETCH of a section's cursor reads: the most the export holds
-// in memory at once, a few hundred kilobytes whatever the member's history.
-const fetchRows = 500
+// pageRows is how many rows one page of a list reads: the most the export holds in memory at
+// once, a megabyte or two whatever the member's history.
+const pageRows = 500
 
 // header is what the document says before its lists, read before the answer starts so that a
 // database that does not answer is a 503, not a cut document.
@@ -31,21 +31,23 @@ type settings struct {
 	HistoryPausedAt *time.Time `json:"history_paused_at"`
 }
 
-// readHeader reads member's header in tx.
-func readHeader(ctx context.Context, tx pgx.Tx, member int64) (header, error) {
-	h := header{MemberID: member}
-	err := tx.QueryRow(ctx, headerSQL, member).Scan(&h.ExportedAt, &h.MemberSince, &h.Settings.HistoryPausedAt)
-	h.ExportedAt = h.ExportedAt.UTC()
-	h.Settings.HistoryPaused = h.Settings.HistoryPausedAt != nil
-	return h, err
-}
-
-// headerSQL reads the export's time (the transaction's), when the member's row was created
-// (it exists once they own media) and when they paused their history (NULL: not paused).
+// headerSQL reads the export's time, when the member's row was created (it exists once they
+// own media) and when they paused their history (NULL: not paused).
 const headerSQL = `
 SELECT statement_timestamp(),
        (SELECT created_at FROM members WHERE id = $1),
        (SELECT paused_at FROM history_paused WHERE member_id = $1)`
+
+// readHeader reads member's header.
+func readHeader(ctx context.Context, pool *pgxpool.Pool, member int64) (header, error) {
+	h := header{MemberID: member}
+	err := pool.QueryRow(ctx, headerSQL, member).Scan(&h.ExportedAt, &h.MemberSince, &h.Settings.HistoryPausedAt)
+	h.ExportedAt = h.ExportedAt.UTC()
+	h.MemberSince = utc(h.MemberSince)
+	h.Settings.HistoryPausedAt = utc(h.Settings.HistoryPausedAt)
+	h.Settings.HistoryPaused = h.Settings.HistoryPausedAt != nil
+	return h, err
+}
 
 // Item is one history item: a playback row of the member, hidden ones too, with its media's
 // title and the parts of it the member played.
@@ -64,75 +66,120 @@ type Item struct {
 	Watched    []Range    `json:"watched_ranges"`
 }
 
-// historySQL is the member's history, most recently watched first.
+// historySQL is a page of the member's history after media $2 (NULL: from the start), by
+// media id: the primary key's order, which a position update does not change, so an item that
+// is being watched while the export runs is neither skipped nor sent twice.
 const historySQL = `
 SELECT p.media_id, m.title, m.duration_ms, p.position_ms, p.started_at, p.event_time, p.updated_at,
        p.watched_at, p.finished, p.hidden, p.collection, p.watched
 FROM playback p
 JOIN media m ON m.id = p.media_id
-WHERE p.member_id = $1
-ORDER BY p.event_time DESC, p.media_id`
+WHERE p.member_id = $1 AND ($2::bigint IS NULL OR p.media_id > $2)
+ORDER BY p.media_id
+LIMIT $3`
 
-// eachItem calls f with every history item of member, read FETCH by FETCH, and flush after
-// each one.
-func eachItem(ctx context.Context, tx pgx.Tx, member int64, f func(Item) error, flush func() error) error {
-	return eachRow(ctx, tx, "export_history", historySQL, member, func(rows pgx.Rows) error {
-		var it Item
-		var watched pgtype.Bits
-		if err := rows.Scan(&it.MediaID, &it.Title, &it.DurationMS, &it.PositionMS, &it.StartedAt, &it.EventTime,
-			&it.UpdatedAt, &it.WatchedAt, &it.Finished, &it.Hidden, &it.Collection, &watched); err != nil {
+func scanItem(row pgx.CollectableRow) (Item, error) {
+	var it Item
+	var watched pgtype.Bits
+	if err := row.Scan(&it.MediaID, &it.Title, &it.DurationMS, &it.PositionMS, &it.StartedAt, &it.EventTime,
+		&it.UpdatedAt, &it.WatchedAt, &it.Finished, &it.Hidden, &it.Collection, &watched); err != nil {
+		return Item{}, err
+	}
+	var duration int64
+	if it.DurationMS != nil {
+		duration = *it.DurationMS
+	}
+	it.Watched = Ranges(watched, duration)
+	it.StartedAt, it.WatchedAt = utc(it.StartedAt), utc(it.WatchedAt)
+	it.EventTime, it.UpdatedAt = it.EventTime.UTC(), it.UpdatedAt.UTC()
+	return it, nil
+}
+
+// eachItem calls f with every history item of member, a page at a time, and flush after each
+// page.
+func eachItem(ctx context.Context, pool *pgxpool.Pool, member int64, f func(Item) error, flush func() error) error {
+	var after *int64
+	for {
+		items, err := readPage(ctx, pool, historySQL, []any{member, after, pageRows}, scanItem)
+		if err != nil {
 			return err
 		}
-		var duration int64
-		if it.DurationMS != nil {
-			duration = *it.DurationMS
+		for _, it := range items {
+			if err := f(it); err != nil {
+				return err
+			}
 		}
-		it.Watched = Ranges(watched, duration)
-		return f(it)
-	}, flush)
+		if err := flush(); err != nil {
+			return err
+		}
+		if len(items) < pageRows {
+			return nil
+		}
+		after = &items[len(items)-1].MediaID
+	}
 }
 
 // section is one list of the document besides the history: its JSON name and the statement
-// that gives each of its elements as one JSON text, for $1 the member. PostgreSQL writes the
-// JSON (json_build_object), so the statement alone says what the list holds.
+// that gives a page of it for $1 the member after the key $2 (NULL: from the start), $3 rows,
+// each row its key as text and the element as JSON text. PostgreSQL writes the JSON
+// (json_build_object), so the statement alone says what the list holds.
 type section struct {
-	name, cursor, sql string
+	name, sql string
 }
 
 // sections are the document's lists after the history, in order (the OpenAPI document's
 // MemberExport describes them).
 var sections = []section{
-	{"collection_progress", "export_progress", `
-SELECT json_build_object('collection', collection, 'media_id', media_id, 'event_time', event_time)::text
-FROM playback_last_finished WHERE member_id = $1 ORDER BY collection`},
-	{"uploads", "export_uploads", `
-SELECT json_build_object('id', id, 'title', title, 'status', status, 'visibility', visibility,
+	{"collection_progress", `
+SELECT collection, json_build_object('collection', collection, 'media_id', media_id, 'event_time', event_time)::text
+FROM playback_last_finished WHERE member_id = $1 AND ($2::text IS NULL OR collection > $2)
+ORDER BY collection LIMIT $3`},
+	{"uploads", `
+SELECT id::text, json_build_object('id', id, 'title', title, 'status', status, 'visibility', visibility,
        'duration_ms', duration_ms, 'failure_reason', failure_reason, 'created_at', created_at, 'updated_at', updated_at)::text
-FROM media WHERE owner_id = $1 ORDER BY id`},
-	{"unfinished_uploads", "export_tus", `
-SELECT json_build_object('id', id, 'title', title, 'visibility', visibility, 'upload_length', upload_length,
+FROM media WHERE owner_id = $1 AND ($2::text IS NULL OR id > $2::bigint)
+ORDER BY id LIMIT $3`},
+	{"unfinished_uploads", `
+SELECT id, json_build_object('id', id, 'title', title, 'visibility', visibility, 'upload_length', upload_length,
        'upload_offset', upload_offset, 'metadata', metadata, 'created_at', created_at, 'expires_at', expires_at)::text
-FROM uploads WHERE owner_id = $1 AND media_id IS NULL ORDER BY created_at, id`},
-	{"captions", "export_captions", `
-SELECT json_build_object('id', id, 'media_id', media_id, 'language', language, 'label', label, 'cues', cues,
+FROM uploads WHERE owner_id = $1 AND media_id IS NULL AND ($2::text IS NULL OR id > $2)
+ORDER BY id LIMIT $3`},
+	{"captions", `
+SELECT id::text, json_build_object('id', id, 'media_id', media_id, 'language', language, 'label', label, 'cues', cues,
        'created_at', created_at)::text
-FROM captions WHERE created_by = $1 ORDER BY id`},
-	{"imports", "export_imports", `
-SELECT json_build_object('id', id, 'filename', filename, 'sheet', sheet, 'total_rows', total_rows,
+FROM captions WHERE created_by = $1 AND ($2::text IS NULL OR id > $2::bigint)
+ORDER BY id LIMIT $3`},
+	{"imports", `
+SELECT id::text, json_build_object('id', id, 'filename', filename, 'sheet', sheet, 'total_rows', total_rows,
        'accepted', accepted, 'rejected', rejected, 'created_at', created_at)::text
-FROM imports WHERE created_by = $1 ORDER BY id`},
+FROM imports WHERE created_by = $1 AND ($2::text IS NULL OR id > $2::bigint)
+ORDER BY id LIMIT $3`},
 	// Without the secret: it signs deliveries and is shown once, at registration.
-	{"webhook_endpoints", "export_webhooks", `
-SELECT json_build_object('id', id, 'url', url, 'events', events, 'created_at', created_at)::text
-FROM webhook_endpoints WHERE created_by = $1 ORDER BY id`},
-	{"events", "export_events", `
-SELECT json_build_object('id', id, 'media_id', media_id, 'kind', kind, 'payload', payload, 'created_at', created_at)::text
-FROM notification_outbox WHERE member_id = $1 ORDER BY id`},
+	{"webhook_endpoints", `
+SELECT id::text, json_build_object('id', id, 'url', url, 'events', events, 'created_at', created_at)::text
+FROM webhook_endpoints WHERE created_by = $1 AND ($2::text IS NULL OR id > $2::bigint)
+ORDER BY id LIMIT $3`},
+	{"events", `
+SELECT id::text, json_build_object('id', id, 'media_id', media_id, 'kind', kind, 'payload', payload, 'created_at', created_at)::text
+FROM notification_outbox WHERE member_id = $1 AND ($2::text IS NULL OR id > $2::bigint)
+ORDER BY id LIMIT $3`},
+}
+
+// element is one row of a section: its key and its JSON.
+type element struct {
+	key string
+	doc []byte
+}
+
+func scanElement(row pgx.CollectableRow) (element, error) {
+	var e element
+	err := row.Scan(&e.key, &e.doc)
+	return e, err
 }
 
 // writeJSON writes the whole document to w: h, then the history and every section, each list
-// as its cursor gives it, flushing w after every FETCH.
-func writeJSON(ctx context.Context, tx pgx.Tx, w *bufio.Writer, h header, flush func() error) error {
+// a page at a time, flushing w after every page.
+func writeJSON(ctx context.Context, pool *pgxpool.Pool, w *bufio.Writer, h header, flush func() error) error {
 	head, err := json.Marshal(h)
 	if err != nil {
 		return err
@@ -140,7 +187,7 @@ func writeJSON(ctx context.Context, tx pgx.Tx, w *bufio.Writer, h header, flush 
 	w.Write(head[:len(head)-1]) // without its closing brace: the lists follow
 	w.WriteString(`,"history":[`)
 	first := true
-	err = eachItem(ctx, tx, h.MemberID, func(it Item) error {
+	err = eachItem(ctx, pool, h.MemberID, func(it Item) error {
 		b, err := json.Marshal(it)
 		if err != nil {
 			return err
@@ -158,20 +205,7 @@ func writeJSON(ctx context.Context, tx pgx.Tx, w *bufio.Writer, h header, flush 
 	w.WriteByte(']')
 	for _, s := range sections {
 		w.WriteString(`,"` + s.name + `":[`)
-		first := true
-		err := eachRow(ctx, tx, s.cursor, s.sql, h.MemberID, func(rows pgx.Rows) error {
-			var doc []byte
-			if err := rows.Scan(&doc); err != nil {
-				return err
-			}
-			if !first {
-				w.WriteByte(',')
-			}
-			first = false
-			_, err := w.Write(doc)
-			return err
-		}, flush)
-		if err != nil {
+		if err := writeSection(ctx, pool, w, s, h.MemberID, flush); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		w.WriteByte(']')
@@ -180,39 +214,56 @@ func writeJSON(ctx context.Context, tx pgx.Tx, w *bufio.Writer, h header, flush 
 	return flush()
 }
 
-// eachRow declares cursor over query (for $1 member) in tx, calls f for each row, FETCH by
-// FETCH, and flush after each FETCH: the rows are read as the answer is written, and a
-// client that reads slowly holds one FETCH in memory, not the list.
-func eachRow(ctx context.Context, tx pgx.Tx, cursor, query string, member int64, f func(pgx.Rows) error, flush func() error) error {
-	// cursor is a constant of this package, never input.
-	if _, err := tx.Exec(ctx, "DECLARE "+cursor+" NO SCROLL CURSOR FOR "+query, member); err != nil {
-		return err
-	}
-	fetch := "FETCH " + strconv.Itoa(fetchRows) + " FROM " + cursor
-	for {
-		rows, err := tx.Query(ctx, fetch)
+// writeSection writes the elements of s for member to w, comma-separated, a page at a time.
+func writeSection(ctx context.Context, pool *pgxpool.Pool, w *bufio.Writer, s section, member int64, flush func() error) error {
+	var after *string
+	for n := 0; ; {
+		page, err := readPage(ctx, pool, s.sql, []any{member, after, pageRows}, scanElement)
 		if err != nil {
 			return err
 		}
-		n := 0
-		for rows.Next() {
-			n++
-			if err := f(rows); err != nil {
-				rows.Close()
-				return err
+		for _, e := range page {
+			if n > 0 {
+				w.WriteByte(',')
 			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
+			n++
+			w.Write(e.doc)
 		}
 		if err := flush(); err != nil {
 			return err
 		}
-		if n < fetchRows {
-			break
+		if len(page) < pageRows {
+			return nil
 		}
+		after = &page[len(page)-1].key
 	}
-	_, err := tx.Exec(ctx, "CLOSE "+cursor)
-	return err
+}
+
+// readPage runs one page's query with args in a transaction of its own, read only, whose
+// times PostgreSQL writes in UTC (the sections' JSON), and returns its rows. No transaction
+// is held while the page is written to the client: a client that reads slowly holds back
+// neither vacuum nor the pruning HOT updates need, and holds no connection between pages.
+func readPage[T any](ctx context.Context, pool *pgxpool.Pool, query string, args []any, scan pgx.RowToFunc[T]) ([]T, error) {
+	var out []T
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL TimeZone = 'UTC'"); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, scan)
+		return err
+	})
+	return out, err
+}
+
+// utc is t in UTC, nil for nil.
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }

@@ -99,7 +99,7 @@ print(rows[1][4].split('; ')[0], len(rows[1][4].split('; ')))
 	if lines[1] != "['Title', 'Started', 'Last watched', 'Last position', 'Watched ranges', 'Finished', 'Course']" {
 		t.Errorf("header %s", lines[1])
 	}
-	// The newest item is media 1 (10 minutes long): buckets of 6 s, every other one watched.
+	// The first item is media 1 (10 minutes long): buckets of 6 s, every other one watched.
 	if lines[2] != "00:00:00-00:00:06 50" {
 		t.Errorf("the first row's watched ranges start %s", lines[2])
 	}

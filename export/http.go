@@ -1,8 +1,8 @@
 // Package export is GET /v1/me/export: everything Playhead holds about the caller, as one JSON
 // document, or their viewing activity as CSV (?format=csv). The answer is streamed: each list
-// is read through a cursor, a FETCH at a time, and written as it is read, so an export holds
-// about one FETCH in memory whatever the member's history. It is read in one REPEATABLE READ,
-// READ ONLY transaction: the document is one consistent snapshot.
+// is read a page at a time by its key (keyset pagination), each page in a short read-only
+// transaction, and written as it is read, so an export holds about one page in memory whatever
+// the member's history, and holds neither a connection nor a snapshot while its client reads.
 package export
 
 import (
@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/playhead/playhead/apperr"
@@ -27,13 +26,13 @@ import (
 // Route is the export's path under /v1.
 const Route = "/me/export"
 
-// MaxRunning is how many exports one node streams at once, one per member at most. Each holds
-// a database connection and its transaction until its client has read it all: without a bound,
-// a few clients reading slowly would hold the request pool.
+// MaxRunning is how many exports one node streams at once, one per member at most: each reads
+// the database a page at a time for as long as its client takes, and a member asking again
+// and again must not multiply that.
 const MaxRunning = 4
 
-// Timeout bounds one export, its client's reading included: a transaction left open holds back
-// vacuum, and a client that reads a byte at a time must not keep it open for ever.
+// Timeout bounds one export, its client's reading included: a client that reads a byte at a
+// time must not hold its place (MaxRunning) for ever.
 const Timeout = 10 * time.Minute
 
 // retryAfterSeconds is the Retry-After of an export refused because MaxRunning are running.
@@ -73,23 +72,11 @@ func (h *Handler) export(c *fiber.Ctx) error {
 	// The stream runs after this handler returns: its context is the request's (cancelled when
 	// the node stops), bounded by Timeout.
 	ctx, cancel := context.WithTimeout(c.UserContext(), Timeout)
-	tx, err := h.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		cancel()
-		h.release(member)
-		return err
-	}
 	end := func() {
-		_ = tx.Rollback(context.Background())
 		cancel()
 		h.release(member)
 	}
-	// PostgreSQL writes the sections' times: in UTC, like the rest of the API.
-	_, err = tx.Exec(ctx, "SET LOCAL TimeZone = 'UTC'")
-	var head header
-	if err == nil {
-		head, err = readHeader(ctx, tx, member)
-	}
+	head, err := readHeader(ctx, h.pool, member)
 	if err != nil {
 		end()
 		return err
@@ -116,9 +103,9 @@ func (h *Handler) export(c *fiber.Ctx) error {
 		}
 		var err error
 		if format == "csv" {
-			err = writeCSV(ctx, tx, w, member, flush)
+			err = writeCSV(ctx, h.pool, w, member, flush)
 		} else {
-			err = writeJSON(ctx, tx, w, head, flush)
+			err = writeJSON(ctx, h.pool, w, head, flush)
 		}
 		if err != nil {
 			h.abort(conn, member, err)

@@ -181,7 +181,7 @@ with open(sys.argv[1], newline='', encoding='utf-8') as f:
 	if len(rows) != len(titles) {
 		t.Fatalf("%d rows, want %d", len(rows), len(titles))
 	}
-	for i, title := range titles { // newest first: in the order inserted
+	for i, title := range titles { // in media id order: the order inserted
 		want := title
 		if strings.ContainsRune("=+-@\t\r", rune(title[0])) {
 			want = "'" + title
