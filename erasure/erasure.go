@@ -96,9 +96,44 @@ func Erase(ctx context.Context, pool *pgxpool.Pool, member int64, maxAttempts in
 	return created, nil
 }
 
-// TombstoneKeep is how long a forgotten item's tombstone (playback_forgotten) is kept: a
-// report made before the forget can wait in a buffer at most until its node stops, and in a
-// spill file until that node starts again. A week covers a node that stays down over a long
-// weekend; a report older than that which replays after its tombstone is gone brings the row
-// back at its old position (documented in docs/internals/write-behind.md).
+// TombstoneKeep is how long a forgotten item's tombstone (playback_forgotten) is kept
+// (TombstoneKind prunes it after): a report made before the forget can wait in a buffer at
+// most until its node stops, and in a spill file until that node starts again. A week covers a
+// node that stays down over a long weekend; a report older than that which replays after its
+// tombstone is gone brings the row back at its old position (docs/internals/write-behind.md).
 const TombstoneKeep = 7 * 24 * time.Hour
+
+// KindTombstones is the periodic job that deletes forgotten items' tombstones older than
+// TombstoneKeep, every hour for the whole cluster.
+const KindTombstones = "forgotten_prune"
+
+// tombstoneBatch bounds the tombstones one transaction deletes.
+const tombstoneBatch = 5_000
+
+// pruneTombstonesSQL deletes up to $2 tombstones made before $1, found through
+// playback_forgotten_at_idx.
+const pruneTombstonesSQL = `DELETE FROM playback_forgotten WHERE (member_id, media_id) IN (
+	SELECT member_id, media_id FROM playback_forgotten WHERE forgotten_at < $1 ORDER BY forgotten_at LIMIT $2)`
+
+// TombstoneKind returns the kind KindTombstones: each run deletes the tombstones made more than
+// TombstoneKeep before its run time, tombstoneBatch a transaction. pool nil gives the kind
+// without Run, for a node that runs no jobs.
+func TombstoneKind(pool *pgxpool.Pool) jobqueue.Kind {
+	schedule, _ := jobqueue.Every(time.Hour) // a whole number of seconds: never an error
+	k := jobqueue.Kind{Name: KindTombstones, Periodic: &jobqueue.Periodic{Schedule: schedule, MaxAttempts: 3}}
+	if pool != nil {
+		k.Run = func(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
+			before := jobqueue.RunTime(j).Add(-TombstoneKeep)
+			for {
+				tag, err := pool.Exec(ctx, pruneTombstonesSQL, before, tombstoneBatch)
+				if err != nil {
+					return jobqueue.Result{}, fmt.Errorf("prune forgotten items' tombstones: %w", err)
+				}
+				if tag.RowsAffected() < tombstoneBatch {
+					return jobqueue.Result{}, nil
+				}
+			}
+		}
+	}
+	return k
+}

@@ -10,7 +10,7 @@ CREATE TABLE member_erasures (
 -- playback_forgotten is a tombstone per forgotten item (DELETE /v1/playback/{id}?forget=true):
 -- a report made at or before forgotten_at, still in a buffer or a spill file, must not create
 -- the row again, so the flush anti-joins it. A tombstone is pruned once no such report can
--- still be waiting (erasure.TombstoneKeep).
+-- still be waiting (erasure.TombstoneKind, by forgotten_at).
 CREATE TABLE playback_forgotten (
     member_id    bigint      NOT NULL,
     media_id     bigint      NOT NULL,

@@ -13,16 +13,13 @@ import (
 // forgetSQL deletes one item of a member's history for real: the row with its watched ranges
 // and the collections' last-finished marks naming it, and leaves a tombstone
 // (playback_forgotten) that keeps a report made before now, still in a buffer or a spill file,
-// from creating the row again (keptSQL). The member's tombstones older than
-// erasure.TombstoneKeep go at the same time: no report that old can still be waiting. No
-// tombstone is left for an erased member.
+// from creating the row again (keptSQL); erasure.TombstoneKind prunes it after
+// erasure.TombstoneKeep. No tombstone is left for an erased member.
 const forgetSQL = `
 WITH tomb AS (
 	INSERT INTO playback_forgotten AS f (member_id, media_id, forgotten_at)
 	SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM member_erasures e WHERE e.member_id = $1)
 	ON CONFLICT (member_id, media_id) DO UPDATE SET forgotten_at = greatest(f.forgotten_at, excluded.forgotten_at)
-), pruned AS (
-	DELETE FROM playback_forgotten WHERE member_id = $1 AND media_id <> $2 AND forgotten_at < $3 - $4::interval
 ), finished AS (
 	DELETE FROM playback_last_finished WHERE member_id = $1 AND media_id = $2
 )
@@ -33,7 +30,7 @@ DELETE FROM playback WHERE member_id = $1 AND media_id = $2`
 func (s *Store) Forget(ctx context.Context, key Key, at time.Time) error {
 	var b pgx.Batch
 	erasure.Fence(&b)
-	b.Queue(forgetSQL, key.Member, key.Media, at, erasure.TombstoneKeep)
+	b.Queue(forgetSQL, key.Member, key.Media, at)
 	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("forget playback row: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/erasure"
+	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/playback"
 )
 
@@ -235,4 +236,28 @@ func waitForLockWaiter(t *testing.T, b *bundle, returned chan error) (early bool
 		time.Sleep(time.Millisecond)
 	}
 	return false
+}
+
+// The periodic prune deletes the tombstones older than erasure.TombstoneKeep before its run
+// time, and only those: a younger one still keeps a late report out.
+func TestTombstoneKind_PrunesOnlyOldTombstones(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	ctx := context.Background()
+	run := time.Now().UTC().Truncate(time.Millisecond)
+	if _, err := b.pool.Exec(ctx, `INSERT INTO playback_forgotten (member_id, media_id, forgotten_at)
+		SELECT 40, g, $1::timestamptz - make_interval(hours => g) FROM generate_series(1, 300) g`, run); err != nil {
+		t.Fatal(err)
+	}
+	kind := erasure.TombstoneKind(b.pool)
+	if _, err := kind.Run(ctx, jobqueue.Job{Subject: run.UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	keep := int(erasure.TombstoneKeep / time.Hour) // tombstones 1 … keep hours old stay (keep exactly is not older)
+	if n := b.count(t, `SELECT count(*) FROM playback_forgotten`); n != keep {
+		t.Fatalf("%d tombstones left, want the %d younger than %s", n, keep, erasure.TombstoneKeep)
+	}
+	if n := b.count(t, `SELECT count(*) FROM playback_forgotten WHERE forgotten_at < $1`, run.Add(-erasure.TombstoneKeep)); n != 0 {
+		t.Fatalf("%d tombstones older than the keep left", n)
+	}
 }

@@ -134,6 +134,16 @@ var jobKinds = []jobKind{
 		settings:    kindSettings{retryCap: "PLAYHEAD_JOB_RETRY_CAP"},
 	},
 	eraseKind,
+	{
+		// Periodic: every hour, one run for the whole cluster.
+		name:        erasure.KindTombstones,
+		doc:         "Deletes the tombstones of forgotten items (`DELETE /v1/playback/{id}?forget=true`) older than 7 days, 5 000 a transaction: no report made before the forget can still be waiting in a buffer or a spill file by then.",
+		hooks:       func(Config) jobqueue.Kind { return erasure.TombstoneKind(nil) },
+		worker:      func(w workerParts) (jobqueue.Kind, error) { return erasure.TombstoneKind(w.node.pool), nil },
+		concurrency: func(Config) int { return 1 },
+		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
+		settings:    kindSettings{retryCap: "PLAYHEAD_JOB_RETRY_CAP"},
+	},
 }
 
 // eraseKind is the member erasure job: it deletes through the media deletion and the upload
