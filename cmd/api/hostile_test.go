@@ -75,6 +75,7 @@ type hostileFixture struct {
 	storageDir string
 	a, b, adm  string // member A's, member B's and an admin's tokens
 	mine       int64  // A's READY private media
+	doomed     int64  // A's private media that the deletion routes' cases may delete
 	minePrefix string // its outputs' storage prefix, hls/{id}/{claim}/
 	mineURL    string // its master playlist's signed URL for A, as GET /v1/media/{id} gives it
 	signer     *media.Signer
@@ -126,6 +127,7 @@ func fixed(path string) func(*hostileFixture, string) string {
 }
 
 func mineID(f *hostileFixture) int64    { return f.mine }
+func doomedID(f *hostileFixture) int64  { return f.doomed }
 func importID(f *hostileFixture) int64  { return f.importID }
 func jobID(f *hostileFixture) int64     { return f.jobID }
 func webhookID(f *hostileFixture) int64 { return f.webhookID }
@@ -166,6 +168,9 @@ var routeTable = []hostileRoute{
 	{method: "DELETE", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true,
 		query: []string{"forget"}},
 	{method: "GET", pattern: "/v1/media/:id", access: member, target: idTarget("/v1/media/%s", mineID), hasParam: true, idParam: true},
+	{method: "PATCH", pattern: "/v1/media/:id", access: member, target: idTarget("/v1/media/%s", mineID), hasParam: true, idParam: true,
+		jsonBody: map[string]any{"title": "A's clip"}, textFields: []string{"title"}},
+	{method: "DELETE", pattern: "/v1/media/:id", access: member, target: idTarget("/v1/media/%s", doomedID), hasParam: true, idParam: true},
 	{method: "POST", pattern: "/v1/media/:id/captions", access: member, target: idTarget("/v1/media/%s/captions", mineID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/v1/media/:id/captions", access: member, target: idTarget("/v1/media/%s/captions", mineID), hasParam: true, idParam: true},
 	{method: "DELETE", pattern: "/v1/media/:id/captions/:captionID", access: member, hasParam: true, idParam: true, target: func(f *hostileFixture, p string) string {
@@ -203,6 +208,7 @@ var routeTable = []hostileRoute{
 	{method: "PATCH", pattern: "/v1/admin/media/:id", access: admin, target: idTarget("/v1/admin/media/%s", mineID), hasParam: true, idParam: true,
 		jsonBody: map[string]any{"title": "renamed"}, textFields: []string{"title", "status", "visibility"}},
 	{method: "GET", pattern: "/v1/admin/media/:id", access: admin, target: idTarget("/v1/admin/media/%s", mineID), hasParam: true, idParam: true},
+	{method: "DELETE", pattern: "/v1/admin/media/:id", access: admin, target: idTarget("/v1/admin/media/%s", doomedID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/v1/admin/jobs", access: admin, target: fixed("/v1/admin/jobs"), query: []string{"status", "limit", "kind", "before", "group"}},
 	{method: "GET", pattern: "/v1/admin/jobs/counts", access: admin, target: fixed("/v1/admin/jobs/counts")},
 	{method: "GET", pattern: "/v1/admin/jobs/schedules", access: admin, target: fixed("/v1/admin/jobs/schedules")},
@@ -380,6 +386,7 @@ func TestHostileInput(t *testing.T) {
 	counts[classEncoding] += f.compressedBodies(t)
 	counts[classSeparator] += f.captionSeparators(t)
 	counts[classAuth] += f.hostileErasure(t)
+	counts[classAuth] += f.hostileDeletion(t)
 
 	total := 0
 	var summary []string
@@ -492,6 +499,7 @@ func setupHostile(t *testing.T) *hostileFixture {
 		adm: binarytest.Token(t, 1, true), signer: signer}
 	f.mine, f.minePrefix = readyUpload(t, s, f.a, "A's clip", "PRIVATE")
 	f.mineURL = mediaOf(t, s, f.a, f.mine).HLSURL
+	f.doomed = createOwned(t, s, f.adm, 201, "A's clip to delete")
 	theirs, theirsPrefix := readyUpload(t, s, f.b, "B's private clip", "PRIVATE")
 	f.theirs, f.theirsPath = theirs, media.AssembledMaster(theirs)
 	// B's master playlist is assembled when served: whatever form it took, it would name the
