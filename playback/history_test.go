@@ -261,3 +261,22 @@ func TestTombstoneKind_PrunesOnlyOldTombstones(t *testing.T) {
 		t.Fatalf("%d tombstones older than the keep left", n)
 	}
 }
+
+// A report of a media deleted while it was buffered is dropped by the flush (the media row
+// stays until its deletion job ends; the row would name a media nobody can read).
+func TestFlush_SkipsDeletedMedia(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	id := b.createMedia(t, map[string]any{"title": "film", "duration_ms": 600_000})
+	if _, err := b.pool.Exec(context.Background(), `UPDATE media SET status = 'DELETED' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	key := playback.Key{Member: 34, Media: id}
+	b.flushOne(t, key, at(time.Now().UTC().Truncate(time.Microsecond), 5*time.Second))
+	if err := b.store.UpsertOne(context.Background(), key, at(time.Now().UTC().Truncate(time.Microsecond), 6*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.rows(t, key); n != 0 {
+		t.Fatal("a report of a DELETED media was stored")
+	}
+}
