@@ -2,6 +2,7 @@ package mediadelete_test
 
 import (
 	"context"
+	"errors"
 	"math/big"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/audience"
 	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/collection"
@@ -24,7 +26,8 @@ import (
 // one of its rendition jobs runs (claimed, lease alive). The deletion job waits for it; the
 // rendition's completion, when it comes, completes the job but records nothing of the media (no
 // rendition row, not playable, no event, still DELETED); then the deletion goes on and removes
-// the media. A rendition whose worker is gone (lease expired) does not hold the deletion up: it
+// the media. One that fails its last attempt meanwhile neither fails the media nor tells its
+// owner. A rendition whose worker is gone (lease expired) does not hold the deletion up: it
 // is cancelled, and its completion, if it ever comes, is fenced off.
 func TestDeleteJob_WaitsForARunningRenditionWhoseLateFinishWritesNothing(t *testing.T) {
 	ctx := context.Background()
@@ -46,7 +49,8 @@ func TestDeleteJob_WaitsForARunningRenditionWhoseLateFinishWritesNothing(t *test
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		_, err := jobqueue.EnqueueGroup(ctx, tx, []jobqueue.GroupJob{
 			{Kind: encodejobs.KindRendition, Subject: id, MaxAttempts: 3},
-			{Kind: encodejobs.KindRendition, Subject: id, MaxAttempts: 3}})
+			{Kind: encodejobs.KindRendition, Subject: id, MaxAttempts: 3},
+			{Kind: encodejobs.KindRendition, Subject: id, MaxAttempts: 1}})
 		return err
 	})
 	if err != nil {
@@ -55,6 +59,10 @@ func TestDeleteJob_WaitsForARunningRenditionWhoseLateFinishWritesNothing(t *test
 	live, err := q.Claim(ctx, encodejobs.KindRendition, 1, "worker-a")
 	if err != nil || len(live) != 1 {
 		t.Fatalf("claim: %v %v", live, err)
+	}
+	dying, err := q.Claim(ctx, encodejobs.KindRendition, 1, "worker-c")
+	if err != nil || len(dying) != 1 {
+		t.Fatalf("claim: %v %v", dying, err)
 	}
 	gone, err := short.Claim(ctx, encodejobs.KindRendition, 1, "worker-b")
 	if err != nil || len(gone) != 1 {
@@ -74,6 +82,9 @@ func TestDeleteJob_WaitsForARunningRenditionWhoseLateFinishWritesNothing(t *test
 	startDeletions(t, pool, st, prometheus.NewRegistry())
 	// The deletion has tried and found worker-a's rendition running; worker-b's is cancelled.
 	waitUntil(t, "the deletion to wait for the running rendition", func() bool {
+		if count(t, pool, `SELECT count(*) FROM jobs WHERE kind = 'media_delete' AND subject_id = $1 AND status = 'COMPLETED'`, id) == 1 {
+			t.Fatal("the deletion job completed while a rendition of the media was running")
+		}
 		return count(t, pool, `SELECT count(*) FROM jobs WHERE kind = 'media_delete' AND subject_id = $1 AND attempt_count >= 1 AND status = 'PENDING'`, id) == 1
 	})
 	if n := count(t, pool, `SELECT count(*) FROM media WHERE id = $1`, id); n != 1 {
@@ -94,6 +105,11 @@ func TestDeleteJob_WaitsForARunningRenditionWhoseLateFinishWritesNothing(t *test
 			}
 			return media.MarkRenditionsReady(ctx, tx, id, nil)
 		}
+	}
+	// A rendition that fails its last attempt after the deletion: its job is DEAD, and the
+	// media is neither FAILED nor its owner told.
+	if err := q.Dead(ctx, dying[0], errors.New("ffmpeg: exit status 1")); err != nil {
+		t.Fatalf("the failing rendition's end: %v", err)
 	}
 	if err := short.Complete(ctx, gone[0], record(gone[0])); err != jobqueue.ErrClaimLost {
 		t.Errorf("the completion of the cancelled rendition: %v, want ErrClaimLost", err)
@@ -129,7 +145,8 @@ func TestDeleteJob_WaitsForARunningRenditionWhoseLateFinishWritesNothing(t *test
 // the first and is in the middle of the second. Deleting the second takes it out of the
 // collection at once, for the member's progress (2 lessons, 1 watched, resume at the third),
 // the collections they started and the owner's audience of the collection; after the deletion
-// job the import row keeps its report without the media, and the figures are the same.
+// job the import row keeps its report without the media, and the figures are the same. The
+// deleted lesson's own audience is not found, even for its owner.
 func TestDelete_TheCollectionLosesTheLesson(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := pgtest.Pool(t)
@@ -181,6 +198,9 @@ func TestDelete_TheCollectionLosesTheLesson(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("right after the deletion")
+	if _, err := figures.Media(ctx, lessons[1], auth.Identity{MemberID: owner}); apperr.CodeOf(err) != apperr.NotFound {
+		t.Errorf("the deleted lesson's own audience for its owner: %v, want not found", err)
+	}
 	st, err := storage.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
