@@ -188,6 +188,7 @@ func TestStream_SendsTheMembersOwnEventsAsTheyHappen(t *testing.T) {
 	s.announce(t, 2, 20, media.OutboxReady, nil)
 	ready := s.announce(t, 1, 10, media.OutboxReady, map[string]any{"job_id": 5})
 	failed := s.announce(t, 1, 11, media.OutboxFailed, map[string]any{"reason": "the file is not a video"})
+	deleted := s.announce(t, 1, 12, media.OutboxDeleted, nil)
 
 	e := st.Next(t)
 	if e.ID != strconv.FormatInt(ready, 10) || e.Name != media.EventReady {
@@ -201,6 +202,11 @@ func TestStream_SendsTheMembersOwnEventsAsTheyHappen(t *testing.T) {
 	want = media.EventData{EventID: failed, MediaID: 11, OwnerID: 1, Status: "FAILED", Reason: "the file is not a video"}
 	if e.ID != strconv.FormatInt(failed, 10) || e.Name != media.EventFailed || e.Data.Data != want {
 		t.Errorf("failed event: id %q type %q body %+v, want id %d type %s data %+v", e.ID, e.Name, e.Data, failed, media.EventFailed, want)
+	}
+	e = st.Next(t)
+	want = media.EventData{EventID: deleted, MediaID: 12, OwnerID: 1, Status: "DELETED"}
+	if e.ID != strconv.FormatInt(deleted, 10) || e.Name != media.EventDeleted || e.Data.Data != want {
+		t.Errorf("deleted event: id %q type %q body %+v, want id %d type %s data %+v", e.ID, e.Name, e.Data, deleted, media.EventDeleted, want)
 	}
 }
 
