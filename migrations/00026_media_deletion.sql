@@ -23,8 +23,8 @@ CREATE INDEX playback_last_finished_media_idx ON playback_last_finished (media_i
 
 -- +goose Down
 DROP INDEX playback_last_finished_media_idx;
-UPDATE import_rows SET reject_reason = 'media deleted' WHERE media_deleted_at IS NOT NULL;
 ALTER TABLE import_rows DROP CONSTRAINT import_rows_check;
+UPDATE import_rows SET reject_reason = 'media deleted' WHERE media_deleted_at IS NOT NULL;
 ALTER TABLE import_rows DROP COLUMN media_deleted_at;
 ALTER TABLE import_rows ADD CONSTRAINT import_rows_check CHECK ((media_id IS NULL) <> (reject_reason IS NULL));
 UPDATE media SET status = 'FAILED', failure_reason = 'deleted' WHERE status = 'DELETED';
