@@ -176,7 +176,7 @@ func (s *Store) Get(ctx context.Context, id int64) (Import, error) {
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT r.row_number, r.collection, r.chapter, r.position, r.video_url, r.label, r.reject_reason, r.media_id,
-		       m.status, coalesce(m.failure_reason, ''),
+		       CASE WHEN r.media_deleted_at IS NOT NULL THEN 'DELETED' ELSE m.status END, coalesce(m.failure_reason, ''),
 		       (SELECT j.status FROM jobs j WHERE j.subject_id = r.media_id AND j.kind = $2 ORDER BY j.id DESC LIMIT 1)
 		FROM import_rows r LEFT JOIN media m ON m.id = r.media_id
 		WHERE r.import_id = $1 ORDER BY r.row_number`, id, KindIngest)
@@ -210,6 +210,10 @@ func rowState(reject, mediaStatus, ingestStatus *string, failure string) (RowSta
 		return StateFailed, "media missing"
 	}
 	switch media.Status(*mediaStatus) {
+	case media.StatusDeleted:
+		// Its owner or an admin deleted the media: the row stays in the report, out of its
+		// collection.
+		return StateFailed, "media deleted"
 	case media.StatusReady:
 		return StateReady, ""
 	case media.StatusFailed:

@@ -16,6 +16,7 @@ import (
 	"github.com/playhead/playhead/collection"
 	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/hls"
+	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
@@ -146,7 +147,8 @@ func TestDeleteJob_WaitsForARunningRenditionWhoseLateFinishWritesNothing(t *test
 // collection at once, for the member's progress (2 lessons, 1 watched, resume at the third),
 // the collections they started and the owner's audience of the collection; after the deletion
 // job the import row keeps its report without the media, and the figures are the same. The
-// deleted lesson's own audience is not found, even for its owner.
+// deleted lesson's own audience is not found, even for its owner, and the import's report
+// shows its row FAILED, "media deleted".
 func TestDelete_TheCollectionLosesTheLesson(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := pgtest.Pool(t)
@@ -169,7 +171,11 @@ func TestDelete_TheCollectionLosesTheLesson(t *testing.T) {
 		       (7, $2, 300000, now(), now(), NULL, false)`, lessons[0], lessons[1])
 	exec(t, pool, `INSERT INTO playback_last_finished (member_id, collection, media_id, event_time)
 		SELECT 7, 'course', $1, event_time FROM playback WHERE member_id = 7 AND media_id = $1`, lessons[0])
-	courses, figures := collection.NewStore(pool), audience.NewStore(pool)
+	courses, figures, reports := collection.NewStore(pool), audience.NewStore(pool), ingest.NewStore(pool, 1)
+	var importID int64
+	if err := pool.QueryRow(ctx, `SELECT max(id) FROM imports`).Scan(&importID); err != nil {
+		t.Fatal(err)
+	}
 	check := func(when string) {
 		t.Helper()
 		p, err := courses.Progress(ctx, "course", member)
@@ -192,6 +198,13 @@ func TestDelete_TheCollectionLosesTheLesson(t *testing.T) {
 		}
 		if len(c.Lessons) != 2 || c.Lessons[0].MediaID != lessons[0] || c.Lessons[1].MediaID != lessons[2] {
 			t.Errorf("%s: the collection's audience lists %+v, want the first and the third lessons", when, c.Lessons)
+		}
+		imp, err := reports.Get(ctx, importID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(imp.Rows) != 3 || imp.Rows[1].State != ingest.StateFailed || imp.Rows[1].Reason != "media deleted" || imp.Rows[2].State != ingest.StateReady {
+			t.Errorf("%s: the import's report is %+v, want its second row FAILED, \"media deleted\"", when, imp.Rows)
 		}
 	}
 	if err := deleteMedia(ctx, pool, lessons[1]); err != nil {
