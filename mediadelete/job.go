@@ -179,14 +179,18 @@ func (d *Job) countObjects(ctx context.Context, prefix string) (int, error) {
 	return n, nil
 }
 
+// deletePlaybackBatchSQL deletes up to $2 playback rows of media $1: the batch found through
+// playback_media_idx, each row then by its primary key.
+const deletePlaybackBatchSQL = `
+DELETE FROM playback WHERE (member_id, media_id) IN (
+	SELECT member_id, media_id FROM playback WHERE media_id = $1 LIMIT $2)`
+
 // deletePlayback deletes the media's playback rows (positions, watched ranges), a batch per
 // statement. What a flush writes meanwhile is refused (the flush skips DELETED media) or
 // deleted by the completion.
 func (d *Job) deletePlayback(ctx context.Context, id int64) error {
 	for {
-		tag, err := d.Pool.Exec(ctx, `
-			DELETE FROM playback WHERE (member_id, media_id) IN (
-				SELECT member_id, media_id FROM playback WHERE media_id = $1 LIMIT $2)`, id, playbackBatch)
+		tag, err := d.Pool.Exec(ctx, deletePlaybackBatchSQL, id, playbackBatch)
 		if err != nil {
 			return fmt.Errorf("delete the playback rows of media %d: %w", id, err)
 		}
@@ -216,8 +220,12 @@ var deleteRowsSQL = []struct {
 	{`DELETE FROM job_dependencies WHERE job_id IN (` + finishedJobsSQL + `)`, jobsArgs},
 	{`DELETE FROM job_dependencies WHERE parent_id IN (` + finishedJobsSQL + `)`, jobsArgs},
 	{`DELETE FROM jobs WHERE id IN (` + finishedJobsSQL + `)`, jobsArgs},
+	// The events' ids as an array, not an IN (subquery): with the subquery the planner hashed
+	// the events and read every delivery (a sequential scan, 3.5 ms at 20 000 deliveries);
+	// with the array it probes their (outbox_id, endpoint_id) key (0.3 ms), whatever the
+	// table holds (TestDeleteJob_StatementsReadTheMediaNotTheTables).
 	{`DELETE FROM webhook_deliveries WHERE status IN ('WAITING', 'DELIVERED', 'DEAD')
-		AND outbox_id IN (SELECT id FROM notification_outbox WHERE media_id = $1 AND kind <> $2)`, eventArgs},
+		AND outbox_id = ANY (ARRAY(SELECT id FROM notification_outbox WHERE media_id = $1 AND kind <> $2))`, eventArgs},
 	{`DELETE FROM notification_outbox o WHERE o.media_id = $1 AND o.kind <> $2
 		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.outbox_id = o.id)`, eventArgs},
 	{`DELETE FROM media WHERE id = $1`, nil},
