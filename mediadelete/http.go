@@ -12,6 +12,7 @@ import (
 
 // Handler serves DELETE /v1/media/{id} (the owner) and DELETE /v1/admin/media/{id}.
 type Handler struct {
+	// Pool runs each deletion's transaction (Delete).
 	Pool *pgxpool.Pool
 }
 

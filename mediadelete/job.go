@@ -26,6 +26,7 @@ const playbackBatch = 1000
 
 // Job runs deletion jobs.
 type Job struct {
+	// Pool is the database of the media and every row that names it.
 	Pool *pgxpool.Pool
 	// Objects is the object store the media's files are in.
 	Objects storage.Store
