@@ -137,7 +137,7 @@ func TestErasure_FindsNothingAfterwards(t *testing.T) {
 	waitCount(t, pool, "a rollup after the erasure", `SELECT count(*) FROM jobs WHERE kind = 'audience' AND status = 'COMPLETED'
 		AND completed_at > (SELECT erased_at FROM member_erasures WHERE member_id = $1) + interval '1 second'`, erasedMember)
 	waitCount(t, pool, "no job left to run", `SELECT CASE WHEN count(*) = 0 THEN 1 ELSE 0 END FROM jobs
-		WHERE status IN ('PENDING', 'PROCESSING', 'WAITING') AND kind <> 'audience' AND $1::bigint > 0`, erasedMember)
+		WHERE status IN ('PENDING', 'PROCESSING', 'WAITING') AND available_at <= statement_timestamp() AND kind <> 'audience' AND $1::bigint > 0`, erasedMember)
 	worker.Stop(t)
 
 	if found := columnsNaming(t, pool, erasedMember); len(found) > 0 {
