@@ -134,9 +134,13 @@ func fromSQLState(err error) (Code, string, bool) {
 // number out of range, 22001 a string too long…); class 23, integrity constraints (a unique key
 // taken is a conflict, the others — not null, foreign key, check — are unprocessable input);
 // and 54000, a value too large for an index. Everything else (connection failures, deadlocks,
-// syntax errors in our own SQL) stays a 500: those are our faults, not the client's.
+// syntax errors in our own SQL) stays a 500: those are our faults, not the client's. PHERA is
+// Playhead's own (migration 00027): a write naming an erased member, whose token the node had
+// not refused yet (the erasure committed while the request ran): 401, as its next request.
 func sqlStateCode(state string) (Code, bool) {
 	switch {
+	case state == "PHERA":
+		return Unauthenticated, true
 	case state == "23505", state == "23P01":
 		return Conflict, true
 	case strings.HasPrefix(state, "22"), strings.HasPrefix(state, "23"), state == "54000":

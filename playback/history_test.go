@@ -10,9 +10,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/erasure"
 	"github.com/playhead/playhead/jobqueue"
+	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/playback"
 )
 
@@ -278,5 +280,27 @@ func TestFlush_SkipsDeletedMedia(t *testing.T) {
 	}
 	if n := b.rows(t, key); n != 0 {
 		t.Fatal("a report of a DELETED media was stored")
+	}
+}
+
+// No member row can be created for an erased member (media creation, tus uploads and imports
+// all create their owner's row first): the trigger refuses it with PHERA, a 401.
+func TestMembersTrigger_RefusesErasedMember(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	ctx := context.Background()
+	const erased, kept = 4_700_000_301, 4_700_000_302
+	if _, err := erasure.Erase(ctx, b.pool, erased, erasure.MaxAttempts); err != nil {
+		t.Fatal(err)
+	}
+	err := media.EnsureMember(ctx, b.pool, erased)
+	if code := apperr.CodeOf(err); code != apperr.Unauthenticated {
+		t.Fatalf("EnsureMember(an erased member) = %v (%s), want unauthenticated", err, code)
+	}
+	if err := media.EnsureMember(ctx, b.pool, kept); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count(t, `SELECT count(*) FROM members WHERE id IN ($1, $2)`, erased, kept); n != 1 {
+		t.Fatalf("%d member rows, want only the member not erased", n)
 	}
 }
