@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/notify"
 )
@@ -49,7 +50,8 @@ func Outbox(ctx context.Context, db notify.Execer, member, media int64, kind str
 // lock the media's owner row and then the media row before the queue locks the job row
 // (members → media → jobs, the order of every writer); a DEAD job fails the media with the
 // reason worded for its owner (jobqueue.ReasonOf) and tells them; an admin retry makes the
-// media PROCESSING again. The kind adds its Run.
+// media PROCESSING again, and is refused (409) for a DELETED media, whose jobs must never run
+// again. The kind adds its Run.
 func JobKind(name string) jobqueue.Kind {
 	return jobqueue.Kind{
 		Name: name,
@@ -63,6 +65,12 @@ func JobKind(name string) jobqueue.Kind {
 			return markFailed(ctx, tx, j.Subject, reason, map[string]any{"job_id": j.ID, "reason": reason})
 		},
 		Revive: func(ctx context.Context, tx pgx.Tx, j jobqueue.Job) error {
+			if deleted, err := Deleted(ctx, tx, j.Subject); err != nil || deleted {
+				if err == nil {
+					err = apperr.Errorf(apperr.Conflict, "media %d is deleted: its jobs cannot run again", j.Subject)
+				}
+				return err
+			}
 			return SetStatus(ctx, tx, j.Subject, StatusProcessing)
 		},
 	}

@@ -28,7 +28,7 @@ import (
 // rendition's completion, when it comes, completes the job but records nothing of the media (no
 // rendition row, not playable, no event, still DELETED); then the deletion goes on and removes
 // the media. One that fails its last attempt meanwhile neither fails the media nor tells its
-// owner. A rendition whose worker is gone (lease expired) does not hold the deletion up: it
+// owner, and an administrator cannot retry them. A rendition whose worker is gone (lease expired) does not hold the deletion up: it
 // is cancelled, and its completion, if it ever comes, is fenced off.
 func TestDeleteJob_WaitsForARunningRenditionWhoseLateFinishWritesNothing(t *testing.T) {
 	ctx := context.Background()
@@ -111,6 +111,10 @@ func TestDeleteJob_WaitsForARunningRenditionWhoseLateFinishWritesNothing(t *test
 	// media is neither FAILED nor its owner told.
 	if err := q.Dead(ctx, dying[0], errors.New("ffmpeg: exit status 1")); err != nil {
 		t.Fatalf("the failing rendition's end: %v", err)
+	}
+	// An administrator cannot bring a job of the deleted media back.
+	if err := q.RetryDead(ctx, gone[0].ID); apperr.CodeOf(err) != apperr.Conflict {
+		t.Errorf("an admin retry of the deleted media's cancelled rendition: %v, want a conflict", err)
 	}
 	if err := short.Complete(ctx, gone[0], record(gone[0])); err != jobqueue.ErrClaimLost {
 		t.Errorf("the completion of the cancelled rendition: %v, want ErrClaimLost", err)
