@@ -207,6 +207,9 @@ func (h *Handler) patch(c *fiber.Ctx) error {
 	// admin route's status or duration_ms, or any other) is a 422 that names it, not a 400.
 	var fields map[string]json.RawMessage
 	if err := httpserver.DecodeJSON(c.Body(), &fields); err != nil {
+		if apperr.CodeOf(err) == apperr.Unprocessable { // valid JSON, but no object
+			return apperr.Errorf(apperr.Unprocessable, "the body must be a JSON object: give title or visibility")
+		}
 		return err
 	}
 	for name := range fields {
