@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/playhead/playhead/buffer"
 	"github.com/playhead/playhead/internal/binarytest"
+	"github.com/playhead/playhead/internal/s3test"
 	"github.com/playhead/playhead/internal/ssetest"
 	"github.com/playhead/playhead/internal/testvideo"
 	"github.com/playhead/playhead/media"
@@ -38,7 +40,16 @@ const erasedMember = 4_700_000_123_457
 // the catalogue) finds the member's id only in the erasure record and the erasure job's row; no
 // spill file is left; the object store holds nothing of theirs; their event stream ended; and
 // the player's next PUT answers 401.
+//
+// It runs on local storage and on S3 (SeaweedFS): there the bucket must hold no object and no
+// unfinished multipart upload afterwards.
 func TestErasure_FindsNothingAfterwards(t *testing.T) {
+	t.Run("local", func(t *testing.T) { testErasure(t, nil, "") })
+	t.Run("s3", func(t *testing.T) { testErasure(t, s3test.Shared(t), s3test.Bucket(t)) })
+}
+
+// testErasure is TestErasure_FindsNothingAfterwards on local storage (srv nil) or on bucket.
+func testErasure(t *testing.T, srv *s3test.Server, bucket string) {
 	proxy, direct, viaProxy := proxiedDatabase(t)
 	storageDir := t.TempDir()
 	spill1, spill2 := t.TempDir(), t.TempDir()
@@ -61,6 +72,9 @@ func TestErasure_FindsNothingAfterwards(t *testing.T) {
 		e["PLAYHEAD_WEBHOOK_ALLOW_PRIVATE"] = "true"
 		e["PLAYHEAD_AUDIENCE_INTERVAL"] = "1s"
 		e["PLAYHEAD_JOB_RETRY_CAP"] = "1s"
+		if srv != nil {
+			maps.Copy(e, srv.Env(bucket))
+		}
 		return e
 	}
 	api1 := binarytest.Start(t, env("api", "erasure-api1", direct, spill1))
@@ -110,6 +124,18 @@ func TestErasure_FindsNothingAfterwards(t *testing.T) {
 		t.Fatalf("api2's spill holds none of the member's positions (%v): the test would prove nothing", spilled)
 	}
 
+	// Every object in the store is the member's (the admin's media have no files).
+	objects := func() []string {
+		keys := filesUnder(t, storageDir)
+		if srv != nil {
+			keys = append(append(keys, srv.Keys(t, bucket)...), srv.Unfinished(t, bucket)...)
+		}
+		return keys
+	}
+	if len(objects()) == 0 {
+		t.Fatal("the object store holds nothing of the member before the erasure: the test would prove nothing")
+	}
+
 	// The erasure, on api1, with a fresh token, while the upload still encodes.
 	if n := countRows(t, pool, `SELECT count(*) FROM jobs WHERE subject_id = $1 AND kind LIKE 'encode%' AND status = 'PROCESSING'`, uploaded); n == 0 {
 		t.Fatalf("no encode job of the upload runs at the erasure: the test would not erase during an encode")
@@ -151,7 +177,7 @@ func TestErasure_FindsNothingAfterwards(t *testing.T) {
 			t.Errorf("spill directory still holds %v", left)
 		}
 	}
-	if left := filesUnder(t, storageDir); len(left) > 0 {
+	if left := objects(); len(left) > 0 {
 		t.Errorf("the object store still holds %d objects of the member (upload %d, the resumable upload): %v", len(left), uploaded, left)
 	}
 }
