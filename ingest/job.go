@@ -67,18 +67,33 @@ func (in *Ingest) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, err
 		discard(context.WithoutCancel(ctx))
 		return jobqueue.Result{}, fmt.Errorf("store download: %w", err)
 	}
+	// A media deleted while it downloaded gets neither a source nor an encode, and the file goes
+	// once the completion commits: the deletion job's arguments, taken at the deletion, name no
+	// source, so it would stay until the orphan sweep's grace had passed. The completion holds
+	// the media's lock (media.JobKind), so no deletion comes between the check and the writes.
+	var deleted bool
 	return jobqueue.Result{
 		Commit: func(ctx context.Context, tx pgx.Tx) error {
+			var err error
+			if deleted, err = media.Deleted(ctx, tx, j.Subject); err != nil || deleted {
+				return err
+			}
 			if _, err := tx.Exec(ctx, `UPDATE media SET source_key = $2 WHERE id = $1`, j.Subject, key); err != nil {
 				return err
 			}
 			if err := media.SetStatus(ctx, tx, j.Subject, media.StatusUploaded); err != nil {
 				return err
 			}
-			_, err := jobqueue.Enqueue(ctx, tx, in.EncodeKind, j.Subject, in.EncodeAttempts)
+			_, err = jobqueue.Enqueue(ctx, tx, in.EncodeKind, j.Subject, in.EncodeAttempts)
 			return err
 		},
 		Discard: discard,
+		Committed: func(ctx context.Context) error {
+			if deleted {
+				discard(ctx)
+			}
+			return nil
+		},
 	}, nil
 }
 
