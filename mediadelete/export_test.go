@@ -20,3 +20,6 @@ func CompletionStatements(j jobqueue.Job) (sqls []string, args [][]any) {
 	}
 	return sqls, args
 }
+
+// DeleteRows is the deletion job's completion (deleteRows), for tests that hold it open.
+var DeleteRows = deleteRows

@@ -17,6 +17,7 @@ import (
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/storage"
 	"github.com/playhead/playhead/tus"
+	"github.com/playhead/playhead/webhooks"
 )
 
 // playbackBatch is how many playback rows of the media one statement deletes: a popular
@@ -244,6 +245,11 @@ func eventArgs(jobqueue.Job) []any { return []any{media.OutboxDeleted} }
 // deleteRows runs deleteRowsSQL for j's media in j's fenced completion, which holds the media
 // row's lock, and notifies every node.
 func deleteRows(ctx context.Context, tx pgx.Tx, j jobqueue.Job) error {
+	// The webhook chains of the media first: the statements remove its waiting deliveries,
+	// which a delivery's job ending meanwhile must not make its chain's head.
+	if err := webhooks.LockMediaChains(ctx, tx, j.Subject); err != nil {
+		return err
+	}
 	for _, st := range deleteRowsSQL {
 		args := []any{j.Subject}
 		if st.args != nil {

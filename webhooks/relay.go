@@ -172,6 +172,31 @@ func lockChain(ctx context.Context, tx pgx.Tx, c chain) error {
 	return nil
 }
 
+// LockMediaChains takes, in tx, the lock of every chain of media's events that has a
+// delivery waiting or queued, in the relay's order, and holds them until tx ends. A writer
+// that removes waiting deliveries of the media (its deletion) takes them first: otherwise a
+// delivery's job ending meanwhile sees a removed delivery, still uncommitted, as its chain's
+// next head and gives it the job, and the deliveries behind it (media.deleted) wait for ever.
+func LockMediaChains(ctx context.Context, tx pgx.Tx, media int64) error {
+	rows, err := tx.Query(ctx, `
+		SELECT DISTINCT endpoint_id FROM webhook_deliveries
+		WHERE outbox_id = ANY (ARRAY(SELECT id FROM notification_outbox WHERE media_id = $1)) AND status IN ('WAITING', 'QUEUED')
+		ORDER BY endpoint_id`, media)
+	if err != nil {
+		return fmt.Errorf("webhook chains of media %d: %w", media, err)
+	}
+	endpoints, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("webhook chains of media %d: %w", media, err)
+	}
+	for _, e := range endpoints {
+		if err := lockChain(ctx, tx, chain{endpoint: e, media: media}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // advance enqueues the job of c's oldest unfinished delivery if it is WAITING: the head gets
 // its job only when nothing older of the chain is queued. The caller holds c's lock.
 func advance(ctx context.Context, tx pgx.Tx, c chain, maxAttempts int) error {
