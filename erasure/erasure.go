@@ -115,15 +115,34 @@ const tombstoneBatch = 5_000
 const pruneTombstonesSQL = `DELETE FROM playback_forgotten WHERE (member_id, media_id) IN (
 	SELECT member_id, media_id FROM playback_forgotten WHERE forgotten_at < $1 ORDER BY forgotten_at LIMIT $2)`
 
-// TombstoneKind returns the kind KindTombstones: each run deletes the tombstones made more than
-// TombstoneKeep before its run time, tombstoneBatch a transaction. pool nil gives the kind
-// without Run, for a node that runs no jobs.
+// sweepForgottenSQL deletes the rows that a forget deleted and a flush in flight brought back:
+// a row whose report predates its item's tombstone, with its course progress. A flush whose
+// statement took its snapshot before the forget committed inserts a row the forget's delete
+// cannot see (it is not committed yet), and no lock orders the two without holding every
+// flush back, as an erasure does; a forget is a member's repeatable request, so it does not.
+// The sweep runs before the tombstones it relies on are pruned. Each tombstone is a probe of
+// playback's primary key.
+const sweepForgottenSQL = `
+WITH gone AS (
+	DELETE FROM playback p USING playback_forgotten f
+	WHERE p.member_id = f.member_id AND p.media_id = f.media_id AND p.event_time <= f.forgotten_at
+	RETURNING p.member_id, p.media_id
+)
+DELETE FROM playback_last_finished l USING gone g WHERE l.member_id = g.member_id AND l.media_id = g.media_id`
+
+// TombstoneKind returns the kind KindTombstones: each run deletes the rows a flush racing a
+// forget brought back (sweepForgottenSQL), then the tombstones made more than TombstoneKeep
+// before its run time, tombstoneBatch a transaction. pool nil gives the kind without Run, for
+// a node that runs no jobs.
 func TombstoneKind(pool *pgxpool.Pool) jobqueue.Kind {
 	schedule, _ := jobqueue.Every(time.Hour) // a whole number of seconds: never an error
 	k := jobqueue.Kind{Name: KindTombstones, Periodic: &jobqueue.Periodic{Schedule: schedule, MaxAttempts: 3}}
 	if pool != nil {
 		k.Run = func(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
 			before := jobqueue.RunTime(j).Add(-TombstoneKeep)
+			if _, err := pool.Exec(ctx, sweepForgottenSQL); err != nil {
+				return jobqueue.Result{}, fmt.Errorf("sweep forgotten items: %w", err)
+			}
 			for {
 				tag, err := pool.Exec(ctx, pruneTombstonesSQL, before, tombstoneBatch)
 				if err != nil {

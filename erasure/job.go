@@ -53,9 +53,12 @@ var errWaiting = errors.New("waiting")
 //  3. While a media or an upload of theirs is left, the attempt ends in a retry.
 //  4. The completion deletes those rows again (an outbox row the media deletions wrote,
 //     media.deleted, is addressed to them) and the member row last.
+//  5. Once the completion has committed, the job deletes its own row (kind and subject, the
+//     member id, and in its errors the id again, once per retried attempt): the job pruner
+//     would keep it for PLAYHEAD_RETENTION_COMPLETED. A node that dies between the commit and
+//     that delete leaves the row to the pruner.
 //
-// What stays is the erasure record, and this job's row (kind and subject, the member id)
-// until the job pruner removes completed jobs (PLAYHEAD_RETENTION_COMPLETED).
+// What stays is the erasure record.
 func (e *Job) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
 	member := j.Subject
 	err := pgx.BeginFunc(ctx, e.Pool, func(tx pgx.Tx) error {
@@ -98,6 +101,11 @@ func (e *Job) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) 
 			return err
 		}
 		_, err := tx.Exec(ctx, `DELETE FROM members WHERE id = $1`, member)
+		return err
+	}, Committed: func(ctx context.Context) error {
+		// Only the COMPLETED row: a row an admin retry made PENDING again meanwhile is a new
+		// attempt, which deletes it when it completes.
+		_, err := e.Pool.Exec(ctx, `DELETE FROM jobs WHERE id = $1 AND status = 'COMPLETED'`, j.ID)
 		return err
 	}}, nil
 }

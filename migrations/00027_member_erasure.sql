@@ -60,6 +60,29 @@ $$;
 CREATE TRIGGER members_refuse_erased BEFORE INSERT ON members
 FOR EACH ROW EXECUTE FUNCTION playhead_members_refuse_erased();
 
+-- creator_refuse_erased keeps an erased id out of the created_by of captions and webhook
+-- endpoints, which reference no members row: a caption POST or an endpoint registration whose
+-- token passed auth before the erasure (a node that has not heard of it, or a track's files
+-- still being written to the object store) would otherwise store the id after the erasure job
+-- cleared that column. Only inserts: the erasure job's own update to 0 needs no fence, and
+-- taking it there could wait behind a waiting erasure while holding what a flush waits for.
+-- +goose StatementBegin
+CREATE FUNCTION playhead_creator_refuse_erased() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM playhead_erasure_fence();
+    IF EXISTS (SELECT 1 FROM member_erasures WHERE member_id = NEW.created_by) THEN
+        RAISE EXCEPTION 'member % is erased', NEW.created_by USING ERRCODE = 'PHERA';
+    END IF;
+    RETURN NEW;
+END
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER captions_refuse_erased BEFORE INSERT ON captions
+FOR EACH ROW EXECUTE FUNCTION playhead_creator_refuse_erased();
+CREATE TRIGGER webhook_endpoints_refuse_erased BEFORE INSERT ON webhook_endpoints
+FOR EACH ROW EXECUTE FUNCTION playhead_creator_refuse_erased();
+
 -- playhead_refuse_write raises when a write of one row naming p_member must not happen: PHERA
 -- when the member is erased, PHPAU when their history is paused, unless p_existing_ok and
 -- their playback row of p_media exists (a hide still changes a row from before the pause). The
@@ -90,6 +113,9 @@ ALTER TABLE imports ALTER COLUMN created_by DROP NOT NULL;
 -- Fails while an import has no creator (its admin was erased): there is no one to name.
 ALTER TABLE imports ALTER COLUMN created_by SET NOT NULL;
 DROP FUNCTION playhead_refuse_write(bigint, bigint, boolean);
+DROP TRIGGER webhook_endpoints_refuse_erased ON webhook_endpoints;
+DROP TRIGGER captions_refuse_erased ON captions;
+DROP FUNCTION playhead_creator_refuse_erased();
 DROP TRIGGER members_refuse_erased ON members;
 DROP FUNCTION playhead_members_refuse_erased();
 DROP FUNCTION playhead_erasure_lock();
