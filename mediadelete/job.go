@@ -72,11 +72,18 @@ func (d *Job) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) 
 			return jobqueue.Result{}, jobqueue.Permanent(fmt.Errorf("deletion job %d: args %q: %w", j.ID, j.Args, err))
 		}
 	}
-	if err := d.settleJobs(ctx, j.Subject); err != nil {
+	running, err := d.settleJobs(ctx, j.Subject)
+	if err != nil {
 		return jobqueue.Result{}, err
 	}
+	// The objects go before any wait for a running job: links given before the deletion
+	// (S3's presigned ones reach the store without Playhead) stop working now, not when that
+	// job ends; what it writes until then goes at the attempt after it.
 	if err := d.removeObjects(ctx, j.Subject, args); err != nil {
 		return jobqueue.Result{}, err
+	}
+	if running != nil {
+		return jobqueue.Result{}, running
 	}
 	if err := d.deletePlayback(ctx, j.Subject); err != nil {
 		return jobqueue.Result{}, err
@@ -93,10 +100,12 @@ func (d *Job) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) 
 // settleJobs makes sure no job of the media will write anything: the jobs not running and
 // those whose worker is gone (lease expired) are cancelled; a running one makes the attempt
 // wait for its lease to end (it may be finishing; its completion, fenced off from a DELETED
-// media, writes nothing, and its outputs are under hls/{id}/, removed next).
-func (d *Job) settleJobs(ctx context.Context, id int64) error {
+// media, writes nothing, and its outputs are under hls/{id}/, removed by the next attempt).
+// That wait is running, the attempt's error once it has removed the objects; err is an error
+// of its own, and fails the attempt before anything is removed (a media not DELETED).
+func (d *Job) settleJobs(ctx context.Context, id int64) (running, err error) {
 	var wait *time.Duration
-	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
 		var status *string
 		err := tx.QueryRow(ctx, `SELECT status FROM media WHERE id = $1 FOR UPDATE`, id).Scan(&status)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -117,12 +126,12 @@ func (d *Job) settleJobs(ctx context.Context, id int64) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if wait != nil {
-		return jobqueue.RetryAfter(errStillRunning, max(*wait, 100*time.Millisecond))
+		return jobqueue.RetryAfter(errStillRunning, max(*wait, 100*time.Millisecond)), nil
 	}
-	return nil
+	return nil, nil
 }
 
 // removeObjects removes every object of media id: hls/{id}/ (every claim's folder with its

@@ -112,7 +112,7 @@ var jobKinds = []jobKind{
 	},
 	{
 		name:  mediadelete.KindDelete,
-		doc:   "Removes a deleted media: waits while a job of the media still runs, removes its objects (every claim's folder under `hls/{media}/`, its source, its resumable uploads' bytes), its playback rows in batches, then in its completion every other row that names it and the media row.",
+		doc:   "Removes a deleted media: removes its objects (every claim's folder under `hls/{media}/`, its source, its resumable uploads' bytes), waits while a job of the media still runs and removes what it wrote, its playback rows in batches, then in its completion every other row that names it and the media row.",
 		hooks: func(Config) jobqueue.Kind { return mediadelete.Kind() },
 		worker: func(w workerParts) (jobqueue.Kind, error) {
 			return (&mediadelete.Job{Pool: w.node.pool, Objects: w.store, Metrics: mediadelete.NewMetrics(w.node.reg)}).Kind(), nil
