@@ -51,6 +51,10 @@ type Config struct {
 type Hub struct {
 	cfg Config
 
+	// refused says whether a member's streams are refused (an erased member). Set by Refuse
+	// before the hub serves; nil refuses no one.
+	refused func(member int64) bool
+
 	mu      sync.Mutex
 	members map[int64]map[*stream]struct{}
 	open    int
@@ -121,6 +125,13 @@ func (h *Hub) Resync() {
 		}
 	}
 }
+
+// Refuse makes the hub refuse (401) a stream of a member refused reports, checked under the
+// lock End takes: a request whose token passed auth before its member's erasure reached this
+// node, and which subscribes after End ran, is refused instead of staying open until its token
+// expires. refused must report the member before End is called for them (erasure.Set adds an
+// id before it runs its hooks). Call it before the hub serves.
+func (h *Hub) Refuse(refused func(member int64) bool) { h.refused = refused }
 
 // End ends every stream of members (erased members: package erasure) and returns how many.
 // Their clients' reconnections are refused by the token check.
@@ -194,6 +205,8 @@ func (h *Hub) subscribe(member int64, conn net.Conn) (*stream, error) {
 	case h.open >= h.cfg.Total:
 		h.metrics.refused.WithLabelValues("total").Inc()
 		return nil, apperr.Errorf(apperr.Unavailable, "the server holds as many event streams as it allows (%d); retry later", h.cfg.Total)
+	case h.refused != nil && h.refused(member):
+		return nil, apperr.Errorf(apperr.Unauthenticated, "this member is erased; sign in as another member")
 	}
 	s := &stream{member: member, conn: conn, wake: make(chan struct{}, 1), ended: make(chan struct{})}
 	if h.members[member] == nil {

@@ -181,6 +181,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	(&webhooks.AdminHandler{Store: webhooks.NewStore(n.pool), AllowPrivate: cfg.WebhookAllowPrivate}).Register(admin)
 	n.eventStreams = events.NewHub(events.Config{Pool: n.pool, PerMember: cfg.EventsPerMember, Total: cfg.EventsMaxStreams,
 		Heartbeat: cfg.EventsHeartbeat, WriteTimeout: publicWriteTimeout, Registerer: n.reg, Logger: n.logger})
+	n.eventStreams.Refuse(erased.Contains) // a stream that subscribes after Hub.End ran
 	listener.Handle(media.ChannelOutbox, n.eventStreams.Notify, n.eventStreams.Resync)
 	n.eventStreams.Register(v1)
 	// The export streams from the request pool, a few at a time (export.MaxRunning).
