@@ -45,7 +45,9 @@ type Accepted struct {
 
 func (h *Handler) eraseSelf(c *fiber.Ctx) error {
 	caller := auth.From(c)
-	if caller.IssuedAt.IsZero() || time.Since(caller.IssuedAt) > h.FreshFor {
+	// An iat ahead of the clock by more than FreshFor counts as stale too: the age check alone
+	// would let such a token erase the account for as long as it is ahead.
+	if age := time.Since(caller.IssuedAt); caller.IssuedAt.IsZero() || age > h.FreshFor || age < -h.FreshFor {
 		return apperr.Errorf(apperr.Unauthenticated, "erasing your account needs a token issued in the last %s: sign in again", h.FreshFor)
 	}
 	return h.erase(c, caller.MemberID)

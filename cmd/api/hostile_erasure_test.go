@@ -56,6 +56,9 @@ func (f *hostileFixture) hostileErasure(t *testing.T) int {
 	expect(http.StatusUnauthorized, http.MethodDelete, "/v1/me", old, nil)
 	noIAT := signedToken(t, jwt.MapClaims{"sub": strconv.Itoa(member), "exp": time.Now().Add(time.Hour).Unix()})
 	expect(http.StatusUnauthorized, http.MethodDelete, "/v1/me", noIAT, nil)
+	// An iat in the future (an issuer's clock ahead) would pass the age check for as long.
+	ahead := signedToken(t, jwt.MapClaims{"sub": strconv.Itoa(member), "iat": time.Now().Add(24 * time.Hour).Unix(), "exp": time.Now().Add(48 * time.Hour).Unix()})
+	expect(http.StatusUnauthorized, http.MethodDelete, "/v1/me", ahead, nil)
 	expect(http.StatusNoContent, http.MethodPut, fmt.Sprintf("/v1/playback/%d", film), old, map[string]any{"position_ms": 1}) // not erased
 	// Erasure during an upload: the member's resumable upload answers 401 from then on.
 	tok := binarytest.Token(t, member, false)

@@ -97,7 +97,7 @@ var settingGroups = []settingGroup{
 		{name: "PLAYHEAD_SIGNED_URL_TTL", typ: typeDuration, def: "10m",
 			doc: "How long the links players get stay valid beyond the point of the video they are for: a playlist's link for this plus the video's duration, a segment's for this plus its start time, a thumbnail's for this. From `1s` to `24h`."},
 		{name: "PLAYHEAD_ERASURE_FRESH_TOKEN", typ: typeDuration, def: "5m",
-			doc: "`DELETE /v1/me` (a member erasing their account) needs a token issued (`iat`) at most this long ago; an older one, or one without `iat`, is answered 401 asking to sign in again. At least `1s`."},
+			doc: "`DELETE /v1/me` (a member erasing their account) needs a token issued (`iat`) at most this long ago (or ahead of the node's clock by at most this); an older one, one further ahead, or one without `iat`, is answered 401 asking to sign in again. At least `1s`."},
 	}},
 	{name: "Playback", settings: []setting{
 		{name: "PLAYHEAD_PUT_RATE", typ: typeNumber, def: "1",
