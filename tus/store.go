@@ -171,6 +171,13 @@ func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.U
 	if err != nil {
 		return nil, err
 	}
+	// The store's write starts before the transaction: EnsureMember takes the erasure fence
+	// (the members trigger), held until the commit, and an erasure waiting for it holds back
+	// every writer of every node for as long as the store takes to answer. An upload refused
+	// below has its write aborted.
+	if u.partsID, err = s.objects.StartParts(ctx, sourceKey(u.id)); err != nil {
+		return nil, err
+	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := media.EnsureMember(ctx, tx, u.owner); err != nil {
 			return err
@@ -187,9 +194,6 @@ func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.U
 		}
 		if unfinished >= s.perMember {
 			return errTooManyUnfinished(unfinished)
-		}
-		if u.partsID, err = s.objects.StartParts(ctx, sourceKey(u.id)); err != nil {
-			return err
 		}
 		return tx.QueryRow(ctx, `
 			INSERT INTO uploads (id, owner_id, upload_length, metadata, title, visibility, source_key, parts_id, expires_at)
