@@ -46,19 +46,6 @@ func AntiJoin(col string) string {
 // Fence queues FenceSQL in b, before the writes b queues next.
 func Fence(b *pgx.Batch) { b.Queue(FenceSQL) }
 
-// FenceTx runs FenceSQL in tx and reports whether member is erased; a writer that gets true
-// writes nothing for them.
-func FenceTx(ctx context.Context, tx pgx.Tx, member int64) (erased bool, err error) {
-	if _, err := tx.Exec(ctx, FenceSQL); err != nil {
-		return false, fmt.Errorf("erasure fence: %w", err)
-	}
-	err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM member_erasures WHERE member_id = $1)`, member).Scan(&erased)
-	if err != nil {
-		return false, fmt.Errorf("erasure fence: %w", err)
-	}
-	return erased, nil
-}
-
 // Channel carries an erased member's id to every node (a notification sent in the erasure's
 // transaction): each drops the member's buffered positions, closes their event streams and
 // refuses their tokens.
