@@ -99,6 +99,20 @@ func DeleteOwnedBy(ctx context.Context, tx pgx.Tx, member int64) (int, error) {
 // deleteMedia is Delete, of owner's media only when owner is not 0: another member's media is
 // not found, exactly like a missing one.
 func deleteMedia(ctx context.Context, tx pgx.Tx, id, owner int64) error {
+	// Another member's media is not found before anything is locked: a flood of their DELETEs
+	// must not hold the owner's row and the media row (FOR UPDATE stalls every flush writing a
+	// first position of the media, through its foreign key check). A media's owner never
+	// changes, so the check holds once the rows are locked.
+	if owner != 0 {
+		var mine bool
+		err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM media WHERE id = $1 AND owner_id = $2 AND status <> 'DELETED')`, id, owner).Scan(&mine)
+		if err != nil {
+			return fmt.Errorf("delete media %d: %w", id, err)
+		}
+		if !mine {
+			return apperr.Errorf(apperr.NotFound, "media %d not found", id)
+		}
+	}
 	if err := media.LockWithOwner(ctx, tx, id); err != nil {
 		return err
 	}
