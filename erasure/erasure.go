@@ -107,15 +107,38 @@ const pruneTombstonesSQL = `DELETE FROM playback_forgotten WHERE (member_id, med
 // statement took its snapshot before the forget committed inserts a row the forget's delete
 // cannot see (it is not committed yet), and no lock orders the two without holding every
 // flush back, as an erasure does; a forget is a member's repeatable request, so it does not.
-// The sweep runs before the tombstones it relies on are pruned. Each tombstone is a probe of
-// playback's primary key.
+// It takes the tombstones after the key ($1, $2) in key order, $3 of them (a bounded batch the
+// planner probes playback's primary key for, where one join over every tombstone was a
+// sequential scan of playback), and returns the batch's last key and size.
 const sweepForgottenSQL = `
-WITH gone AS (
-	DELETE FROM playback p USING playback_forgotten f
+WITH batch AS (
+	SELECT member_id, media_id, forgotten_at FROM playback_forgotten
+	WHERE (member_id, media_id) > ($1, $2) ORDER BY member_id, media_id LIMIT $3
+), gone AS (
+	DELETE FROM playback p USING batch f
 	WHERE p.member_id = f.member_id AND p.media_id = f.media_id AND p.event_time <= f.forgotten_at
 	RETURNING p.member_id, p.media_id
+), finished AS (
+	DELETE FROM playback_last_finished l USING gone g WHERE l.member_id = g.member_id AND l.media_id = g.media_id
 )
-DELETE FROM playback_last_finished l USING gone g WHERE l.member_id = g.member_id AND l.media_id = g.media_id`
+SELECT member_id, media_id, (SELECT count(*) FROM batch) FROM batch ORDER BY member_id DESC, media_id DESC LIMIT 1`
+
+// sweepForgotten runs sweepForgottenSQL over every tombstone, tombstoneBatch a statement.
+func sweepForgotten(ctx context.Context, pool *pgxpool.Pool) error {
+	var member, media, n int64
+	for {
+		err := pool.QueryRow(ctx, sweepForgottenSQL, member, media, tombstoneBatch).Scan(&member, &media, &n)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("sweep forgotten items: %w", err)
+		}
+		if n < tombstoneBatch {
+			return nil
+		}
+	}
+}
 
 // TombstoneKind returns the kind KindTombstones: each run deletes the rows a flush racing a
 // forget brought back (sweepForgottenSQL), then the tombstones made more than TombstoneKeep
@@ -127,8 +150,8 @@ func TombstoneKind(pool *pgxpool.Pool) jobqueue.Kind {
 	if pool != nil {
 		k.Run = func(ctx context.Context, j jobqueue.Job) (jobqueue.Result, error) {
 			before := jobqueue.RunTime(j).Add(-TombstoneKeep)
-			if _, err := pool.Exec(ctx, sweepForgottenSQL); err != nil {
-				return jobqueue.Result{}, fmt.Errorf("sweep forgotten items: %w", err)
+			if err := sweepForgotten(ctx, pool); err != nil {
+				return jobqueue.Result{}, err
 			}
 			for {
 				tag, err := pool.Exec(ctx, pruneTombstonesSQL, before, tombstoneBatch)

@@ -65,3 +65,32 @@ func TestForget_AFlushInFlightIsSweptAfter(t *testing.T) {
 		t.Fatalf("%d tombstones, want the forget's (it is younger than the keep)", n)
 	}
 }
+
+// The sweep goes through every tombstone, a batch at a time: a row whose report predates its
+// tombstone goes, in the last batch too; a row reported after its tombstone (watched again)
+// stays.
+func TestTombstoneKind_SweepsEveryBatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	ctx := context.Background()
+	id := b.createMedia(t, map[string]any{"title": "film", "duration_ms": 600_000})
+	forgot := time.Now().UTC().Truncate(time.Microsecond).Add(-time.Hour)
+	if _, err := b.pool.Exec(ctx, `INSERT INTO playback_forgotten (member_id, media_id, forgotten_at)
+		SELECT g, $1, $2 FROM generate_series(1, 12001) g`, id, forgot); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, `INSERT INTO playback (member_id, media_id, position_ms, event_time, updated_at)
+		VALUES (1, $1, 1000, $2::timestamptz - interval '1 second', now()), (12001, $1, 1000, $2::timestamptz, now()),
+		       (6000, $1, 1000, $2::timestamptz + interval '1 second', now())`, id, forgot); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := erasure.TombstoneKind(b.pool).Run(ctx, jobqueue.Job{Subject: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count(t, `SELECT count(*) FROM playback WHERE member_id IN (1, 12001)`); n != 0 {
+		t.Errorf("%d rows reported before their tombstone are left (the first and the last batch's)", n)
+	}
+	if n := b.count(t, `SELECT count(*) FROM playback WHERE member_id = 6000`); n != 1 {
+		t.Error("the row reported after its tombstone was swept")
+	}
+}
