@@ -66,8 +66,9 @@ type uploadRef struct {
 // After the commit the deletion job (Job) removes every object of the media (hls/{id}/, its
 // source, its resumable uploads' bytes), then waits while a job of the media is still running
 // (whose completion then writes nothing: the pipeline's writes are fenced off from a DELETED
-// media) and removes what it wrote meanwhile, then its rows: playback positions and watched ranges, playback_last_finished rows,
-// the link of the import rows that placed it (the collection loses the lesson), captions,
+// media) and removes what it wrote meanwhile, then its rows: playback positions and watched
+// ranges, playback_last_finished rows, the link of the import rows that placed it (the
+// collection loses the lesson), captions,
 // renditions, audience rows, upload rows, its finished jobs, its webhook deliveries and events
 // other than media.deleted, and last the media row. The job reads neither the member row nor
 // the media's upload rows (what it needs of them is in its arguments): it does its work when a
