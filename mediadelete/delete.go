@@ -68,12 +68,12 @@ type uploadRef struct {
 // (whose completion then writes nothing: the pipeline's writes are fenced off from a DELETED
 // media) and removes what it wrote meanwhile, then its rows: playback positions and watched
 // ranges, playback_last_finished rows, the link of the import rows that placed it (the
-// collection loses the lesson), captions,
-// renditions, audience rows, upload rows, its finished jobs, its webhook deliveries and events
-// other than media.deleted, and last the media row. The job reads neither the member row nor
-// the media's upload rows (what it needs of them is in its arguments): it does its work when a
-// member erasure has deleted the member's upload rows since, and when the member row is
-// locked or gone (an erasure deletes it last, once the media rows are).
+// collection loses the lesson), captions, renditions, audience rows, upload rows, its finished
+// jobs, its webhook deliveries and events other than media.deleted, and last the media row. The
+// job reads neither the member row nor the media's upload rows (what it needs of them is in its
+// arguments): it does its work when a member erasure has deleted the member's upload rows
+// since, and when the member row is locked or gone (an erasure deletes it last, once the media
+// rows are).
 func Delete(ctx context.Context, tx pgx.Tx, id int64) error {
 	return deleteMedia(ctx, tx, id, 0)
 }
