@@ -18,23 +18,6 @@ import (
 	"github.com/playhead/playhead/storage"
 )
 
-// backends are the object stores a deletion runs against: a directory and S3 (SeaweedFS).
-func backends() map[string]func(t *testing.T) storage.Store {
-	return map[string]func(t *testing.T) storage.Store{
-		"Local": func(t *testing.T) storage.Store {
-			st, err := storage.NewLocal(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		},
-		"S3": func(t *testing.T) storage.Store {
-			st, _ := s3test.Store(t)
-			return st
-		},
-	}
-}
-
 // TestDeleteJob_RemovesEveryObjectAndRowOfTheMediaAndNothingElse deletes a media that has
 // everything a media can have (objects under two claims, captions, a source, a resumable
 // upload's bytes and unfinished write, 2 500 positions, a finished-lesson row, an import row,
@@ -42,7 +25,7 @@ func backends() map[string]func(t *testing.T) storage.Store {
 // the same owner that has the same, and checks that the media is missing at once and that its
 // deletion job leaves nothing of it, and all of the other, on local storage and on S3.
 func TestDeleteJob_RemovesEveryObjectAndRowOfTheMediaAndNothingElse(t *testing.T) {
-	for name, open := range backends() {
+	for name, open := range s3test.Backends() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/internal/s3test"
 	"github.com/playhead/playhead/storage"
 )
 
@@ -40,7 +41,7 @@ func (f *flaky) DeletePrefix(ctx context.Context, prefix string) error {
 // half-way through (the hls folder removed, the source not) makes the job retry, and the retry
 // finishes the work.
 func TestDeleteJob_LeavesNeighbouringMediaAndSurvivesAFailingStore(t *testing.T) {
-	for name, open := range backends() {
+	for name, open := range s3test.Backends() {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			pool, _ := pgtest.Pool(t)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/playhead/playhead/encodejobs"
 	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/internal/s3test"
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
 )
@@ -22,7 +23,7 @@ import (
 // deletion job's first attempt, not when the running job ends (up to the encode's timeout);
 // what that job writes until then goes at the attempt after it.
 func TestDeleteJob_RemovesTheFilesBeforeItWaitsForARunningJob(t *testing.T) {
-	for name, open := range backends() {
+	for name, open := range s3test.Backends() {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			pool, _ := pgtest.Pool(t)

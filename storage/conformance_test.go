@@ -24,25 +24,8 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// backends returns a constructor of an empty store per backend.
-func backends() map[string]func(t *testing.T) storage.Store {
-	return map[string]func(t *testing.T) storage.Store{
-		"Local": func(t *testing.T) storage.Store {
-			st, err := storage.NewLocal(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		},
-		"S3": func(t *testing.T) storage.Store {
-			st, _ := s3test.Store(t)
-			return st
-		},
-	}
-}
-
 func TestStore_Conformance(t *testing.T) {
-	for name, newStore := range backends() {
+	for name, newStore := range s3test.Backends() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			for _, c := range conformanceCases {

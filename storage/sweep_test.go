@@ -84,7 +84,7 @@ var sweptKeys = []string{"hls/1/winner/master.m3u8", "hls/1/winner/v0/seg_000.ts
 	"other/x/y/z", "uploads/kept/source"}
 
 func TestSweeper(t *testing.T) {
-	for name, newStore := range backends() {
+	for name, newStore := range s3test.Backends() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			t.Run("RemovesOldOrphansOnly", func(t *testing.T) {

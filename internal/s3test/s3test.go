@@ -158,6 +158,24 @@ func Store(t testing.TB) (*storage.S3, string) {
 	return st, bucket
 }
 
+// Backends returns a constructor of an empty store per backend a test runs against: "Local",
+// a directory of the test's own, and "S3", a fresh bucket of the shared SeaweedFS.
+func Backends() map[string]func(t *testing.T) storage.Store {
+	return map[string]func(t *testing.T) storage.Store{
+		"Local": func(t *testing.T) storage.Store {
+			st, err := storage.NewLocal(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		},
+		"S3": func(t *testing.T) storage.Store {
+			st, _ := Store(t)
+			return st
+		},
+	}
+}
+
 // Keys lists every object key in bucket.
 func (s *Server) Keys(t testing.TB, bucket string) []string {
 	t.Helper()
