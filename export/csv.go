@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -66,10 +67,17 @@ func csvTime(t time.Time) string { return t.UTC().Format(time.DateTime) + " UTC"
 
 // neutralise keeps a cell from being read as a formula by a spreadsheet (CSV injection), as
 // OWASP recommends: a cell that starts with =, +, -, @, a tab or a carriage return gets a
-// single quote in front, which the spreadsheet shows as text. Titles and collection names
-// are anyone's text; the other cells never start so, but pass through too.
+// single quote in front, which the spreadsheet shows as text. So does one whose first
+// character after leading spaces is =, +, - or @: a collection name keeps its leading spaces
+// (" =HYPERLINK(...)"), and spreadsheets that trim a cell before reading it would run it
+// (the import reads such a cell as a formula too). Titles and collection names are anyone's
+// text; the other cells never start so, but pass through too.
 func neutralise(cell string) string {
-	if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
+	if cell == "" {
+		return cell
+	}
+	first := strings.TrimLeftFunc(cell, unicode.IsSpace)
+	if cell[0] == '\t' || cell[0] == '\r' || (first != "" && strings.ContainsRune("=+-@", rune(first[0]))) {
 		return "'" + cell
 	}
 	return cell

