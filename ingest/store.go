@@ -32,7 +32,12 @@ func NewStore(pool *pgxpool.Pool, maxAttempts int) *Store {
 // (PROCESSING, public, owned by the importer) and an ingest job, all in one transaction: an
 // import is created whole or not at all (a failure half-way once left an import whose
 // counts named rows it did not have, and a retry imported the first rows twice). It returns
-// the import id.
+// the import id. The admin's member row is created first, in a transaction of its own: its
+// INSERT takes the erasure fence (members_refuse_erased), whose shared side is held until the
+// transaction ends, and an erasure waiting for it holds back every writer of every node behind
+// it, for as long as a large import takes. The import's transaction then inserts no member;
+// the foreign keys from imports and media to members keep the row (an erasure job that deleted
+// it meanwhile fails the import, and one that comes after deletes the import's media).
 func (s *Store) Create(ctx context.Context, admin int64, filename string, sheet Sheet) (int64, error) {
 	rows := sheet.Rows
 	var id int64
@@ -42,10 +47,10 @@ func (s *Store) Create(ctx context.Context, admin int64, filename string, sheet 
 			accepted++
 		}
 	}
+	if err := media.EnsureMember(ctx, s.pool, admin); err != nil {
+		return 0, fmt.Errorf("create import: %w", err)
+	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := media.EnsureMember(ctx, tx, admin); err != nil {
-			return err
-		}
 		if err := tx.QueryRow(ctx, `INSERT INTO imports (created_by, filename, sheet, total_rows, accepted, rejected)
 			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`, admin, filename, sheet.Name, len(rows), accepted, len(rows)-accepted).Scan(&id); err != nil {
 			return err
