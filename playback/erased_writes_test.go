@@ -29,7 +29,7 @@ func TestErasedMember_HideForgetPauseStoreNothing(t *testing.T) {
 	if code := apperr.CodeOf(err); code != apperr.Unauthenticated {
 		t.Errorf("Hide of an erased member = %v (%s), want unauthenticated", err, code)
 	}
-	if err := b.store.Forget(ctx, key, now); err != nil {
+	if _, err := b.store.Forget(ctx, key, now); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.store.SaveSettings(ctx, erased, playback.Settings{HistoryPaused: true}); err != nil {

@@ -1,5 +1,7 @@
 package playback
 
+import "time"
+
 // ParsePositionJSON exposes the encoding/json reader, the reference the plain reader must agree
 // with.
 var ParsePositionJSON = parsePositionJSON
@@ -13,3 +15,6 @@ const (
 	UpsertConflictSQL   = upsertConflictSQL
 	KeepLastFinishedSQL = keepLastFinishedSQL
 )
+
+// SetForgetWait sets how long Forget waits for the writers in flight (ForgetWait).
+func (s *Store) SetForgetWait(d time.Duration) { s.forgetWait = d }

@@ -25,16 +25,52 @@ WITH tomb AS (
 )
 DELETE FROM playback WHERE member_id = $1 AND media_id = $2`
 
+// forgetAgainSQL deletes key's row again when its report predates the item's tombstone, with
+// the collections' last-finished marks it brought: what a flush in flight when the forget
+// committed wrote (its statement's snapshot did not see the tombstone).
+const forgetAgainSQL = `
+WITH gone AS (
+	DELETE FROM playback p USING playback_forgotten f
+	WHERE p.member_id = $1 AND p.media_id = $2 AND f.member_id = $1 AND f.media_id = $2 AND p.event_time <= f.forgotten_at
+	RETURNING p.member_id, p.media_id
+)
+DELETE FROM playback_last_finished l USING gone g WHERE l.member_id = g.member_id AND l.media_id = g.media_id`
+
+// ForgetWait bounds how long a forget waits for the flushes in flight when its tombstone
+// committed (Forget): a flush holds the fence for milliseconds, so a writer still running after
+// this is stuck, and the forgotten_prune sweep deletes what it brings back.
+const ForgetWait = 5 * time.Second
+
 // Forget deletes key's row (position, watched ranges, watched mark) and keeps the item from
 // coming back from a report made before at. The caller drops the key from its own buffer.
-func (s *Store) Forget(ctx context.Context, key Key, at time.Time) error {
+//
+// A flush of another node whose statement took its snapshot before the tombstone committed
+// does not see it and can insert the row again: Forget waits for every fenced writer that
+// began before the commit (erasure.WaitForWritersBefore, which takes no lock: a member
+// repeating forgets holds no writer back), at most ForgetWait, then deletes the row again
+// (forgetAgainSQL). It returns settled false when the wait gave up: a writer older than the
+// tombstone may still write the row, and the next forgotten_prune run deletes it.
+func (s *Store) Forget(ctx context.Context, key Key, at time.Time) (settled bool, err error) {
 	var b pgx.Batch
 	erasure.Fence(&b)
 	b.Queue(forgetSQL, key.Member, key.Media, at)
 	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
-		return fmt.Errorf("forget playback row: %w", err)
+		return false, fmt.Errorf("forget playback row: %w", err)
 	}
-	return nil
+	var committed time.Time // after the tombstone's commit, on the database's clock
+	if err := s.pool.QueryRow(ctx, `SELECT statement_timestamp()`).Scan(&committed); err != nil {
+		return false, fmt.Errorf("forget playback row: %w", err)
+	}
+	wait, cancel := context.WithTimeout(ctx, s.forgetWait)
+	defer cancel()
+	waitErr := erasure.WaitForWritersBefore(wait, s.pool, committed)
+	if waitErr != nil && (ctx.Err() != nil || wait.Err() == nil) { // the request ended, or the database failed
+		return false, fmt.Errorf("forget playback row: %w", waitErr)
+	}
+	if _, err := s.pool.Exec(ctx, forgetAgainSQL, key.Member, key.Media); err != nil {
+		return false, fmt.Errorf("forget playback row: %w", err)
+	}
+	return waitErr == nil, nil
 }
 
 // Settings are a member's choices about their history.

@@ -1,6 +1,8 @@
 package playback
 
 import (
+	"log/slog"
+
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/playhead/playhead/apperr"
@@ -26,7 +28,10 @@ func forgetParam(c *fiber.Ctx) (bool, error) {
 // forget deletes the caller's row of the media for real. It needs no access to the media: a
 // member may forget an item they can no longer play, and the statement touches only their own
 // row (204 whether there was one or not). The key leaves this node's buffer too; a report of
-// it buffered on another node is older than the tombstone and is dropped by the flush.
+// it buffered on another node is older than the tombstone and is dropped by the flush. The
+// answer comes once the flushes in flight have ended and the row is deleted again (Store.Forget);
+// when one outlasts ForgetWait, the answer comes without it, counted in ForgetsUnsettled and
+// logged, and the forgotten_prune sweep deletes what it writes.
 func (h *Handler) forget(c *fiber.Ctx) error {
 	mediaID, err := httpserver.ParamID(c, "mediaID")
 	if err != nil {
@@ -36,8 +41,16 @@ func (h *Handler) forget(c *fiber.Ctx) error {
 	if h.Buffer != nil {
 		h.Buffer.Drop(func(k Key) bool { return k == key })
 	}
-	if err := h.Store.Forget(c.UserContext(), key, now()); err != nil {
+	settled, err := h.Store.Forget(c.UserContext(), key, now())
+	if err != nil {
 		return err
+	}
+	if !settled {
+		if h.ForgetsUnsettled != nil {
+			h.ForgetsUnsettled.Inc()
+		}
+		slog.WarnContext(c.UserContext(), "forget: a writer older than the tombstone outlasted the wait; the forgotten_prune sweep deletes what it writes",
+			"member", key.Member, "media", key.Media, "wait", h.Store.forgetWait)
 	}
 	return c.SendStatus(fiber.StatusNoContent)
 }

@@ -49,6 +49,9 @@ type Handler struct {
 	Limit *ratelimit.Limiter
 	// RateLimited counts reports refused by Limit. Optional.
 	RateLimited prometheus.Counter
+	// ForgetsUnsettled counts forgets answered before every writer older than their tombstone
+	// had ended (Store.Forget gave up after ForgetWait). Optional.
+	ForgetsUnsettled prometheus.Counter
 	// Links signs the list items' thumbnail URLs for the member asking.
 	Links *media.Links
 }

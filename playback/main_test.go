@@ -88,7 +88,10 @@ func setup(t *testing.T, opts options) *bundle {
 		t.Fatal(err)
 	}
 	b.links = &media.Links{Signer: signer, TTL: time.Hour}
-	(&playback.Handler{Store: b.store, Access: b.cache, Buffer: b.buf, Mode: playback.ModeWriteBehind, Limit: opts.limit, Links: b.links}).Register(api)
+	forgetsUnsettled := prometheus.NewCounter(prometheus.CounterOpts{Name: "forgets_unsettled_total"})
+	b.reg.MustRegister(forgetsUnsettled)
+	(&playback.Handler{Store: b.store, Access: b.cache, Buffer: b.buf, Mode: playback.ModeWriteBehind, Limit: opts.limit, Links: b.links,
+		ForgetsUnsettled: forgetsUnsettled}).Register(api)
 	(&media.AdminHandler{Store: b.media}).Register(api.Group("/admin", auth.RequireAdmin))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -171,4 +174,19 @@ func (b *bundle) count(t *testing.T, sql string, args ...any) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// counter reads the value of the counter name in b's registry (0 when it is not there).
+func (b *bundle) counter(t *testing.T, name string) float64 {
+	t.Helper()
+	families, err := b.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
 }

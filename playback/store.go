@@ -26,6 +26,8 @@ type Store struct {
 	// watchedWithin how far apart two reports may be and still mark the range between them.
 	watchedRanges bool
 	watchedWithin time.Duration
+	// forgetWait bounds Forget's wait for the writers in flight: ForgetWait.
+	forgetWait time.Duration
 }
 
 // ReportInterval is how often a player reports its position (the players' contract: every
@@ -36,7 +38,8 @@ const ReportInterval = 5 * time.Second
 // parts of videos members played (WithoutWatchedRanges turns that off), for a flush every
 // 5 s (WatchedWithin changes that).
 func NewStore(pool *pgxpool.Pool, completion media.Completion) *Store {
-	return &Store{pool: pool, lists: pool, completion: completion, watchedRanges: true, watchedWithin: WatchedWindow(5 * time.Second)}
+	return &Store{pool: pool, lists: pool, completion: completion, watchedRanges: true, watchedWithin: WatchedWindow(5 * time.Second),
+		forgetWait: ForgetWait}
 }
 
 // WatchedWindow is how far apart two consecutive reports can be stored when the buffer

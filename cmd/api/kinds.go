@@ -137,7 +137,7 @@ var jobKinds = []jobKind{
 	{
 		// Periodic: every hour, one run for the whole cluster.
 		name:        erasure.KindTombstones,
-		doc:         "Deletes the rows of forgotten items (`DELETE /v1/playback/{id}?forget=true`) that a flush in flight at the forget wrote again, then the tombstones older than 7 days, 5 000 a transaction: no report made before the forget can still be waiting in a buffer or a spill file by then.",
+		doc:         "Deletes the rows of forgotten items (`DELETE /v1/playback/{id}?forget=true`) that a flush outlasting the forget's wait for the writers in flight wrote again, then the tombstones older than 7 days, 5 000 a transaction: no report made before the forget can still be waiting in a buffer or a spill file by then.",
 		hooks:       func(Config) jobqueue.Kind { return erasure.TombstoneKind(nil) },
 		worker:      func(w workerParts) (jobqueue.Kind, error) { return erasure.TombstoneKind(w.node.pool), nil },
 		concurrency: func(Config) int { return 1 },

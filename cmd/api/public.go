@@ -103,6 +103,11 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 		n.reg.MustRegister(playbackHandler.RateLimited)
 		n.add("rate-limit sweeper", ratelimit.NewSweeper(playbackHandler.Limit, time.Minute))
 	}
+	playbackHandler.ForgetsUnsettled = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "playhead", Subsystem: "playback", Name: "forgets_unsettled_total",
+		Help: "Forgets (DELETE /v1/playback/{id}?forget=true) answered before every writer older than their tombstone had ended (the wait gave up after 5 s): the forgotten_prune sweep deletes what such a writer brings back.",
+	})
+	n.reg.MustRegister(playbackHandler.ForgetsUnsettled)
 
 	app := httpserver.New(httpserver.Config{
 		BodyLimit:    cfg.MaxBodyBytes,
