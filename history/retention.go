@@ -107,7 +107,12 @@ func Kind(keep time.Duration, pool *pgxpool.Pool, metrics *Metrics) jobqueue.Kin
 			if metrics != nil {
 				removed = metrics.removed
 			}
-			_, err := Expire(ctx, pool, jobqueue.RunTime(j).Add(-keep), Batch, removed)
+			// Rows are found by the hour of their last report, so a cutoff inside an hour (a
+			// retention that is not whole hours: 90m) would take that hour's rows reported
+			// after it, within the retention; down to the hour, a row goes up to an hour
+			// late, never early.
+			cutoff := jobqueue.RunTime(j).Add(-keep).Truncate(time.Hour)
+			_, err := Expire(ctx, pool, cutoff, Batch, removed)
 			return jobqueue.Result{}, err
 		}
 	}
