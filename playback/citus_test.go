@@ -104,6 +104,7 @@ var hotStatements = []hotStatement{
 	{"sync upsert (Store.UpsertOne)", upsertOneSQL, false},
 	{"open (Store.Open)", openSQL, true},
 	{"hide (Store.Hide)", hideSQL, true},
+	{"forget's second delete (Store.Forget)", forgetAgainSQL, true},
 	{"get (Store.Get)", getSQL, true},
 	{"continue-watching list (Store.List)", listSQL, true},
 }

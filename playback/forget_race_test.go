@@ -20,12 +20,12 @@ import (
 	"github.com/playhead/playhead/playback"
 )
 
-// holdFlush starts a flush on store of a report of key made a minute ago and returns once its statement
+// holdFlush starts a flush on store of a report of key at position made a minute ago and returns once its statement
 // has inserted the row (uncommitted, its snapshot taken before anything the test does next):
 // another node's flush in flight. It is held by an uncommitted mark of the same media in
 // audience_dirty, the batch's statement after the upsert; release (the mark's rollback) lets
 // it commit, and flushed gives its result.
-func holdFlush(t *testing.T, b *bundle, store *playback.Store, key playback.Key) (release func(), flushed <-chan error) {
+func holdFlush(t *testing.T, b *bundle, store *playback.Store, key playback.Key, position time.Duration) (release func(), flushed <-chan error) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := b.pool.Exec(ctx, `DELETE FROM audience_dirty`); err != nil {
@@ -40,7 +40,7 @@ func holdFlush(t *testing.T, b *bundle, store *playback.Store, key playback.Key)
 	if _, err := hold.Exec(ctx, `INSERT INTO audience_dirty (media_id) VALUES ($1)`, key.Media); err != nil {
 		t.Fatal(err)
 	}
-	made := at(time.Now().UTC().Truncate(time.Microsecond).Add(-time.Minute), 5*time.Second)
+	made := at(time.Now().UTC().Truncate(time.Microsecond).Add(-time.Minute-position), position) // made a minute ago
 	done := make(chan error, 1)
 	go func() {
 		done <- store.Flush(ctx, []buffer.Entry[playback.Key, playback.Position]{{Key: key, Value: made}})
@@ -56,14 +56,21 @@ func holdFlush(t *testing.T, b *bundle, store *playback.Store, key playback.Key)
 // deletes what they wrote: a flush whose statement took its snapshot before the commit does not
 // see the tombstone and inserts the row again. Here such a flush is held until the forget has
 // polled again and again for the writers older than its tombstone (so a poll found the flush),
-// then let go; when the forget answers, the row is gone.
+// then let go; when the forget answers, the row is gone, and so is the course progress the
+// flush recorded (the media is a lesson of an imported collection, the report finished).
 func TestForget_WaitsForAFlushInFlight(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
 	b.store.SetForgetWait(time.Hour) // the flush is held on purpose until the forget waits
 	id := b.createMedia(t, map[string]any{"title": "film", "duration_ms": 600_000})
 	key := playback.Key{Member: 36, Media: id}
-	forgetWaitsForAFlush(t, b, b.store, key, func() error {
+	if _, err := b.pool.Exec(context.Background(), `WITH i AS (
+		INSERT INTO imports (created_by, filename, sheet, total_rows, accepted, rejected) VALUES (1, 'a.csv', '', 1, 1, 0) RETURNING id)
+		INSERT INTO import_rows (import_id, row_number, collection, chapter, position, video_url, media_id)
+		SELECT id, 2, 'course', 1, 1, 'https://videos.example/a.mp4', $1 FROM i`, id); err != nil {
+		t.Fatal(err)
+	}
+	forgetWaitsForAFlush(t, b, b.store, key, 595*time.Second, func() error {
 		if status, body := b.do(t, http.MethodDelete, fmt.Sprintf("/v1/playback/%d?forget=true", id), token(t, key.Member, false), nil); status != http.StatusNoContent {
 			return fmt.Errorf("forget = %d %s, want 204", status, body)
 		}
@@ -96,7 +103,7 @@ func TestForget_WaitsForAFlushInFlightThroughPgBouncer(t *testing.T) {
 	store.SetForgetWait(time.Hour)
 	id := b.createMedia(t, map[string]any{"title": "film", "duration_ms": 600_000})
 	key := playback.Key{Member: 37, Media: id}
-	forgetWaitsForAFlush(t, b, store, key, func() error {
+	forgetWaitsForAFlush(t, b, store, key, 5*time.Second, func() error {
 		settled, err := store.Forget(context.Background(), key, time.Now())
 		if err == nil && !settled {
 			err = errors.New("the forget gave up its wait")
@@ -105,13 +112,13 @@ func TestForget_WaitsForAFlushInFlightThroughPgBouncer(t *testing.T) {
 	})
 }
 
-// forgetWaitsForAFlush holds a flush of key on store (holdFlush) and runs forget, lets the
+// forgetWaitsForAFlush holds a flush of key at position on store (holdFlush) and runs forget, lets the
 // flush go once the forget has polled again and again for the writers older than its tombstone
 // (so a poll found the flush), and checks that the row is gone when forget returns and stays
 // gone once the flush has committed.
-func forgetWaitsForAFlush(t *testing.T, b *bundle, store *playback.Store, key playback.Key, forget func() error) {
+func forgetWaitsForAFlush(t *testing.T, b *bundle, store *playback.Store, key playback.Key, position time.Duration, forget func() error) {
 	t.Helper()
-	release, flushed := holdFlush(t, b, store, key)
+	release, flushed := holdFlush(t, b, store, key, position)
 	forgot := make(chan error, 1)
 	go func() { forgot <- forget() }()
 	// The forget is waiting once its poll has started three times (each sets its connection's
@@ -152,6 +159,9 @@ func forgetWaitsForAFlush(t *testing.T, b *bundle, store *playback.Store, key pl
 	if n := b.rows(t, key); n != 0 {
 		t.Fatal("the row a flush in flight wrote survived the forget: a report made before the forget brought the item back")
 	}
+	if n := b.count(t, `SELECT count(*) FROM playback_last_finished WHERE member_id = $1`, key.Member); n != 0 {
+		t.Fatal("the course progress a flush in flight recorded survived the forget")
+	}
 	if err := <-flushed; err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +180,7 @@ func TestForget_AFlushOutlastingTheWaitIsSweptAfter(t *testing.T) {
 	ctx := context.Background()
 	id := b.createMedia(t, map[string]any{"title": "film", "duration_ms": 600_000})
 	key := playback.Key{Member: 35, Media: id}
-	release, flushed := holdFlush(t, b, b.store, key)
+	release, flushed := holdFlush(t, b, b.store, key, 5*time.Second)
 	if status, body := b.do(t, http.MethodDelete, fmt.Sprintf("/v1/playback/%d?forget=true", id), token(t, key.Member, false), nil); status != http.StatusNoContent {
 		t.Fatalf("forget = %d %s, want 204", status, body)
 	}

@@ -27,14 +27,15 @@ DELETE FROM playback WHERE member_id = $1 AND media_id = $2`
 
 // forgetAgainSQL deletes key's row again when its report predates the item's tombstone, with
 // the collections' last-finished marks it brought: what a flush in flight when the forget
-// committed wrote (its statement's snapshot did not see the tombstone).
+// committed wrote (its statement's snapshot did not see the tombstone). Both deletes name the
+// member, so each reaches one shard when playback is sharded (the Citus test checks it).
 const forgetAgainSQL = `
 WITH gone AS (
 	DELETE FROM playback p USING playback_forgotten f
 	WHERE p.member_id = $1 AND p.media_id = $2 AND f.member_id = $1 AND f.media_id = $2 AND p.event_time <= f.forgotten_at
 	RETURNING p.member_id, p.media_id
 )
-DELETE FROM playback_last_finished l USING gone g WHERE l.member_id = g.member_id AND l.media_id = g.media_id`
+DELETE FROM playback_last_finished l WHERE l.member_id = $1 AND l.media_id = $2 AND EXISTS (SELECT 1 FROM gone)`
 
 // ForgetWait bounds how long a forget waits for the flushes in flight when its tombstone
 // committed (Forget): a flush holds the fence for milliseconds, so a writer still running after
