@@ -54,6 +54,10 @@ func TestExport_NodeLimitAndItsRelease(t *testing.T) {
 
 	b.exec(t, `ALTER TABLE history_paused RENAME TO history_paused_away`)
 	failed := b.get(t, 2, "")
+	for failed.StatusCode == http.StatusTooManyRequests { // member 2's last stream still ending
+		failed.Body.Close()
+		failed = b.get(t, 2, "")
+	}
 	io.Copy(io.Discard, failed.Body)
 	failed.Body.Close()
 	if failed.StatusCode < 500 {
@@ -72,5 +76,38 @@ func TestExport_NodeLimitAndItsRelease(t *testing.T) {
 		if resp.StatusCode != http.StatusTooManyRequests || strings.Contains(string(raw), "of yours") {
 			t.Fatalf("member 2's export after one refused by the database: %d %s", resp.StatusCode, raw)
 		}
+	}
+}
+
+// TestExport_AStalledClientHoldsNoConnection: while the client of a large export reads
+// nothing (the stream blocked on a full socket), the export holds none of the pool's
+// connections and no session of its database is in a transaction: a slow client holds back
+// neither other requests nor vacuum. (Were either held, the wait below never ends.)
+func TestExport_AStalledClientHoldsNoConnection(t *testing.T) {
+	b := setup(t)
+	b.seedHugeHistory(t)
+	for _, query := range []string{"", "?format=csv"} {
+		resp := b.get(t, 1, query)                          // 30 MB: the client reads its first bytes, then nothing
+		for resp.StatusCode == http.StatusTooManyRequests { // the JSON's stream still ending
+			resp.Body.Close()
+			resp = b.get(t, 1, query)
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("export%s: %d", query, resp.StatusCode)
+		}
+		if _, err := io.ReadFull(resp.Body, make([]byte, 64<<10)); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			var inTransaction int
+			if err := b.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&inTransaction); err != nil {
+				t.Fatal(err)
+			}
+			if inTransaction == 0 && b.pool.Stat().AcquiredConns() == 0 {
+				break
+			}
+		}
+		resp.Body.Close()
 	}
 }
