@@ -105,8 +105,9 @@ const pruneTombstonesSQL = `DELETE FROM playback_forgotten WHERE (member_id, med
 // sweepForgottenSQL deletes the rows that a forget deleted and a flush in flight brought back:
 // a row whose report predates its item's tombstone, with its course progress. A flush whose
 // statement took its snapshot before the forget committed inserts a row the forget's delete
-// cannot see (it is not committed yet), and no lock orders the two without holding every
-// flush back, as an erasure does; a forget is a member's repeatable request, so it does not.
+// cannot see (it is not committed yet); the forget waits for such flushes and deletes again
+// (playback.Store.Forget, WaitForWritersBefore), but only for a bounded time, and what a
+// writer still running after that brings back is what this sweep finds.
 // It takes the tombstones after the key ($1, $2) in key order, $3 of them (a bounded batch the
 // planner probes playback's primary key for, where one join over every tombstone was a
 // sequential scan of playback), and returns the batch's last key and size.

@@ -15,10 +15,10 @@ import (
 // (playback_forgotten) that keeps a report made before now, still in a buffer or a spill file,
 // from creating the row again (keptSQL); erasure.TombstoneKind prunes it after
 // erasure.TombstoneKeep. No tombstone is left for an erased member.
-const forgetSQL = `
+var forgetSQL = `
 WITH tomb AS (
 	INSERT INTO playback_forgotten AS f (member_id, media_id, forgotten_at)
-	SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM member_erasures e WHERE e.member_id = $1)
+	SELECT $1, $2, $3 WHERE ` + erasure.AntiJoin("$1") + `
 	ON CONFLICT (member_id, media_id) DO UPDATE SET forgotten_at = greatest(f.forgotten_at, excluded.forgotten_at)
 ), finished AS (
 	DELETE FROM playback_last_finished WHERE member_id = $1 AND media_id = $2
@@ -93,8 +93,8 @@ func (s *Store) Settings(ctx context.Context, member int64) (Settings, error) {
 }
 
 // pauseSQL pauses a member's history, unless they are erased.
-const pauseSQL = `INSERT INTO history_paused (member_id, paused_at)
-SELECT $1, statement_timestamp() WHERE NOT EXISTS (SELECT 1 FROM member_erasures e WHERE e.member_id = $1)
+var pauseSQL = `INSERT INTO history_paused (member_id, paused_at)
+SELECT $1, statement_timestamp() WHERE ` + erasure.AntiJoin("$1") + `
 ON CONFLICT (member_id) DO NOTHING`
 
 // SaveSettings stores member's settings. A pause takes effect for every report flushed after it
