@@ -49,9 +49,14 @@ func (q *Queue) Kinds() []string { return append([]string(nil), q.kinds.names...
 // job exists exactly when the caller's change (an uploaded media row) commits, and wakes idle
 // runners on commit. It returns the job's id.
 func Enqueue(ctx context.Context, tx pgx.Tx, kind string, subject int64, maxAttempts int) (int64, error) {
+	return enqueue(ctx, tx, kind, subject, maxAttempts, nil)
+}
+
+// enqueue is Enqueue with the job's args, JSON or nil (none: NULL).
+func enqueue(ctx context.Context, tx pgx.Tx, kind string, subject int64, maxAttempts int, args []byte) (int64, error) {
 	var id int64
-	err := tx.QueryRow(ctx, `INSERT INTO jobs (kind, subject_id, max_attempts) VALUES ($1, $2, $3) RETURNING id`,
-		kind, subject, maxAttempts).Scan(&id)
+	err := tx.QueryRow(ctx, `INSERT INTO jobs (kind, subject_id, max_attempts, args) VALUES ($1, $2, $3, $4) RETURNING id`,
+		kind, subject, maxAttempts, args).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("enqueue %s job: %w", kind, err)
 	}

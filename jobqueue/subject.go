@@ -6,8 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/playhead/playhead/notify"
 )
 
 // EnqueueWithArgs is Enqueue for a job that carries parameters of its own (Job.Args): what
@@ -17,13 +15,7 @@ func EnqueueWithArgs(ctx context.Context, tx pgx.Tx, kind string, subject int64,
 	if err != nil {
 		return 0, fmt.Errorf("enqueue %s job: %w", kind, err)
 	}
-	var id int64
-	err = tx.QueryRow(ctx, `INSERT INTO jobs (kind, subject_id, max_attempts, args) VALUES ($1, $2, $3, $4) RETURNING id`,
-		kind, subject, maxAttempts, raw).Scan(&id)
-	if err != nil {
-		return 0, fmt.Errorf("enqueue %s job: %w", kind, err)
-	}
-	return id, notify.Send(ctx, tx, Channel, kind)
+	return enqueue(ctx, tx, kind, subject, maxAttempts, raw)
 }
 
 // cancelSubjectSQL makes DEAD, with the error $3, the jobs of kinds $2 about subject $1 that
