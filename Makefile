@@ -35,9 +35,11 @@ api-html: node_modules/.package-lock.json ## Render api/openapi.yaml into docs/a
 
 # System packages (scripts/deps.sh), and for the tests the S3 server they run against:
 # SeaweedFS, built once per machine into ~/.cache/playhead (scripts/weed.sh; about 6 minutes
-# the first time, skipped afterwards). `make run` needs only the system packages.
-deps: system-deps ## Install the system packages and build the tests' S3 server (SeaweedFS)
+# the first time, skipped afterwards), and the OpenID Provider they sign in with
+# (scripts/oidc-provider.sh; about a minute). `make run` needs only the system packages.
+deps: system-deps ## Install the system packages and build the tests' S3 server and OpenID Provider
 	@GO="$(GO)" scripts/weed.sh >/dev/null
+	@GO="$(GO)" scripts/oidc-provider.sh >/dev/null
 
 system-deps: ## Install the system packages (scripts/deps.sh)
 	@scripts/deps.sh
