@@ -30,6 +30,9 @@ type objectsFixture struct {
 	mine, theirs int64
 	links        *media.Links
 	secrets      [][]byte // contents no request may ever return: theirs, the source, the host file
+	// serve starts another objects handler over the same store and database with links: a
+	// node configured with other signing keys.
+	serve func(links *media.Links) (addr string)
 }
 
 // The playlists of mine, as the encoder writes them.
@@ -96,9 +99,12 @@ func setupObjects(t *testing.T) *objectsFixture {
 	}
 
 	c := startCache(t, cache.Config{Load: store.LookupAccess})
-	app := httpserver.New(httpserver.Config{BodyLimit: 1 << 16})
-	(&media.ObjectsHandler{Store: objects, Access: c, Links: f.links}).Register(app)
-	f.addr = serveApp(t, app)
+	f.serve = func(links *media.Links) string {
+		app := httpserver.New(httpserver.Config{BodyLimit: 1 << 16})
+		(&media.ObjectsHandler{Store: objects, Access: c, Links: links}).Register(app)
+		return serveApp(t, app)
+	}
+	f.addr = f.serve(f.links)
 	return f
 }
 

@@ -21,23 +21,44 @@ import (
 // should be.
 const MinSigningSecretBytes = 32
 
-// The query parameters of a signed object URL, all three required, each exactly once.
+// The query parameters of a signed object URL, each at most once: kid names the key (absent
+// on a link of the legacy key), the other three are required.
 const (
+	paramKeyID   = "kid"
 	paramMember  = "member"
 	paramExpires = "expires"
 	paramSig     = "sig"
 )
 
+// MaxSigningKeyIDLen is the longest key id: it is in every link, so it stays short.
+const MaxSigningKeyIDLen = 32
+
 // Signer signs and checks Playhead's own object URLs:
 //
-//	/objects/hls/42/<claim>/v0/index.m3u8?member=7&expires=1767225600&sig=<HMAC-SHA256>
+//	/objects/hls/42/<claim>/v0/index.m3u8?kid=2026-12&member=7&expires=1767225600&sig=<HMAC-SHA256>
 //
-// The signature covers the member it was issued to, the expiry and the object's storage key,
-// so a URL opens that one object until it expires, and only while that member may play the
-// media (the object server checks access again on every request). Changing any part of the
-// URL — another file, another media, another member, a later expiry — breaks the signature.
+// The signature covers the key id, the member it was issued to, the expiry and the object's
+// storage key, so a URL opens that one object until it expires, and only while that member may
+// play the media (the object server checks access again on every request). Changing any part
+// of the URL — another file, another media, another member, a later expiry, another key id —
+// breaks the signature.
+//
+// A Signer holds one or more keys: the first signs, every one verifies, so that during a
+// rotation the links signed with the previous key keep working until they expire. The legacy
+// key (ID "") signs links without a kid, the format every node wrote before keys had ids, so a
+// cluster that still runs such nodes keeps accepting the links of the upgraded ones.
 type Signer struct {
-	key []byte // never logged; String hides it
+	sign SigningKey            // the first key: signs every new link
+	byID map[string]SigningKey // every key, by ID ("" for the legacy key)
+}
+
+// SigningKey is one key of a Signer. Secret is never logged (a Signer's String hides it).
+type SigningKey struct {
+	// ID is the key's name in the links it signs: 1 to MaxSigningKeyIDLen characters of
+	// [A-Za-z0-9_-], or "" for the legacy key, whose links carry no kid.
+	ID string
+	// Secret is the HMAC key, at least MinSigningSecretBytes long.
+	Secret []byte
 }
 
 // SigningSecretFrom derives a URL signing secret from the JWT secret (HMAC with a fixed
@@ -49,23 +70,66 @@ func SigningSecretFrom(jwtSecret []byte) []byte {
 	return h.Sum(nil)
 }
 
-// NewSigner returns a Signer with secret, which must be at least MinSigningSecretBytes long
-// and the same on every node that serves objects.
+// NewSigner returns a Signer with the legacy key secret alone, which must be at least
+// MinSigningSecretBytes long and the same on every node that serves objects.
 func NewSigner(secret []byte) (*Signer, error) {
-	if len(secret) < MinSigningSecretBytes {
-		return nil, fmt.Errorf("media: the URL signing secret must be at least %d bytes", MinSigningSecretBytes)
-	}
-	return &Signer{key: bytes.Clone(secret)}, nil
+	return NewKeyedSigner([]SigningKey{{Secret: secret}})
 }
 
-// String keeps the secret out of any log or error that prints a Signer.
+// NewKeyedSigner returns a Signer that signs with keys[0] and verifies with any of keys. IDs
+// must be valid (ValidSigningKeyID, or "" for the legacy key) and distinct; every node that
+// serves objects must know every key a node signs with.
+func NewKeyedSigner(keys []SigningKey) (*Signer, error) {
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("media: a URL signer needs at least one key")
+	}
+	s := &Signer{byID: make(map[string]SigningKey, len(keys))}
+	for i, k := range keys {
+		if k.ID != "" && !ValidSigningKeyID(k.ID) {
+			return nil, fmt.Errorf("media: URL signing key id %q: want 1 to %d characters of A-Z, a-z, 0-9, _ and -", k.ID, MaxSigningKeyIDLen)
+		}
+		if _, dup := s.byID[k.ID]; dup {
+			return nil, fmt.Errorf("media: URL signing key id %q: given twice", k.ID)
+		}
+		if len(k.Secret) < MinSigningSecretBytes {
+			return nil, fmt.Errorf("media: the URL signing secret of key %q must be at least %d bytes", k.ID, MinSigningSecretBytes)
+		}
+		k.Secret = bytes.Clone(k.Secret)
+		s.byID[k.ID] = k
+		if i == 0 {
+			s.sign = k
+		}
+	}
+	return s, nil
+}
+
+// ValidSigningKeyID reports whether id may name a URL signing key: 1 to MaxSigningKeyIDLen
+// characters of [A-Za-z0-9_-], which need no escaping in a query.
+func ValidSigningKeyID(id string) bool {
+	if id == "" || len(id) > MaxSigningKeyIDLen {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// String keeps the secrets out of any log or error that prints a Signer.
 func (s *Signer) String() string { return "media.Signer{…}" }
 
-func (s *Signer) mac(member int64, key string, expires int64) []byte {
-	h := hmac.New(sha256.New, s.key)
-	// Versioned and newline-separated: a key cannot contain a newline (the object server
-	// refuses control characters), so no two different inputs give the same message.
-	fmt.Fprintf(h, "playhead object URL v1\n%d\n%d\n%s", member, expires, key)
+func mac(k SigningKey, member int64, key string, expires int64) []byte {
+	h := hmac.New(sha256.New, k.Secret)
+	// Versioned and newline-separated: neither a key id nor a storage key can contain a
+	// newline (the object server refuses control characters), so no two different inputs give
+	// the same message. The legacy key keeps v1, the message of every link it signed.
+	if k.ID == "" {
+		fmt.Fprintf(h, "playhead object URL v1\n%d\n%d\n%s", member, expires, key)
+	} else {
+		fmt.Fprintf(h, "playhead object URL v2\n%s\n%d\n%d\n%s", k.ID, member, expires, key)
+	}
 	return h.Sum(nil)
 }
 
@@ -77,7 +141,10 @@ func (s *Signer) URL(member int64, key string, expires time.Time) string {
 		exp++
 	}
 	q := paramMember + "=" + strconv.FormatInt(member, 10) + "&" + paramExpires + "=" + strconv.FormatInt(exp, 10) +
-		"&" + paramSig + "=" + base64.RawURLEncoding.EncodeToString(s.mac(member, key, exp))
+		"&" + paramSig + "=" + base64.RawURLEncoding.EncodeToString(mac(s.sign, member, key, exp))
+	if s.sign.ID != "" {
+		q = paramKeyID + "=" + s.sign.ID + "&" + q
+	}
 	return ObjectPath(key) + "?" + q
 }
 
@@ -99,11 +166,13 @@ var sigLen = base64.RawURLEncoding.EncodedLen(sha256.Size)
 var errBadLink = apperr.Errorf(apperr.Forbidden, "this link is not valid: ask GET /v1/media/{id} for a new one")
 
 // Verify checks the raw query of a request for the object at key and returns the member the
-// URL was issued to. Anything but exactly the three parameters, each once, in their canonical
-// form, is refused: the query is never decoded or normalised, so two spellings of one URL
-// cannot pass different checks.
+// URL was issued to. Anything but exactly the three parameters and an optional kid, each once,
+// in their canonical form, is refused: the query is never decoded or normalised, so two
+// spellings of one URL cannot pass different checks. A kid this Signer does not hold, and a
+// link without one while it holds no legacy key, get the answer of a bad signature: which keys
+// a node holds is not the client's business either.
 func (s *Signer) Verify(key string, rawQuery string, now time.Time) (member int64, err error) {
-	var memberRaw, expiresRaw, sigRaw string
+	var kidRaw, memberRaw, expiresRaw, sigRaw string
 	seen := 0
 	for part := range strings.SplitSeq(rawQuery, "&") {
 		name, value, ok := strings.Cut(part, "=")
@@ -112,6 +181,8 @@ func (s *Signer) Verify(key string, rawQuery string, now time.Time) (member int6
 		}
 		var dst *string
 		switch name {
+		case paramKeyID:
+			dst = &kidRaw
 		case paramMember:
 			dst = &memberRaw
 		case paramExpires:
@@ -127,16 +198,21 @@ func (s *Signer) Verify(key string, rawQuery string, now time.Time) (member int6
 		*dst = value
 		seen++
 	}
-	if seen != 3 {
+	required := 3
+	if kidRaw != "" {
+		required = 4
+	}
+	if seen != required {
 		return 0, errBadLink
 	}
+	k, okKey := s.byID[kidRaw]
 	member, okMember := canonicalPositive(memberRaw)
 	expires, okExpires := canonicalPositive(expiresRaw)
-	if !okMember || !okExpires || len(sigRaw) != sigLen {
+	if !okKey || !okMember || !okExpires || len(sigRaw) != sigLen {
 		return 0, errBadLink
 	}
 	sig, err := base64.RawURLEncoding.Strict().DecodeString(sigRaw)
-	if err != nil || !hmac.Equal(sig, s.mac(member, key, expires)) {
+	if err != nil || !hmac.Equal(sig, mac(k, member, key, expires)) {
 		return 0, errBadLink
 	}
 	// Checked after the signature, so that an expiry is only reported for a real link.
