@@ -54,6 +54,21 @@ const Channel = "member_erased"
 // KindErase is the job that deletes an erased member's data; its subject is the member id.
 const KindErase = "member_erase"
 
+// recordSQL records member $1 as erased, unless it is already, and deletes the provider's
+// (issuer, subject) it was known by (member_subjects, package members): the record keeps only
+// the pair's digest, with which a token of that subject issued before erased_at is refused
+// while one issued after it maps to a new member. A digest, not the pair: the pair names the
+// person at the provider, which the record must not keep; the digest only recognises a
+// subject presented again. (It is pseudonymous, not anonymous: whoever holds a subject can
+// compute its digest and find the record: docs/operations/personal-data.md.)
+const recordSQL = `
+WITH unlinked AS (
+	DELETE FROM member_subjects WHERE member_id = $1 RETURNING playhead_subject_digest(issuer, subject) AS digest
+)
+INSERT INTO member_erasures (member_id, erased_at, subject_digest)
+VALUES ($1, statement_timestamp(), (SELECT digest FROM unlinked))
+ON CONFLICT (member_id) DO NOTHING`
+
 // Erase records member as erased and enqueues the job that deletes their data, with
 // maxAttempts attempts. It waits for the writers in flight (the exclusive side of the fence).
 // An erasure of a member already erased changes nothing and returns created false: the job
@@ -66,8 +81,7 @@ func Erase(ctx context.Context, pool *pgxpool.Pool, member int64, maxAttempts in
 		if _, err := tx.Exec(ctx, `SELECT playhead_erasure_lock()`); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `INSERT INTO member_erasures (member_id, erased_at) VALUES ($1, statement_timestamp())
-			ON CONFLICT (member_id) DO NOTHING`, member)
+		tag, err := tx.Exec(ctx, recordSQL, member)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}

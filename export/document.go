@@ -22,7 +22,15 @@ type header struct {
 	MemberID    int64      `json:"member_id"`
 	ExportedAt  time.Time  `json:"exported_at"`
 	MemberSince *time.Time `json:"member_since"`
+	Identity    *identity  `json:"identity"`
 	Settings    settings   `json:"settings"`
+}
+
+// identity is the identity provider's name for the member (member_subjects): nil for a member
+// of the shared-secret mode, whose token's subject is the member id.
+type identity struct {
+	Issuer  string `json:"issuer"`
+	Subject string `json:"subject"`
 }
 
 // settings are the member's own settings (PUT /v1/me/settings).
@@ -32,16 +40,23 @@ type settings struct {
 }
 
 // headerSQL reads the export's time, when the member's row was created (it exists once they
-// own media) and when they paused their history (NULL: not paused).
+// own media, or from their first token of a provider), when they paused their history (NULL:
+// not paused) and the provider's (issuer, subject) they are known by (NULL: none).
 const headerSQL = `
 SELECT statement_timestamp(),
        (SELECT created_at FROM members WHERE id = $1),
-       (SELECT paused_at FROM history_paused WHERE member_id = $1)`
+       (SELECT paused_at FROM history_paused WHERE member_id = $1),
+       s.issuer, s.subject
+FROM (SELECT 1) one LEFT JOIN member_subjects s ON s.member_id = $1`
 
 // readHeader reads member's header.
 func readHeader(ctx context.Context, pool *pgxpool.Pool, member int64) (header, error) {
 	h := header{MemberID: member}
-	err := pool.QueryRow(ctx, headerSQL, member).Scan(&h.ExportedAt, &h.MemberSince, &h.Settings.HistoryPausedAt)
+	var issuer, subject *string
+	err := pool.QueryRow(ctx, headerSQL, member).Scan(&h.ExportedAt, &h.MemberSince, &h.Settings.HistoryPausedAt, &issuer, &subject)
+	if issuer != nil && subject != nil {
+		h.Identity = &identity{Issuer: *issuer, Subject: *subject}
+	}
 	h.ExportedAt = h.ExportedAt.UTC()
 	h.MemberSince = utc(h.MemberSince)
 	h.Settings.HistoryPausedAt = utc(h.Settings.HistoryPausedAt)

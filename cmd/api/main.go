@@ -1,6 +1,6 @@
 // Command playhead is the whole service in one binary: `serve` runs the API and the job
 // runners (by role), `migrate` applies the schema, `config` lists every setting, `token` mints
-// JWTs for development and load tests.
+// JWTs for development and load tests, `members link` maps a provider's subject to a member.
 package main
 
 import (
@@ -22,6 +22,7 @@ commands:
   migrate  apply database migrations and exit
   config   list every setting with its default and meaning (--markdown: as a table)
   token    mint JWTs: playhead token --member N [--admin] [--ttl 24h] [--count K]
+  members  link a provider's subject to a member: playhead members link --issuer I --subject S --member N
 `
 
 func main() {
@@ -42,6 +43,8 @@ func main() {
 		err = runConfig(args, os.Stdout)
 	case "token":
 		err = runToken(args, os.Stdout)
+	case "members":
+		err = runMembers(ctx, args, os.Stdout)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:

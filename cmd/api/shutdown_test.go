@@ -37,8 +37,8 @@ type shutdownBed struct {
 	jobID int64 // the ingest job the node has claimed, stalled mid-download
 }
 
-// members is how many members report one position each.
-const members = 20
+// reporters is how many members report one position each.
+const reporters = 20
 
 // newShutdownBed builds a node (role all) on a fresh database, with a flush interval of an
 // hour so that only the stop's final flush can write the positions, and an import whose
@@ -146,7 +146,7 @@ func (b *shutdownBed) reportPositions(t *testing.T) {
 		}
 		return err == nil
 	})
-	for member := int64(1); member <= members; member++ {
+	for member := int64(1); member <= reporters; member++ {
 		token, err := auth.Mint([]byte(b.cfg.JWTSecret), 100+member, false, time.Hour)
 		if err != nil {
 			t.Fatal(err)
@@ -173,8 +173,8 @@ func (b *shutdownBed) reportPositions(t *testing.T) {
 // back with its attempt, both ports free again.
 func (b *shutdownBed) checkStopped(t *testing.T) {
 	t.Helper()
-	if n := b.count(t, `SELECT count(*) FROM playback WHERE media_id = $1 AND position_ms = (member_id - 100) * 1000`, b.media); n != members {
-		t.Errorf("%d of %d positions stored after the stop: the buffer was not flushed", n, members)
+	if n := b.count(t, `SELECT count(*) FROM playback WHERE media_id = $1 AND position_ms = (member_id - 100) * 1000`, b.media); n != reporters {
+		t.Errorf("%d of %d positions stored after the stop: the buffer was not flushed", n, reporters)
 	}
 	if n := b.count(t, `SELECT count(*) FROM jobs WHERE id = $1 AND status = 'PENDING' AND attempt_count = 0 AND claim_token IS NULL`, b.jobID); n != 1 {
 		t.Error("the running ingest job was not released (PENDING, attempt given back)")
@@ -278,7 +278,7 @@ func (f failingService) Start(context.Context) error {
 		return err
 	}
 	now := time.Now().Truncate(time.Microsecond)
-	for member := int64(1); member <= members; member++ {
+	for member := int64(1); member <= reporters; member++ {
 		ok, err := f.bed.node.playbackBuffer.Offer(playback.Key{Member: 100 + member, Media: f.bed.media},
 			playback.Position{PositionMS: int32(member * 1000), EventTime: now})
 		if err != nil || !ok {
