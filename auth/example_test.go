@@ -48,7 +48,7 @@ func ExampleMint() {
 	// Output:
 	// member 42, admin false, expires in 1h0m0s
 	// member 1, admin true
-	// signed with another secret: unauthenticated: invalid token
+	// signed with another secret: unauthenticated: token signature is invalid
 	// expired: unauthenticated: token expired
 }
 

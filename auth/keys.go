@@ -1,0 +1,103 @@
+package auth
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/playhead/playhead/apperr"
+)
+
+// headerAlg returns the alg of a compact token's header, without verifying anything: it only
+// picks which mode checks the token.
+func headerAlg(token string) (string, bool) {
+	head, _, ok := strings.Cut(token, ".")
+	if !ok {
+		return "", false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(head)
+	if err != nil {
+		return "", false
+	}
+	var h struct {
+		Alg string `json:"alg"`
+	}
+	if json.Unmarshal(raw, &h) != nil {
+		return "", false
+	}
+	return h.Alg, true
+}
+
+// verifyKeys checks a provider token against the key set and maps its subject to a member.
+func (v *Verifier) verifyKeys(ctx context.Context, token string) (Identity, time.Time, error) {
+	claims := jwt.MapClaims{}
+	if _, err := v.keysParser.ParseWithClaims(token, claims, v.cfg.Keys.keyfunc); err != nil {
+		return Identity{}, time.Time{}, v.parseError(err)
+	}
+	subject, _ := claims["sub"].(string)
+	switch {
+	case subject == "":
+		return Identity{}, time.Time{}, v.refusal(reasonSubject, "token has no subject")
+	case len(subject) > MaxSubjectBytes:
+		return Identity{}, time.Time{}, v.refusal(reasonSubject, "token subject longer than %d bytes", MaxSubjectBytes)
+	}
+	exp, _ := claims.GetExpirationTime() // the parser required it
+	id := Identity{Expires: exp.Time, Issuer: v.cfg.Issuer, Subject: subject,
+		Admin: v.cfg.AdminClaim != "" && hasValue(claims, v.cfg.AdminClaim, v.cfg.AdminValue)}
+	if iat, err := claims.GetIssuedAt(); err == nil && iat != nil {
+		id.IssuedAt = iat.Time
+	}
+	member, err := v.cfg.Subjects.Member(ctx, v.cfg.Issuer, subject, id.IssuedAt)
+	if err != nil {
+		if e, ok := errors.AsType[*apperr.Error](err); ok && e.Code == apperr.Unauthenticated {
+			v.cfg.Metrics.refuse(reasonSubject)
+			return Identity{}, time.Time{}, err
+		}
+		// Not the token's fault: the mapping's database is away. 503 asks the client to retry.
+		return Identity{}, time.Time{}, apperr.Errorf(apperr.Unavailable, "members cannot be looked up now; retry later")
+	}
+	id.MemberID = member
+	return id, exp.Time, nil
+}
+
+// hasValue reports whether claims hold want at claim: a top-level claim of that exact name
+// first (Auth0's namespaced "https://example.com/roles" has dots of its own), else a dotted
+// path into nested objects (Keycloak's "realm_access.roles"). The value matches when it is a
+// string whose space-separated words include want (a role, or a scope), or an array holding
+// want.
+func hasValue(claims map[string]any, claim, want string) bool {
+	v, ok := claims[claim]
+	if !ok {
+		var cur any = claims
+		for part := range strings.SplitSeq(claim, ".") {
+			m, isMap := cur.(map[string]any)
+			if !isMap {
+				return false
+			}
+			if cur, ok = m[part]; !ok {
+				return false
+			}
+		}
+		v = cur
+	}
+	switch v := v.(type) {
+	case string:
+		for _, w := range strings.Fields(v) {
+			if w == want {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if s, ok := e.(string); ok && s == want {
+				return true
+			}
+		}
+	}
+	return false
+}
