@@ -72,7 +72,10 @@ type Config struct {
 	SignedURLTTL time.Duration // PLAYHEAD_SIGNED_URL_TTL
 	// URLSigningSecret is PLAYHEAD_URL_SIGNING_SECRET; "" derives it from JWTSecret
 	// (signingSecret).
-	URLSigningSecret    string
+	URLSigningSecret string
+	// URLSigningKeys is PLAYHEAD_URL_SIGNING_KEYS, "id:secret,…" and legacy for the legacy
+	// key; "" is legacy alone (signingKeys).
+	URLSigningKeys      string
 	OrphanGrace         time.Duration // PLAYHEAD_ORPHAN_GRACE
 	OrphanSweepInterval time.Duration // PLAYHEAD_ORPHAN_SWEEP_INTERVAL
 	OrphanSweepBatch    int           // PLAYHEAD_ORPHAN_SWEEP_BATCH
@@ -288,6 +291,7 @@ func (e *env) config(args []string) (Config, error) {
 		S3:                  e.s3(),
 		SignedURLTTL:        e.duration("PLAYHEAD_SIGNED_URL_TTL"),
 		URLSigningSecret:    e.str("PLAYHEAD_URL_SIGNING_SECRET"),
+		URLSigningKeys:      e.str("PLAYHEAD_URL_SIGNING_KEYS"),
 		OrphanGrace:         e.duration("PLAYHEAD_ORPHAN_GRACE"),
 		OrphanSweepInterval: e.duration("PLAYHEAD_ORPHAN_SWEEP_INTERVAL"),
 		OrphanSweepBatch:    e.int("PLAYHEAD_ORPHAN_SWEEP_BATCH"),
