@@ -216,7 +216,7 @@ image: web ## Build the container images with podman
 test-image: image ## Run compose.yaml's topology from the images and check it
 	@scripts/test-image.sh
 
-# The player page (web/): hls.js and tus-js-client (the upload form) from npm, pinned in
+# The player page (web/): hls.js, tus-js-client (the upload form), chart.js and oidc-client-ts (the sign-in) from npm, pinned in
 # package-lock.json, copied into the folder the binary embeds; `npm ci` also installs playwright-core for the browser test (which drives
 # Debian's /usr/bin/chromium, installed by `make deps`: never `npx playwright install`).
 NPM ?= npm
@@ -233,6 +233,8 @@ web: node_modules/.package-lock.json ## Check the page scripts and copy their np
 	cp node_modules/tus-js-client/LICENSE $(WEB_VENDOR)/tus-js-client.LICENSE.txt
 	cp node_modules/chart.js/dist/chart.umd.min.js $(WEB_VENDOR)/chart.min.js
 	cp node_modules/chart.js/LICENSE.md $(WEB_VENDOR)/chart.js.LICENSE.txt
+	cp node_modules/oidc-client-ts/dist/browser/oidc-client-ts.min.js $(WEB_VENDOR)/
+	cp node_modules/oidc-client-ts/LICENSE $(WEB_VENDOR)/oidc-client-ts.LICENSE.txt
 
 node_modules/.package-lock.json: package.json package-lock.json
 	@command -v $(NPM) >/dev/null 2>&1 || { echo "npm is missing: run make deps (as root) or apt-get install nodejs npm" >&2; exit 1; }

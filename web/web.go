@@ -4,6 +4,13 @@
 // admins' import page at /imports, their queue console at /jobs, and the assets under /static/. The pages need no token to load: their JavaScript keeps the member's
 // token in sessionStorage and sends it to the /v1 API itself.
 //
+// The token is pasted, comes in a #token=… link, or, when an identity provider is configured
+// (SignIn), is the result of the provider's authorization code flow with PKCE, run in the
+// browser by oidc-client-ts: GET /signin.json tells the pages the provider, and the provider
+// sends the browser back to GET /signin/callback, which finishes the flow. The browser talks to
+// the provider itself, so the server holds no session, and the policy gains only the
+// provider's origin in connect-src.
+//
 // hls.js is not in the repository: `make web` copies it from node_modules (pinned in
 // package-lock.json) into static/vendor/ before the binary is built. A binary built without it
 // still serves the pages; the player then says that hls.js is missing, or uses the browser's
@@ -14,8 +21,10 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -38,15 +47,62 @@ const HLSAsset = "vendor/hls.min.js"
 // writes into the track; blocked, Chromium logs the refusal as an error); hls.js's worker from
 // this origin. Media files (segments that
 // hls.js fetches, thumbnails, native HLS) may also come from mediaOrigins: the object store,
-// whose presigned URLs players fetch directly.
-func contentSecurityPolicy(mediaOrigins []string) string {
+// whose presigned URLs players fetch directly. API calls may also go to providerOrigin (when
+// not ""): the identity provider's discovery, keys and token endpoint, which the sign-in calls
+// from the page.
+func contentSecurityPolicy(mediaOrigins []string, providerOrigin string) string {
 	extra := ""
 	for _, o := range mediaOrigins {
 		extra += " " + o
 	}
+	connect := extra
+	if providerOrigin != "" {
+		connect += " " + providerOrigin
+	}
 	return "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'" + extra + "; " +
-		"media-src 'self' blob: data:" + extra + "; connect-src 'self'" + extra + "; worker-src 'self'; manifest-src 'self'; " +
+		"media-src 'self' blob: data:" + extra + "; connect-src 'self'" + connect + "; worker-src 'self'; manifest-src 'self'; " +
 		"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}
+
+// Config is what the pages need to know of the deployment.
+type Config struct {
+	// MediaOrigins are the origins (scheme://host[:port]) the pages may fetch media files from
+	// besides their own: the object store's, when players fetch segments from it by presigned
+	// URL.
+	MediaOrigins []string
+	// SignIn is the identity provider the pages sign in with; nil: a token is pasted (or comes
+	// in a #token=… link) and no "Sign in" button shows.
+	SignIn *SignIn
+}
+
+// SignIn is the identity provider of the pages' "Sign in". Nothing in it is a secret: the
+// client is public (PKCE), and GET /signin.json gives all of it to anyone.
+type SignIn struct {
+	// Issuer is the provider, exactly as its tokens' iss says it; its discovery document is at
+	// Issuer + .well-known/openid-configuration.
+	Issuer string `json:"issuer"`
+	// ClientID is the pages' public client at the provider, with the node's /signin/callback
+	// among its redirect URIs.
+	ClientID string `json:"client_id"`
+	// Audience is the aud Playhead requires of a provider token. The pages send the provider's
+	// access token when it is a JWT for this audience and the ID token otherwise (an opaque
+	// access token, or one for another API), which Playhead accepts when Audience is the client
+	// id.
+	Audience string `json:"audience"`
+}
+
+// origin returns the scheme://host[:port] of the issuer, or an error if it is not an http(s)
+// URL that can stand in a policy.
+func (s SignIn) origin() (string, error) {
+	u, err := url.Parse(s.Issuer)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
+		strings.ContainsAny(s.Issuer, " ;,'\"\n\r") {
+		return "", fmt.Errorf("web: sign-in issuer %q is not an http(s) URL", s.Issuer)
+	}
+	if s.ClientID == "" || s.Audience == "" {
+		return "", fmt.Errorf("web: sign-in needs a client id and an audience")
+	}
+	return u.Scheme + "://" + u.Host, nil
 }
 
 // asset is one embedded file, ready to send.
@@ -61,18 +117,37 @@ type Handler struct {
 	pages  map[string]asset // by name: "index.html", "watch.html"
 	static map[string]asset // by path under static/
 	csp    string
+	signIn asset // GET /signin.json
 }
 
-// New reads the embedded files. mediaOrigins are the origins (scheme://host[:port]) the pages
-// may fetch media files from besides their own: the object store's, when players fetch
-// segments from it by presigned URL.
-func New(mediaOrigins ...string) (*Handler, error) {
-	for _, o := range mediaOrigins {
+// New reads the embedded files.
+func New(cfg Config) (*Handler, error) {
+	for _, o := range cfg.MediaOrigins {
 		if o == "" || strings.ContainsAny(o, " ;,'\"\n\r") {
 			return nil, fmt.Errorf("web: %q is not an origin", o)
 		}
 	}
-	h := &Handler{pages: map[string]asset{}, static: map[string]asset{}, csp: contentSecurityPolicy(mediaOrigins)}
+	providerOrigin := ""
+	// Sign-in off is an explicit answer, so that a page never has to tell "off" from "failed".
+	var signIn any = map[string]bool{"enabled": false}
+	if cfg.SignIn != nil {
+		o, err := cfg.SignIn.origin()
+		if err != nil {
+			return nil, err
+		}
+		providerOrigin = o
+		signIn = struct {
+			Enabled bool `json:"enabled"`
+			SignIn
+		}{true, *cfg.SignIn}
+	}
+	body, err := json.Marshal(signIn)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(body)
+	h := &Handler{pages: map[string]asset{}, static: map[string]asset{}, csp: contentSecurityPolicy(cfg.MediaOrigins, providerOrigin),
+		signIn: asset{body: body, contentType: "application/json", etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`}}
 	for dir, into := range map[string]map[string]asset{"pages": h.pages, "static": h.static} {
 		err := fs.WalkDir(files, dir, func(name string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
@@ -95,7 +170,7 @@ func New(mediaOrigins ...string) (*Handler, error) {
 			return nil, err
 		}
 	}
-	for _, page := range []string{"index.html", "watch.html", "course.html", "imports.html", "jobs.html", "insights.html"} {
+	for _, page := range []string{"index.html", "watch.html", "course.html", "imports.html", "jobs.html", "insights.html", "signin.html"} {
 		if _, ok := h.pages[page]; !ok {
 			return nil, fmt.Errorf("web: page %s is not embedded", page)
 		}
@@ -123,9 +198,13 @@ var contentTypes = map[string]string{
 // Register adds GET / , GET /watch/:mediaID, GET /course (a course page: the collection is in
 // ?c=, read by its script, so that any collection name fits), GET /imports (the admins' import
 // page), GET /jobs (their queue console), GET /insights (the audience of a media, ?media=, or of
-// a collection, ?collection=) and GET /static/* to router (the public app).
+// a collection, ?collection=), GET /signin.json (the pages' identity provider, or
+// {"enabled":false}), GET /signin/callback (where the provider sends the browser back after a
+// sign-in) and GET /static/* to router (the public app).
 func (h *Handler) Register(router fiber.Router) {
 	router.Get("/", h.securityHeaders, h.page("index.html"))
+	httpserver.Get(router, "/signin.json", h.securityHeaders, func(c *fiber.Ctx) error { return send(c, h.signIn) })
+	httpserver.Get(router, "/signin/callback", h.securityHeaders, h.page("signin.html"))
 	httpserver.Get(router, "/course", h.securityHeaders, h.page("course.html"))
 	httpserver.Get(router, "/imports", h.securityHeaders, h.page("imports.html"))
 	httpserver.Get(router, "/jobs", h.securityHeaders, h.page("jobs.html"))

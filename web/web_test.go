@@ -13,7 +13,7 @@ import (
 
 func newApp(t *testing.T) (*fiber.App, *Handler) {
 	t.Helper()
-	h, err := New()
+	h, err := New(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +51,8 @@ func TestPagesAndAssets(t *testing.T) {
 		{"/imports", "text/html; charset=utf-8", `src="/static/js/imports.mjs"`},
 		{"/jobs", "text/html; charset=utf-8", `src="/static/js/jobs.mjs"`},
 		{"/insights", "text/html; charset=utf-8", `src="/static/js/insights.mjs"`},
+		{"/signin/callback?code=x&state=y", "text/html; charset=utf-8", `src="/static/js/signin.mjs"`},
+		{"/signin.json", "application/json", `{"enabled":false}`},
 		{"/static/css/app.css", "text/css; charset=utf-8", ".player"},
 		{"/static/js/watch.mjs", "text/javascript; charset=utf-8", "keepalive"},
 		{"/static/favicon.svg", "image/svg+xml", "<svg"},
@@ -130,7 +132,7 @@ func TestReferencesResolve(t *testing.T) {
 // from the object store's origin: the policy allows that origin there and nowhere else.
 func TestContentSecurityPolicy_AllowsTheObjectStore(t *testing.T) {
 	const store = "https://media.example-bucket.s3.eu-west-1.amazonaws.com"
-	h, err := New(store)
+	h, err := New(Config{MediaOrigins: []string{store}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +147,7 @@ func TestContentSecurityPolicy_AllowsTheObjectStore(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "https://a.example; script-src *", "https://a.example 'unsafe-inline'"} {
-		if _, err := New(bad); err == nil {
+		if _, err := New(Config{MediaOrigins: []string{bad}}); err == nil {
 			t.Errorf("New(%q) accepted an origin that would change the policy", bad)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/encoder"
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
@@ -33,7 +32,9 @@ type Config struct {
 	Role              string // PLAYHEAD_ROLE, or the flag --role
 	HTTPAddr          string // PLAYHEAD_HTTP_ADDR
 	MetricsAddr       string // PLAYHEAD_METRICS_ADDR
-	JWTSecret         string // PLAYHEAD_JWT_SECRET
+	JWTSecret         string // PLAYHEAD_JWT_SECRET; "" with a provider's keys (Identity)
+	// Identity is the identity provider whose tokens are accepted besides the secret's.
+	Identity IdentityConfig
 	// ErasureFreshToken is PLAYHEAD_ERASURE_FRESH_TOKEN: the oldest token DELETE /v1/me takes.
 	ErasureFreshToken time.Duration
 
@@ -260,6 +261,7 @@ func (e *env) config(args []string) (Config, error) {
 		HTTPAddr:          e.str("PLAYHEAD_HTTP_ADDR"),
 		MetricsAddr:       e.str("PLAYHEAD_METRICS_ADDR"),
 		JWTSecret:         e.str("PLAYHEAD_JWT_SECRET"),
+		Identity:          e.identity(),
 		ErasureFreshToken: e.duration("PLAYHEAD_ERASURE_FRESH_TOKEN"),
 		BufferCapacity:    e.int("PLAYHEAD_BUFFER_CAPACITY"),
 		FlushBatch:        e.int("PLAYHEAD_FLUSH_BATCH"),
@@ -373,7 +375,7 @@ func (e *env) config(args []string) (Config, error) {
 func (c Config) validate(e *env) error {
 	c.validateDatabase(e)
 	e.check(c.Role == roleAll || c.Role == roleAPI || c.Role == roleWorker, "PLAYHEAD_ROLE: %q is not all, api or worker", c.Role)
-	e.check(len(c.JWTSecret) >= auth.MinSecretBytes, "PLAYHEAD_JWT_SECRET: must be at least %d bytes (make run generates one)", auth.MinSecretBytes)
+	c.validateIdentity(e)
 	e.check(c.ErasureFreshToken >= time.Second, "PLAYHEAD_ERASURE_FRESH_TOKEN: must be at least 1s")
 	e.check(c.BufferCapacity > 0, "PLAYHEAD_BUFFER_CAPACITY: must be positive")
 	e.check(c.BufferMaxKeys >= c.BufferCapacity, "PLAYHEAD_BUFFER_MAX_KEYS: must be at least PLAYHEAD_BUFFER_CAPACITY (%d)", c.BufferCapacity)

@@ -22,6 +22,7 @@ commands:
   migrate  apply database migrations and exit
   config   list every setting with its default and meaning (--markdown: as a table)
   token    mint JWTs: playhead token --member N [--admin] [--ttl 24h] [--count K]
+           or with a private key: playhead token --key FILE --subject S [--kid K] [--print-jwks]
   members  link a provider's subject to a member: playhead members link --issuer I --subject S --member N
 `
 

@@ -134,7 +134,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	if storeOrigin != "" {
 		mediaOrigins = append(mediaOrigins, storeOrigin)
 	}
-	pages, err := web.New(mediaOrigins...)
+	pages, err := web.New(web.Config{MediaOrigins: mediaOrigins})
 	if err != nil {
 		return nil, err
 	}

@@ -106,7 +106,7 @@ func TestConfigCommand(t *testing.T) {
 		"\nPlayback buffer\n",
 		"\n  PLAYHEAD_BUFFER_CAPACITY  (integer, default 10000)\n",
 		"\n  PLAYHEAD_BUFFER_MAX_KEYS  (integer, default 20 × PLAYHEAD_BUFFER_CAPACITY)\n",
-		"\n  PLAYHEAD_JWT_SECRET  (string, secret, required)\n",
+		"\nIdentity\n\n  PLAYHEAD_JWT_SECRET  (string, secret, default none; required without PLAYHEAD_OIDC_ISSUER)\n",
 		"\n  PLAYHEAD_MAX_UPLOAD_BYTES  (bytes, default 2147483648 (2 GiB))\n",
 		"\n  PLAYHEAD_S3_REGION  (string, default us-east-1 (or AWS_REGION, then AWS_DEFAULT_REGION))\n",
 	} {

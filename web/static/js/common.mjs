@@ -1,7 +1,13 @@
-// Shared by the pages: the member's token (kept in sessionStorage), calls to the /v1 API,
-// the error notice and small formatting helpers. No framework: plain DOM.
+// Shared by the pages: the member's token (kept in sessionStorage), the sign-in with the
+// identity provider when the server names one, calls to the /v1 API, the error notice and
+// small formatting helpers. No framework: plain DOM.
 
 const TOKEN_KEY = 'playhead.token';
+// SIGNED_IN_KEY marks a token that came from the provider's sign-in, so that "Sign out" also
+// ends the provider's session.
+const SIGNED_IN_KEY = 'playhead.signedIn';
+// OIDC_ASSET is oidc-client-ts's browser build (the global `oidc`), copied by `make web`.
+const OIDC_ASSET = '/static/vendor/oidc-client-ts.min.js';
 
 // APIError is a failed API call: status 0 when the request never got an answer.
 export class APIError extends Error {
@@ -93,6 +99,106 @@ function token() {
 // carries one.
 function forgetToken() {
   sessionStorage.removeItem(TOKEN_KEY);
+  sessionStorage.removeItem(SIGNED_IN_KEY);
+}
+
+let signInSettings = null;
+
+// signInConfig is GET /signin.json, fetched once: {enabled: false}, or the provider's issuer,
+// the pages' client id and the audience Playhead requires. A failed fetch is "no sign-in":
+// pasting a token still works.
+function signInConfig() {
+  signInSettings ??= fetch('/signin.json', { cache: 'no-cache' })
+    .then((res) => (res.ok ? res.json() : { enabled: false }))
+    .catch(() => ({ enabled: false }));
+  return signInSettings;
+}
+
+// loadOIDC loads oidc-client-ts on the pages that need it, from this origin (script-src 'self').
+function loadOIDC() {
+  if (window.oidc) return Promise.resolve(window.oidc);
+  return new Promise((resolve, reject) => {
+    document.head.append(el('script', {
+      src: OIDC_ASSET,
+      onload: () => (window.oidc ? resolve(window.oidc) : reject(new Error('oidc-client-ts did not load'))),
+      onerror: () => reject(new Error('oidc-client-ts is missing from this build (make web copies it)')),
+    }));
+  });
+}
+
+// signInManager returns oidc-client-ts's UserManager for the configured provider, or null when
+// the server names none. The flow is the authorization code flow with PKCE; its state and the
+// provider's answer stay in this tab (sessionStorage), like the token. No silent renew (it needs
+// an iframe, which the policy forbids) and no refresh token asked for: an expired token sends
+// the member through the provider again, which signs them straight back in while its own
+// session lasts.
+export async function signInManager() {
+  const cfg = await signInConfig();
+  if (!cfg.enabled) return null;
+  const oidc = await loadOIDC();
+  const store = new oidc.WebStorageStateStore({ store: window.sessionStorage });
+  const manager = new oidc.UserManager({
+    authority: cfg.issuer,
+    client_id: cfg.client_id,
+    redirect_uri: `${location.origin}/signin/callback`,
+    response_type: 'code',
+    scope: 'openid profile',
+    userStore: store,
+    stateStore: store,
+    automaticSilentRenew: false,
+    monitorSession: false,
+    loadUserInfo: false,
+  });
+  return { manager, cfg };
+}
+
+// signIn sends the browser to the provider; it comes back to /signin/callback, then here.
+async function signIn() {
+  try {
+    const s = await signInManager();
+    await s.manager.signinRedirect({ state: { returnTo: location.pathname + location.search } });
+  } catch (err) {
+    showNotice(describe(err, 'Could not sign in with the provider'));
+  }
+}
+
+// pagesToken picks the token the pages send from a provider's answer: the access token when it
+// is a JWT for Playhead's audience, otherwise the ID token (an opaque access token, or one for
+// another API), which Playhead accepts when its audience is the pages' client id.
+export function pagesToken(user, audience) {
+  const c = user.access_token ? claims(user.access_token) : null;
+  const aud = c ? [].concat(c.aud) : [];
+  return aud.includes(audience) ? user.access_token : user.id_token;
+}
+
+// keepSignIn stores the token of a finished provider sign-in.
+export function keepSignIn(value) {
+  sessionStorage.setItem(TOKEN_KEY, value);
+  sessionStorage.setItem(SIGNED_IN_KEY, '1');
+}
+
+// signOut forgets the token and, for one of the provider's sign-in, ends the provider's session
+// too (its end_session_endpoint, when it has one), whose own page then says so.
+async function signOut() {
+  const viaProvider = sessionStorage.getItem(SIGNED_IN_KEY) === '1';
+  forgetToken();
+  if (viaProvider) {
+    try {
+      const s = await signInManager();
+      if (s) {
+        const user = await s.manager.getUser();
+        await s.manager.removeUser();
+        const meta = await s.manager.metadataService.getMetadata();
+        if (meta.end_session_endpoint) {
+          await s.manager.signoutRedirect({ id_token_hint: user ? user.id_token : undefined });
+          return;
+        }
+      }
+    } catch (err) {
+      console.warn('playhead: the provider session could not be ended:', err);
+    }
+  }
+  location.href = '/';
 }
 
 // el builds an element: el('a', {href: '/', class: 'x'}, 'text', child…). Text is always set as
@@ -143,7 +249,7 @@ export function fail(err, what) {
   showNotice(describe(err, what));
   if (err instanceof APIError && err.status === 401) {
     forgetToken();
-    showSignIn('The server refused the token. Paste a new one to go on.');
+    showSignIn('The server refused the token. Sign in again to go on.');
   }
 }
 
@@ -265,7 +371,8 @@ export function authHeader() {
   return `Bearer ${token() || ''}`;
 }
 
-// showSignIn replaces the page's content with a form to paste a token.
+// showSignIn replaces the page's content with a form to paste a token, and the "Sign in"
+// button when the server names an identity provider.
 export function showSignIn(reason) {
   document.getElementById('session').hidden = true;
   const main = document.getElementById('main');
@@ -293,6 +400,14 @@ export function showSignIn(reason) {
     el('button', { type: 'submit', class: 'primary' }, 'Continue')),
     el('p', { class: 'muted small' }, 'The token stays in this tab only (sessionStorage) and is sent to this server alone.'));
   main.after(card);
+  signInConfig().then((cfg) => {
+    if (!cfg.enabled) return;
+    card.querySelector('h1').textContent = 'Sign in';
+    const button = el('button', { type: 'button', class: 'primary', id: 'signin-provider', onclick: signIn },
+      `Sign in with ${new URL(cfg.issuer).host}`);
+    card.querySelector('h1').after(el('div', { class: 'actions' }, button),
+      el('p', { class: 'muted' }, 'Or paste a member token:'));
+  });
 }
 
 // initSession reads the token (from #token=… once, then sessionStorage), shows who is signed
@@ -317,21 +432,21 @@ export function initSession() {
   const c = claims(t);
   if (!c || !c.sub) {
     forgetToken();
-    showSignIn('The stored token could not be read. Paste a new one.');
+    showSignIn('The stored token could not be read. Sign in again.');
     return null;
   }
   if (typeof c.exp === 'number' && c.exp * 1000 <= Date.now()) {
     forgetToken();
-    showSignIn(`Your token expired ${ago(new Date(c.exp * 1000))}. Paste a new one.`);
+    showSignIn(`Your sign-in expired ${ago(new Date(c.exp * 1000))}. Sign in again.`);
     return null;
   }
-  document.getElementById('member').textContent =
-    `Member ${c.sub}${c.role === 'admin' ? ' · admin' : ''}`;
+  // A provider's token names the member by name; Playhead's own by the member id.
+  const name = c.preferred_username || c.name || c.email || `Member ${c.sub}`;
+  document.getElementById('member').textContent = `${name}${c.role === 'admin' ? ' · admin' : ''}`;
   document.getElementById('session').hidden = false;
-  document.getElementById('signout').addEventListener('click', () => {
-    forgetToken();
-    location.href = '/';
-  });
+  const signout = document.getElementById('signout');
+  if (sessionStorage.getItem(SIGNED_IN_KEY) === '1') signout.textContent = 'Sign out';
+  signout.addEventListener('click', signOut);
   document.getElementById('main').hidden = false;
   return { member: c.sub };
 }
