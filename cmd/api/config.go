@@ -35,6 +35,9 @@ type Config struct {
 	JWTSecret         string // PLAYHEAD_JWT_SECRET; "" with a provider's keys (Identity)
 	// Identity is the identity provider whose tokens are accepted besides the secret's.
 	Identity IdentityConfig
+	// SignInClientID is PLAYHEAD_OIDC_CLIENT_ID: the pages' public client at the provider;
+	// "" shows no "Sign in" (signin.go).
+	SignInClientID string
 	// ErasureFreshToken is PLAYHEAD_ERASURE_FRESH_TOKEN: the oldest token DELETE /v1/me takes.
 	ErasureFreshToken time.Duration
 
@@ -262,6 +265,7 @@ func (e *env) config(args []string) (Config, error) {
 		MetricsAddr:       e.str("PLAYHEAD_METRICS_ADDR"),
 		JWTSecret:         e.str("PLAYHEAD_JWT_SECRET"),
 		Identity:          e.identity(),
+		SignInClientID:    e.str("PLAYHEAD_OIDC_CLIENT_ID"),
 		ErasureFreshToken: e.duration("PLAYHEAD_ERASURE_FRESH_TOKEN"),
 		BufferCapacity:    e.int("PLAYHEAD_BUFFER_CAPACITY"),
 		FlushBatch:        e.int("PLAYHEAD_FLUSH_BATCH"),
@@ -376,6 +380,7 @@ func (c Config) validate(e *env) error {
 	c.validateDatabase(e)
 	e.check(c.Role == roleAll || c.Role == roleAPI || c.Role == roleWorker, "PLAYHEAD_ROLE: %q is not all, api or worker", c.Role)
 	c.validateIdentity(e)
+	c.validateSignIn(e)
 	e.check(c.ErasureFreshToken >= time.Second, "PLAYHEAD_ERASURE_FRESH_TOKEN: must be at least 1s")
 	e.check(c.BufferCapacity > 0, "PLAYHEAD_BUFFER_CAPACITY: must be positive")
 	e.check(c.BufferMaxKeys >= c.BufferCapacity, "PLAYHEAD_BUFFER_MAX_KEYS: must be at least PLAYHEAD_BUFFER_CAPACITY (%d)", c.BufferCapacity)

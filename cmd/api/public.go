@@ -129,12 +129,13 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	captionStore := captions.NewStore(n.pool)
 	(&media.ObjectsHandler{Store: store, Access: mediaCache, Links: links, Subtitles: captionStore, Masters: mediaStore}).Register(app)
 	// The player pages (/, /watch/:id, /static/…) load without a token; their scripts send it.
-	// With S3 storage they fetch segments and thumbnails from the store's origin.
+	// With S3 storage they fetch segments and thumbnails from the store's origin; with
+	// PLAYHEAD_OIDC_CLIENT_ID they sign in at the provider (GET /signin.json names it).
 	var mediaOrigins []string
 	if storeOrigin != "" {
 		mediaOrigins = append(mediaOrigins, storeOrigin)
 	}
-	pages, err := web.New(web.Config{MediaOrigins: mediaOrigins})
+	pages, err := web.New(web.Config{MediaOrigins: mediaOrigins, SignIn: cfg.pagesSignIn()})
 	if err != nil {
 		return nil, err
 	}

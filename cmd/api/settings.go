@@ -104,6 +104,8 @@ var settingGroups = []settingGroup{
 			doc: "The claim of a provider token that gives the admin role when it holds `PLAYHEAD_OIDC_ADMIN_VALUE`: a top-level claim of this exact name first (`https://example.com/roles`), else a dotted path into nested objects (`realm_access.roles`). Holds it: a string equal to it, a space-separated string with it (`scope`), or an array with it. Unset: no provider token is admin."},
 		{name: "PLAYHEAD_OIDC_ADMIN_VALUE", typ: typeString,
 			doc: "The value of `PLAYHEAD_OIDC_ADMIN_CLAIM` that gives the admin role (`playhead-admin`, or a subject with the claim `sub`)."},
+		{name: "PLAYHEAD_OIDC_CLIENT_ID", typ: typeString,
+			doc: "The pages' public client at `PLAYHEAD_OIDC_ISSUER` (authorization code flow with PKCE, no secret; register `https://<this host>/signin/callback` as its redirect URI). Set, the pages show \"Sign in\" beside pasting a token, and the policy lets them call the provider's origin. They send the provider's access token when it is a JWT whose `aud` holds `PLAYHEAD_OIDC_AUDIENCE`, the ID token otherwise (then set the audience to this client id). Unset: no sign-in button."},
 		{name: "PLAYHEAD_TOKEN_LEEWAY", typ: typeDuration, def: "30s",
 			doc: "The clock skew allowed on a provider token's `exp`, `nbf` and `iat`, from `1s` to `5m`."},
 	}},
