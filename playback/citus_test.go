@@ -88,6 +88,9 @@ var citusPlan = map[string]placement{
 	"member_erasures":    {kind: reference},
 	"history_paused":     {kind: reference},
 	"playback_forgotten": {kind: reference},
+	// A provider's subjects: a row per member, written once at their first token with their
+	// members row (which it references), read by key when a node has not cached it, like members.
+	"member_subjects": {kind: reference},
 }
 
 // hotStatement is a statement checked against the plan. singleMember statements name one
