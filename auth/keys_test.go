@@ -194,6 +194,10 @@ func TestKeys_ProviderDown(t *testing.T) {
 	if got := counter(t, b.reg, "playhead_jwks_refresh_failures_total", "trigger", "unknown_kid"); got != 1 {
 		t.Fatalf("failed unknown-kid reads = %v, want 1", got)
 	}
+	// The failed read dropped nothing.
+	if _, err := b.v.Verify(rs.mint(t, "b", nil)); err != nil {
+		t.Fatalf("a known key after a failed read: %v", err)
+	}
 }
 
 // A node started while its provider is down refuses the provider's tokens 401 (not 500), and

@@ -1,7 +1,10 @@
 package auth
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,5 +25,33 @@ func TestLifetime(t *testing.T) {
 		if got := lifetime(c.header, now); got != c.want {
 			t.Errorf("lifetime(%v) = %v, want %v", c.header, got, c.want)
 		}
+	}
+}
+
+// An HMAC key in a JWKS is dropped: a JWKS never supplies a secret, and one holding nothing
+// else is refused, keeping the keys read before.
+func TestInstall_DropsHMACKeys(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := PublicJWKS(key, "rs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oct := `{"kty":"oct","kid":"oct","alg":"HS256","k":"c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA"}`
+	withOct := strings.Replace(string(doc), `"keys": [`, `"keys": [`+oct+",", 1)
+	k, err := NewKeySet(KeysConfig{URL: "http://127.0.0.1:1/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.install([]byte(withOct)); err != nil {
+		t.Fatal(err)
+	}
+	if k.Keys() != 1 {
+		t.Fatalf("keys of a JWKS with an RSA and an oct key = %d, want 1", k.Keys())
+	}
+	if err := k.install([]byte(`{"keys":[` + oct + `]}`)); err == nil || k.Keys() != 1 {
+		t.Fatalf("a JWKS of an oct key alone: %v, %d keys held", err, k.Keys())
 	}
 }

@@ -90,6 +90,8 @@ type hostileFixture struct {
 	// A's resumable uploads (their paths, /v1/uploads/{id}): one with some bytes stored, one
 	// finished.
 	upload, finishedUpload string
+	// provider is the identity provider whose tokens the node accepts beside the secret's.
+	provider *tokenProvider
 }
 
 // hostileRoute is one route of the public app and how to reach it.
@@ -142,6 +144,8 @@ var routeTable = []hostileRoute{
 	{method: "GET", pattern: "/imports", access: public, target: fixed("/imports")},
 	{method: "GET", pattern: "/jobs", access: public, target: fixed("/jobs")},
 	{method: "GET", pattern: "/insights", access: public, target: fixed("/insights")},
+	{method: "GET", pattern: "/signin.json", access: public, target: fixed("/signin.json")},
+	{method: "GET", pattern: "/signin/callback", access: public, target: fixed("/signin/callback?code=x&state=y")},
 	{method: "GET", pattern: "/watch/:mediaID", access: public, target: idTarget("/watch/%s", mineID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/static/*", access: public, hasParam: true, target: func(_ *hostileFixture, p string) string {
 		if p == "" {
@@ -387,6 +391,7 @@ func TestHostileInput(t *testing.T) {
 	counts[classSeparator] += f.captionSeparators(t)
 	counts[classAuth] += f.hostileErasure(t)
 	counts[classAuth] += f.hostileDeletion(t)
+	counts[classAuth] += f.hostileTokens(t)
 
 	total := 0
 	var summary []string
@@ -486,6 +491,8 @@ func setupHostile(t *testing.T) *hostileFixture {
 	// The node runs within a memory bound, as in a container: the compressed bodies' check
 	// reads its peak resident memory.
 	env["GOMEMLIMIT"] = "256MiB"
+	provider := newTokenProvider(t)
+	maps.Copy(env, provider.env())
 	s := binarytest.Start(t, env)
 	signer, err := media.NewSigner([]byte(hostileSigningSecret))
 	if err != nil {
@@ -496,7 +503,7 @@ func setupHostile(t *testing.T) *hostileFixture {
 		t.Fatal(err)
 	}
 	f := &hostileFixture{s: s, contract: checker, storageDir: storageDir, a: binarytest.Token(t, 201, false), b: binarytest.Token(t, 202, false),
-		adm: binarytest.Token(t, 1, true), signer: signer}
+		adm: binarytest.Token(t, 1, true), signer: signer, provider: provider}
 	f.mine, f.minePrefix = readyUpload(t, s, f.a, "A's clip", "PRIVATE")
 	f.mineURL = mediaOf(t, s, f.a, f.mine).HLSURL
 	f.doomed = createOwned(t, s, f.adm, 201, "A's clip to delete")
