@@ -324,6 +324,14 @@ func signedLinkCases(f *hostileFixture, method string, forged map[string]string)
 		{sign(202, mineKey, later), nil, notFound},                 // B may not play A's media
 		{sign(201, f.theirsPath, later), nil, notFound},            // A may not play B's media
 		{sign(201, "hls/999999999/x/master.m3u8", later), nil, notFound},
+		// Key ids: the node holds the legacy key alone, whose links carry none. Any kid, known
+		// format or not, is a bad signature's 403, never an error of its own.
+		{withQuery("kid=2026-12&" + query), nil, forbidden},
+		{withQuery("kid=legacy&" + query), nil, forbidden},
+		{withQuery("kid=..%2F..%2Fetc%2Fpasswd&" + query), nil, forbidden},
+		{withQuery("kid=x'%20OR%20'1'='1&" + query), nil, forbidden},
+		{withQuery("kid=" + strings.Repeat("k", 200) + "&" + query), nil, forbidden},
+		{withQuery("kid=&" + query), nil, forbidden},
 	}
 	var out []hostileCase
 	for _, c := range cases {
