@@ -146,8 +146,6 @@ var routeTable = []hostileRoute{
 	{method: "GET", pattern: "/insights", access: public, target: fixed("/insights")},
 	{method: "GET", pattern: "/signin.json", access: public, target: fixed("/signin.json")},
 	{method: "GET", pattern: "/signin/callback", access: public, target: fixed("/signin/callback?code=x&state=y")},
-	{method: "GET", pattern: "/signin.json", access: public, target: fixed("/signin.json")},
-	{method: "GET", pattern: "/signin/callback", access: public, target: fixed("/signin/callback?code=x&state=y")},
 	{method: "GET", pattern: "/watch/:mediaID", access: public, target: idTarget("/watch/%s", mineID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/static/*", access: public, hasParam: true, target: func(_ *hostileFixture, p string) string {
 		if p == "" {
