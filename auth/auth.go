@@ -117,10 +117,14 @@ var errRefused = apperr.Errorf(apperr.Unauthenticated, "this member is erased; s
 type verified struct {
 	id      Identity
 	expires time.Time
+	// kid and withdrawals, for a provider token: its key id and the key set's count of
+	// withdrawals when it was verified (keyIDs.current).
+	kid         string
+	withdrawals uint64
 }
 
-// cacheTTL bounds how long a verified token is trusted without checking it again: a key
-// withdrawn from the provider's JWKS stops its tokens at most this long after it is read.
+// cacheTTL bounds how long a verified token is trusted without checking it again. A provider
+// token's entry goes sooner, at the key set's read that withdraws its key.
 const cacheTTL = 10 * time.Minute
 
 // NewVerifier returns a secret-mode Verifier for secret, which must be at least
@@ -179,15 +183,24 @@ func (v *Verifier) verify(ctx context.Context, token string) (Identity, error) {
 		return id, err
 	}
 	now := time.Now()
-	if id, ok := v.verified.get(token, now); ok {
-		return id, nil
+	var kids *keyIDs
+	if v.cfg.Keys != nil {
+		kids = v.cfg.Keys.kids.Load()
+	}
+	if e, ok := v.verified.get(token, now); ok && (e.id.Issuer == "" || kids.current(e.withdrawals, e.kid)) {
+		return e.id, nil
 	}
 	id, exp, err := v.verifyWithExpiry(ctx, token)
 	if err != nil {
 		return Identity{}, err
 	}
 	if ttl := min(exp.Sub(now), cacheTTL); ttl > 0 {
-		v.verified.put(token, verified{id: id, expires: now.Add(ttl)}, now)
+		e := verified{id: id, expires: now.Add(ttl)}
+		if id.Issuer != "" && kids != nil {
+			_, e.kid, _ = tokenHeader(token)
+			e.withdrawals = kids.withdrawals
+		}
+		v.verified.put(token, e, now)
 	}
 	return id, nil
 }
@@ -202,7 +215,7 @@ func (v *Verifier) verifyWithExpiry(ctx context.Context, token string) (Identity
 	if len(token) > MaxTokenBytes {
 		return Identity{}, time.Time{}, v.refusal(reasonTooLong, "token longer than %d bytes", MaxTokenBytes)
 	}
-	alg, ok := headerAlg(token)
+	alg, _, ok := tokenHeader(token)
 	switch {
 	case !ok:
 		return Identity{}, time.Time{}, v.refusal(reasonMalformed, "invalid token")

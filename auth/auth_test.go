@@ -36,6 +36,10 @@ func testVerify(t *testing.T, v *auth.Verifier) {
 			t.Fatalf("Verify(minted) = %+v, %v", id, err)
 		}
 	}
+	last, _ := auth.Mint(secret, auth.MaxSecretMember, false, time.Hour)
+	if id, err := v.Verify(last); err != nil || id.MemberID != 1<<40-1 {
+		t.Fatalf("Verify(the largest secret-mode member) = %+v, %v", id, err)
+	}
 	member, _ := auth.Mint(secret, 7, false, time.Hour)
 	if id, err := v.Verify(member); err != nil || id.Admin {
 		t.Fatalf("Verify(member) = %+v, %v; want no admin role", id, err)
@@ -57,9 +61,12 @@ func testVerify(t *testing.T, v *auth.Verifier) {
 		"None":         sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.MapClaims{"sub": "1", "exp": future}),
 		"SubNotNumber": sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "bob", "exp": future}),
 		"SubZero":      sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "0", "exp": future}),
-		"NoSub":        sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"exp": future}),
-		"Garbage":      "a.b.c",
-		"Empty":        "",
+		// From 2^40 the ids are members known by a provider's subject: the secret's holder
+		// cannot speak for them.
+		"SubProviderMember": sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "1099511627776", "exp": future}),
+		"NoSub":             sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"exp": future}),
+		"Garbage":           "a.b.c",
+		"Empty":             "",
 	}
 	for name, tok := range bad {
 		t.Run(name, func(t *testing.T) {

@@ -37,16 +37,16 @@ func (c *tokenCache) shard(token string) *tokenShard {
 	return &c.shards[maphash.String(c.seed, token)%cacheShards]
 }
 
-// get returns the identity of a verified token that has not expired at now.
-func (c *tokenCache) get(token string, now time.Time) (Identity, bool) {
+// get returns the entry of a verified token that has not expired at now.
+func (c *tokenCache) get(token string, now time.Time) (verified, bool) {
 	s := c.shard(token)
 	s.mu.Lock()
 	v, ok := s.m[token]
 	s.mu.Unlock()
 	if !ok || !now.Before(v.expires) {
-		return Identity{}, false
+		return verified{}, false
 	}
-	return v.id, true
+	return v, true
 }
 
 // put remembers a verified token. A full shard first drops its expired entries and, if that

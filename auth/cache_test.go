@@ -20,8 +20,8 @@ func TestTokenCache_BoundedAndExpiring(t *testing.T) {
 		t.Fatalf("%d entries held, want at most 640", total)
 	}
 	c.put("fresh", verified{id: Identity{MemberID: 7}, expires: now.Add(time.Minute)}, now)
-	if id, ok := c.get("fresh", now); !ok || id.MemberID != 7 {
-		t.Fatalf("get(fresh) = %v, %v", id, ok)
+	if e, ok := c.get("fresh", now); !ok || e.id.MemberID != 7 {
+		t.Fatalf("get(fresh) = %v, %v", e, ok)
 	}
 	if _, ok := c.get("fresh", now.Add(time.Minute)); ok {
 		t.Fatal("an expired entry was returned")

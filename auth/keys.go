@@ -13,24 +13,25 @@ import (
 	"github.com/playhead/playhead/apperr"
 )
 
-// headerAlg returns the alg of a compact token's header, without verifying anything: it only
-// picks which mode checks the token.
-func headerAlg(token string) (string, bool) {
+// tokenHeader returns the alg and kid of a compact token's header, without verifying
+// anything: the alg picks which mode checks the token, the kid labels its cache entry.
+func tokenHeader(token string) (alg, kid string, ok bool) {
 	head, _, ok := strings.Cut(token, ".")
 	if !ok {
-		return "", false
+		return "", "", false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(head)
 	if err != nil {
-		return "", false
+		return "", "", false
 	}
 	var h struct {
 		Alg string `json:"alg"`
+		Kid string `json:"kid"`
 	}
 	if json.Unmarshal(raw, &h) != nil {
-		return "", false
+		return "", "", false
 	}
-	return h.Alg, true
+	return h.Alg, h.Kid, true
 }
 
 // verifyKeys checks a provider token against the key set and maps its subject to a member.

@@ -78,6 +78,8 @@ type KeySet struct {
 	lastOK atomic.Int64
 	// keys is the number of keys in current.
 	keys atomic.Int64
+	// kids is the kids of current and the count of reads that withdrew one.
+	kids atomic.Pointer[keyIDs]
 
 	// mu serialises fetches; the fields below are guarded by it.
 	mu          sync.Mutex
@@ -267,6 +269,9 @@ func (k *KeySet) install(body []byte) error {
 		return errors.New("JWKS has no usable key")
 	}
 	first := k.current.Swap(&kf) == nil
+	// The kids after the keys: a request that saw the new withdrawal count verified with the
+	// new keys, so no entry can carry that count and a withdrawn key.
+	k.noteKeys(all)
 	k.keys.Store(int64(len(all)))
 	k.lastOK.Store(time.Now().UnixNano())
 	if first {

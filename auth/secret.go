@@ -7,6 +7,11 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
+// MaxSecretMember is the largest member id a secret-mode token's subject may name: the ids
+// above it are members known by a provider's subject (members.FirstID on), and whoever holds
+// the shared secret must not speak for one of them.
+const MaxSecretMember int64 = 1<<40 - 1
+
 // verifySecret checks an HS256 token against the secret: its subject is the member id.
 func (v *Verifier) verifySecret(token string) (Identity, time.Time, error) {
 	var claims Claims
@@ -14,7 +19,7 @@ func (v *Verifier) verifySecret(token string) (Identity, time.Time, error) {
 		return Identity{}, time.Time{}, v.parseError(err)
 	}
 	member, err := strconv.ParseInt(claims.Subject, 10, 64)
-	if err != nil || member <= 0 {
+	if err != nil || member <= 0 || member > MaxSecretMember {
 		return Identity{}, time.Time{}, v.refusal(reasonSubject, "token subject is not a member id")
 	}
 	exp := claims.ExpiresAt.Time

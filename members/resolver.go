@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/erasure"
 )
 
@@ -37,8 +38,8 @@ const (
 )
 
 // FirstID is the first id handed to a member known by a subject (member_subject_ids' start,
-// 2^40). The shared-secret mode's numeric subjects stay below it.
-const FirstID int64 = 1 << 40
+// 2^40). The shared-secret mode's numeric subjects stay below it (auth refuses larger ones).
+const FirstID = auth.MaxSecretMember + 1
 
 // ErrErased is the answer to a token of an erased subject issued before the erasure (or with
 // no iat, which cannot show it was not).
