@@ -25,10 +25,15 @@ import (
 )
 
 type options struct {
-	targets      []string
-	metricsURLs  []string
-	databaseURL  string
-	secret       string
+	targets     []string
+	metricsURLs []string
+	databaseURL string
+	tokens      minter
+	tokenTTL    time.Duration
+	// rotate, when set, signs the players' tokens from rotateAt on: each player's next request
+	// carries a token of the second key, as its token's re-issue would after a key rotation.
+	rotate       *minter
+	rotateAt     time.Duration
 	players      int
 	stages       []stage
 	warmup       time.Duration // requests scheduled before this offset are counted apart
@@ -115,12 +120,22 @@ func parseFlags(args []string) (options, error) {
 	markdownPath := fs.String("markdown", "", "also append the run as one row of docs/benchmarks/README.md's load table to this file")
 	label := fs.String("label", "", "a name for this run in the report")
 	allowNonLoop := fs.Bool("allow-non-loopback", false, "permit targets that are not loopback addresses (never on shared machines)")
+	signingKey := fs.String("signing-key", "", "sign tokens with this private key (JWK, or PEM with -signing-kid) instead of PLAYHEAD_JWT_SECRET: the node in the JWKS file mode")
+	signingKID := fs.String("signing-kid", "", "the kid of -signing-key (default the JWK's)")
+	rotateKey := fs.String("rotate-key", "", "the key players' tokens are signed with from -rotate-at on (JWK, or PEM with -rotate-kid)")
+	rotateKID := fs.String("rotate-kid", "", "the kid of -rotate-key (default the JWK's)")
+	rotateAt := fs.Duration("rotate-at", 0, "when players switch to tokens of -rotate-key, from the start of the run")
+	issuer := fs.String("issuer", os.Getenv("PLAYHEAD_OIDC_ISSUER"), "the tokens' iss, with -signing-key")
+	audience := fs.String("audience", os.Getenv("PLAYHEAD_OIDC_AUDIENCE"), "the tokens' aud, with -signing-key")
+	tokenTTL := fs.Duration("token-ttl", 24*time.Hour, "lifetime of the players' tokens (a rotated token's from -rotate-at)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
 	o := options{
 		targets: splitList(*targets), metricsURLs: splitList(*metrics), databaseURL: *dbURL,
-		secret: os.Getenv("PLAYHEAD_JWT_SECRET"), players: *players, period: *period, listEvery: *listEvery, collection: *collection,
+		tokens: minter{secret: []byte(os.Getenv("PLAYHEAD_JWT_SECRET")), issuer: *issuer, audience: *audience,
+			adminClaim: os.Getenv("PLAYHEAD_OIDC_ADMIN_CLAIM"), adminValue: os.Getenv("PLAYHEAD_OIDC_ADMIN_VALUE")},
+		tokenTTL: *tokenTTL, rotateAt: *rotateAt, players: *players, period: *period, listEvery: *listEvery, collection: *collection,
 		memberStart: *memberStart, mediaCount: *mediaCount, conns: *conns, inflight: *inflight,
 		timeout: *timeout, jsonPath: *jsonPath, markdownPath: *markdownPath, label: *label, allowNonLoop: *allowNonLoop,
 	}
@@ -140,11 +155,29 @@ func parseFlags(args []string) (options, error) {
 	for _, s := range o.stages {
 		o.players = max(o.players, s.target)
 	}
+	if *signingKey != "" {
+		var err error
+		if o.tokens, err = keyMinter(o.tokens, *signingKey, *signingKID); err != nil {
+			return o, err
+		}
+	}
+	if *rotateKey != "" {
+		if *signingKey == "" || *rotateAt <= 0 {
+			return o, errors.New("-rotate-key needs -signing-key and a positive -rotate-at")
+		}
+		m, err := keyMinter(o.tokens, *rotateKey, *rotateKID)
+		if err != nil {
+			return o, err
+		}
+		o.rotate = &m
+	}
 	switch {
 	case len(o.targets) == 0:
 		return o, errors.New("--targets is empty")
-	case len(o.secret) < 32:
-		return o, errors.New("PLAYHEAD_JWT_SECRET must be set (the server's secret): players' tokens are minted with it")
+	case o.tokens.key == nil && len(o.tokens.secret) < 32:
+		return o, errors.New("PLAYHEAD_JWT_SECRET must be set (the server's secret): players' tokens are minted with it (or sign them with -signing-key)")
+	case o.tokenTTL <= o.rotateAt:
+		return o, errors.New("-token-ttl must outlast -rotate-at: the first key's tokens would expire before the rotation")
 	case o.players < 1 || o.mediaCount < 1 || o.conns < 1 || o.inflight < 1 || o.period <= 0:
 		return o, errors.New("--players, --media, --conns, --inflight and --period must be positive")
 	}

@@ -36,6 +36,11 @@ type report struct {
 	Warmup   opReport      `json:"warmup"`
 	Server   serverFigures `json:"server"`
 	Database *dbFigures    `json:"database,omitempty"`
+	// Refused counts the 401 answers of the whole run, ramp included, by the key of the
+	// token refused: a key rotation's run must have none.
+	Refused refusals `json:"refused"`
+	// RotateAt is when the players switched to the rotated key's tokens (0: no rotation).
+	RotateAt time.Duration `json:"rotate_at_ns,omitempty"`
 
 	measureFrom time.Time
 
@@ -55,6 +60,15 @@ type opReport struct {
 	P50, P95    time.Duration  `json:"-"`
 	P99, Max    time.Duration  `json:"-"`
 	Percentiles map[string]float64
+}
+
+// refusals are the 401 answers, by key, and when the first and last were sent (offsets from
+// the start).
+type refusals struct {
+	FirstKey   int64         `json:"first_key"`
+	RotatedKey int64         `json:"rotated_key"`
+	First      time.Duration `json:"first_ns,omitempty"`
+	Last       time.Duration `json:"last_ns,omitempty"`
 }
 
 type serverFigures struct {
@@ -110,6 +124,9 @@ type dbSample struct{ transactions, rows, cpu float64 }
 
 func newReport(o options) *report {
 	r := &report{Label: o.label, Players: o.players, Targets: o.targets}
+	if o.rotate != nil {
+		r.RotateAt = o.rotateAt
+	}
 	newHist := func() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(2*time.Minute/time.Microsecond), 3) }
 	for i := range r.hists {
 		r.hists[i] = newHist()
@@ -137,10 +154,28 @@ func (r *report) record(req request, err error, resp *fasthttp.Response) {
 		return
 	}
 	o.Statuses[resp.StatusCode()]++
+	if resp.StatusCode() == fasthttp.StatusUnauthorized {
+		r.refused(req)
+	}
 	if !warm {
 		_ = r.hists[req.op].RecordValue(us)
 		_ = r.all.RecordValue(us)
 	}
+}
+
+// refused counts a 401 answer to req. Called under mu.
+func (r *report) refused(req request) {
+	f := &r.Refused
+	if req.rotated {
+		f.RotatedKey++
+	} else {
+		f.FirstKey++
+	}
+	at := req.created.Sub(r.Start)
+	if f.FirstKey+f.RotatedKey == 1 {
+		f.First = at
+	}
+	f.First, f.Last = min(f.First, at), max(f.Last, at)
 }
 
 func (r *report) clientDrop(o op, scheduled time.Time) {
@@ -241,6 +276,16 @@ func (r *report) print(w io.Writer) {
 	for _, o := range append(r.Ops, r.Total, r.Warmup) {
 		fmt.Fprintf(w, "%-13s %9d %9.0f %8.2f %8.2f %8.2f %8.1f %8d  %s\n", o.Name, o.Sent, o.RatePerSec,
 			ms(o.P50), ms(o.P95), ms(o.P99), ms(o.Max), o.ClientDrops, outcomes(o))
+	}
+	if f := r.Refused; r.RotateAt > 0 || f.FirstKey+f.RotatedKey > 0 {
+		fmt.Fprintf(w, "refused (401): %d with the first key's tokens, %d with the rotated key's", f.FirstKey, f.RotatedKey)
+		if f.FirstKey+f.RotatedKey > 0 {
+			fmt.Fprintf(w, ", sent from +%s to +%s", f.First.Round(time.Millisecond), f.Last.Round(time.Millisecond))
+		}
+		if r.RotateAt > 0 {
+			fmt.Fprintf(w, "; players switched keys at +%s (%s)", r.RotateAt, r.Start.Add(r.RotateAt).UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintln(w)
 	}
 	s := r.Server
 	if s.Scraped {

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-
-	"github.com/playhead/playhead/auth"
 )
 
 // op is a kind of request the scenario sends.
@@ -30,7 +28,10 @@ var opNames = [opCount]string{"POST open", "PUT position", "GET list", "GET coll
 
 // player is one virtual player. Only the dispatcher goroutine touches it.
 type player struct {
-	token    string
+	token string
+	// next is the token of the rotated key, sent from the rotation on ("" without one).
+	next     string
+	rotated  bool
 	target   int
 	media    int64
 	opened   bool
@@ -42,6 +43,7 @@ type request struct {
 	op      op
 	target  int
 	token   string
+	rotated bool // the token is of the rotated key
 	path    string
 	body    []byte
 	created time.Time // when the schedule said to send it
@@ -152,20 +154,23 @@ func dispatch(ctx context.Context, o options, players []player, start time.Time,
 					continue
 				}
 				p := &players[i]
+				if p.next != "" && at >= o.rotateAt {
+					p.token, p.next, p.rotated = p.next, "", true
+				}
 				path := "/v1/playback/" + strconv.FormatInt(p.media, 10)
 				if !p.opened {
 					p.opened = true
-					fire(request{op: opOpen, target: p.target, token: p.token, path: path})
+					fire(request{op: opOpen, target: p.target, token: p.token, rotated: p.rotated, path: path})
 					continue
 				}
 				p.reports++
 				p.position += int32(o.period / time.Millisecond)
-				fire(request{op: opPut, target: p.target, token: p.token, path: path,
+				fire(request{op: opPut, target: p.target, token: p.token, rotated: p.rotated, path: path,
 					body: fmt.Appendf(nil, `{"position_ms":%d}`, p.position)})
 				if o.listEvery > 0 && p.reports%o.listEvery == 0 {
-					fire(request{op: opList, target: p.target, token: p.token, path: "/v1/playback?limit=20"})
+					fire(request{op: opList, target: p.target, token: p.token, rotated: p.rotated, path: "/v1/playback?limit=20"})
 					if o.collection != "" {
-						fire(request{op: opCollection, target: p.target, token: p.token, path: "/v1/collections/" + url.PathEscape(o.collection)})
+						fire(request{op: opCollection, target: p.target, token: p.token, rotated: p.rotated, path: "/v1/collections/" + url.PathEscape(o.collection)})
 					}
 				}
 			}
@@ -237,7 +242,7 @@ func hasPort(host string) bool {
 
 // setupMedia registers the media players watch, through the admin API of the first target.
 func setupMedia(o options, c *fasthttp.HostClient) ([]int64, error) {
-	admin, err := auth.Mint([]byte(o.secret), 1, true, time.Hour)
+	admin, err := o.tokens.admin(time.Hour)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +261,7 @@ func setupMedia(o options, c *fasthttp.HostClient) ([]int64, error) {
 			return nil, fmt.Errorf("register media: %w (is Playhead running at %s?)", err, o.targets[0])
 		}
 		if resp.StatusCode() != fasthttp.StatusCreated {
-			return nil, fmt.Errorf("register media: %d %s (does PLAYHEAD_JWT_SECRET match the server's?)", resp.StatusCode(), resp.Body())
+			return nil, fmt.Errorf("register media: %d %s (does PLAYHEAD_JWT_SECRET, or -signing-key's public half, match the server's?)", resp.StatusCode(), resp.Body())
 		}
 		var m struct{ ID int64 }
 		if err := json.Unmarshal(resp.Body(), &m); err != nil {
@@ -270,11 +275,17 @@ func setupMedia(o options, c *fasthttp.HostClient) ([]int64, error) {
 func makePlayers(o options, media []int64) ([]player, error) {
 	players := make([]player, o.players)
 	for i := range players {
-		tok, err := auth.Mint([]byte(o.secret), o.memberStart+int64(i), false, 24*time.Hour)
+		tok, err := o.tokens.player(o.memberStart+int64(i), o.tokenTTL)
 		if err != nil {
 			return nil, err
 		}
 		players[i] = player{token: tok, target: i % len(o.targets), media: media[i%len(media)]}
+		if o.rotate != nil {
+			// Minted now, valid for -token-ttl from the rotation, as if issued then.
+			if players[i].next, err = o.rotate.player(o.memberStart+int64(i), o.rotateAt+o.tokenTTL); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return players, nil
 }
