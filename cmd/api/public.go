@@ -26,6 +26,7 @@ import (
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/mediadelete"
+	memberids "github.com/playhead/playhead/members"
 	"github.com/playhead/playhead/notify"
 	"github.com/playhead/playhead/playback"
 	"github.com/playhead/playhead/ratelimit"
@@ -44,14 +45,18 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	if err != nil {
 		return nil, err
 	}
-	verifier, err := auth.NewVerifier([]byte(cfg.JWTSecret), tokenCacheItems)
-	if err != nil {
-		return nil, err
-	}
 	// Erased members' tokens are refused from the start (the Set reads every erasure before the
 	// public server starts) and from each notification; their buffered positions and event
 	// streams go at the same time (the database's fence keeps their data out regardless).
 	erased := erasure.NewSet(n.pool, n.logger)
+	subjects := memberids.NewResolver(n.pool, memberids.Config{Erased: erased.Contains, Registerer: n.reg})
+	verifier, keys, err := newVerifier(cfg, subjects, n.reg, n.logger)
+	if err != nil {
+		return nil, err
+	}
+	if keys != nil {
+		n.add("identity provider keys", keys)
+	}
 	verifier.Refuse(erased.Contains)
 	erased.OnErase(n.forgetErased)
 	n.add("erased members", erased)
