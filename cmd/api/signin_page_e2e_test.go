@@ -116,6 +116,9 @@ func TestPages_SignInWithTheProvider(t *testing.T) {
 	if len(done.Problems) > 0 || len(done.Strangers) > 0 {
 		t.Errorf("console errors %q, requests to other origins %q; want none", done.Problems, done.Strangers)
 	}
+	if n := provider.Requests("/end_session"); n != 1 {
+		t.Errorf("the provider's end_session_endpoint was called %d times, want once (Sign out)", n)
+	}
 	if n := provider.Requests("/oauth/token"); n < 2 {
 		t.Errorf("the provider's token endpoint was called %d times, want the test's and the page's", n)
 	}
