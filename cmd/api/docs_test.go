@@ -149,6 +149,11 @@ func nodeMetricFamilies(t *testing.T) []*dto.MetricFamily {
 		"PLAYHEAD_METRICS_ADDR": "127.0.0.1:0",
 		"PLAYHEAD_STORAGE_DIR":  t.TempDir(),
 		"PLAYHEAD_SPILL_DIR":    t.TempDir(),
+		// An identity provider, so its key set's gauges are listed too (never started here:
+		// the file is not read).
+		"PLAYHEAD_OIDC_ISSUER":   "https://id.example.com/",
+		"PLAYHEAD_OIDC_AUDIENCE": "playhead",
+		"PLAYHEAD_JWKS_FILE":     "jwks.json",
 	})
 	reg := &recordingRegistry{Registry: prometheus.NewRegistry()}
 	n, err := buildWithRegistry(context.Background(), cfg, slog.New(slog.DiscardHandler), reg)
