@@ -69,8 +69,9 @@ func (v *Verifier) verifyKeys(ctx context.Context, token string) (Identity, time
 // hasValue reports whether claims hold want at claim: a top-level claim of that exact name
 // first (Auth0's namespaced "https://example.com/roles" has dots of its own), else a dotted
 // path into nested objects (Keycloak's "realm_access.roles"). The value matches when it is a
-// string whose space-separated words include want (a role, or a scope), or an array holding
-// want.
+// string equal to want, an array holding want, or, for a claim named scope or scp, a
+// space-separated string with want among its words. Only a scope is split: a subject or a
+// role name with a space in it ("mallory playhead-admin") must not match.
 func hasValue(claims map[string]any, claim, want string) bool {
 	v, ok := claims[claim]
 	if !ok {
@@ -88,9 +89,14 @@ func hasValue(claims map[string]any, claim, want string) bool {
 	}
 	switch v := v.(type) {
 	case string:
-		for _, w := range strings.Fields(v) {
-			if w == want {
-				return true
+		if v == want {
+			return true
+		}
+		if name := claim[strings.LastIndex(claim, ".")+1:]; name == "scope" || name == "scp" {
+			for _, w := range strings.Fields(v) {
+				if w == want {
+					return true
+				}
 			}
 		}
 	case []any:

@@ -101,7 +101,7 @@ var settingGroups = []settingGroup{
 		{name: "PLAYHEAD_JWKS_FILE", typ: typeString,
 			doc: "A JWKS file of the public keys of a backend that mints its own tokens, instead of a URL. Read again when its modification time or size changes (checked every 2s): replace it by rename to rotate. Set this or `PLAYHEAD_JWKS_URL`, not both."},
 		{name: "PLAYHEAD_OIDC_ADMIN_CLAIM", typ: typeString,
-			doc: "The claim of a provider token that gives the admin role when it holds `PLAYHEAD_OIDC_ADMIN_VALUE`: a top-level claim of this exact name first (`https://example.com/roles`), else a dotted path into nested objects (`realm_access.roles`). Holds it: a string equal to it, a space-separated string with it (`scope`), or an array with it. Unset: no provider token is admin."},
+			doc: "The claim of a provider token that gives the admin role when it holds `PLAYHEAD_OIDC_ADMIN_VALUE`: a top-level claim of this exact name first (`https://example.com/roles`), else a dotted path into nested objects (`realm_access.roles`). Holds it: a string equal to it, an array with it, or for a claim named `scope` or `scp` a space-separated string with it. Unset: no provider token is admin."},
 		{name: "PLAYHEAD_OIDC_ADMIN_VALUE", typ: typeString,
 			doc: "The value of `PLAYHEAD_OIDC_ADMIN_CLAIM` that gives the admin role (`playhead-admin`, or a subject with the claim `sub`)."},
 		{name: "PLAYHEAD_OIDC_CLIENT_ID", typ: typeString,
