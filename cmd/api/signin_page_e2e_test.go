@@ -32,6 +32,7 @@ type signInPageEvent struct {
 	Landed  string         `json:"landed"`
 	Stored  *string        `json:"stored"`
 	Path    string         `json:"path"`
+	Text    string         `json:"text"`
 	// Accessibility is axe-core's violations on the signed-in home page.
 	Accessibility []string `json:"accessibility"`
 	Problems      []string `json:"problems"`
@@ -43,7 +44,8 @@ type signInPageEvent struct {
 // token offers "Sign in" beside pasting one; it leads to the provider's own login form (another
 // origin), and back on the home page the member is signed in with the provider's ID token (the
 // provider's access token is opaque) and sees the continue-watching list seeded with a token of
-// the same member that the test got from the provider itself. axe-core finds no violation on
+// the same member that the test got from the provider itself. Once the token has expired, the
+// page asks to sign in again with the provider. axe-core finds no violation on
 // the signed-in page, no console error shows (the policy let the page call the provider), and
 // no request goes to a third origin. "Sign out" forgets the token and ends the provider's
 // session at its end_session_endpoint; signing in again goes through the provider's form.
@@ -105,6 +107,9 @@ func TestPages_SignInWithTheProvider(t *testing.T) {
 	}
 	if len(in.Accessibility) > 0 {
 		t.Errorf("axe-core on the signed-in home page:\n%s", strings.Join(in.Accessibility, "\n"))
+	}
+	if ev := events["expired"]; !strings.Contains(ev.Text, "Your sign-in expired") || !strings.Contains(ev.Text, "Sign in with localhost:") {
+		t.Errorf("a page with an expired token shows %q, want it to ask to sign in again with the provider", ev.Text)
 	}
 	if ev := events["signOut"]; ev.Stored != nil || ev.Landed == "" {
 		t.Errorf("after Sign out: landed on %q at the provider, the tab holds a token: %v; want the provider's page and no token", ev.Landed, ev.Stored != nil)

@@ -12,6 +12,7 @@
 // Events: signedOut (the home page without a token: the sign-in card and its buttons),
 // login (the provider's form, reached by "Sign in"), signedIn (back on the home page: the
 // header, the continue-watching titles, the stored token's claims, axe-core's violations),
+// expired (the page once the token's exp has passed: the sign-in card's text),
 // signOut (where "Sign out" led and whether the tab still holds a token), again (the home
 // page after the sign-out, and whether "Sign in" asks for the password again, the provider's
 // session being over), done (console errors on Playhead's pages, the requests to other origins than the server's
@@ -83,6 +84,27 @@ async function main() {
     signedIn.accessibility = await accessibility(page, 'signed in');
     emit('signedIn', signedIn);
     await page.screenshot({ path: join(SHOTS, 'home-signed-in.png'), fullPage: true });
+
+    // An expired sign-in: the page asks to sign in again, with the provider's button.
+    const held = await page.evaluate(() => {
+      const real = sessionStorage.getItem('playhead.token');
+      const [head, body, sig] = real.split('.');
+      const claims = JSON.parse(atob(body.replace(/-/g, '+').replace(/_/g, '/')));
+      claims.exp = Math.floor(Date.now() / 1000) - 120;
+      const expired = btoa(JSON.stringify(claims)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+      sessionStorage.setItem('playhead.token', `${head}.${expired}.${sig}`);
+      return real;
+    });
+    await page.reload();
+    await page.waitForSelector('#signin-provider', { timeout: STEP_WAIT });
+    emit('expired', { text: await page.evaluate(() => document.getElementById('signin').innerText) });
+    // The same sign-in back, for the sign-out.
+    await page.evaluate((real) => {
+      sessionStorage.setItem('playhead.token', real);
+      sessionStorage.setItem('playhead.signedIn', '1');
+    }, held);
+    await page.reload();
+    await page.waitForSelector('#session:not([hidden])', { timeout: STEP_WAIT });
 
     // "Sign out": the token goes, and the provider ends its session on its own page.
     await Promise.all([page.waitForURL((u) => u.origin === new URL(ISSUER).origin, { timeout: STEP_WAIT }),
