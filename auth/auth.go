@@ -197,7 +197,8 @@ func (v *Verifier) verify(ctx context.Context, token string) (Identity, error) {
 	if ttl := min(exp.Sub(now), cacheTTL); ttl > 0 {
 		e := verified{id: id, expires: now.Add(ttl)}
 		if id.Issuer != "" && kids != nil {
-			_, e.kid, _ = tokenHeader(token)
+			h, _ := tokenHeader(token)
+			e.kid = h.Kid
 			e.withdrawals = kids.withdrawals
 		}
 		v.verified.put(token, e, now)
@@ -215,10 +216,13 @@ func (v *Verifier) verifyWithExpiry(ctx context.Context, token string) (Identity
 	if len(token) > MaxTokenBytes {
 		return Identity{}, time.Time{}, v.refusal(reasonTooLong, "token longer than %d bytes", MaxTokenBytes)
 	}
-	alg, _, ok := tokenHeader(token)
+	h, ok := tokenHeader(token)
+	alg := h.Alg
 	switch {
 	case !ok:
 		return Identity{}, time.Time{}, v.refusal(reasonMalformed, "invalid token")
+	case h.Crit != nil:
+		return Identity{}, time.Time{}, v.refusal(reasonMalformed, "token header names critical extensions (crit); none is supported")
 	case alg == jwt.SigningMethodHS256.Alg() && v.cfg.Secret != nil:
 		return v.verifySecret(token)
 	case alg != jwt.SigningMethodHS256.Alg() && v.cfg.Keys != nil && isKeyAlgorithm(alg):

@@ -13,25 +13,31 @@ import (
 	"github.com/playhead/playhead/apperr"
 )
 
-// tokenHeader returns the alg and kid of a compact token's header, without verifying
-// anything: the alg picks which mode checks the token, the kid labels its cache entry.
-func tokenHeader(token string) (alg, kid string, ok bool) {
+// header is what a compact token's header says, read without verifying anything: the alg
+// picks which mode checks the token, the kid labels its cache entry.
+type header struct {
+	Alg string `json:"alg"`
+	Kid string `json:"kid"`
+	// Crit lists extensions the issuer says a recipient must understand (RFC 7515 4.1.11).
+	// Playhead understands none, so a token naming any is refused rather than read without
+	// them.
+	Crit json.RawMessage `json:"crit"`
+}
+
+// tokenHeader decodes a compact token's header.
+func tokenHeader(token string) (h header, ok bool) {
 	head, _, ok := strings.Cut(token, ".")
 	if !ok {
-		return "", "", false
+		return header{}, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(head)
 	if err != nil {
-		return "", "", false
-	}
-	var h struct {
-		Alg string `json:"alg"`
-		Kid string `json:"kid"`
+		return header{}, false
 	}
 	if json.Unmarshal(raw, &h) != nil {
-		return "", "", false
+		return header{}, false
 	}
-	return h.Alg, h.Kid, true
+	return h, true
 }
 
 // verifyKeys checks a provider token against the key set and maps its subject to a member.

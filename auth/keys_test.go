@@ -115,6 +115,7 @@ func TestKeys_Refusals(t *testing.T) {
 		{"signed by another key under the known kid", signed(jwt.SigningMethodRS256, attacker.key, claims(time.Hour), nil), "bad_signature"},
 		{"jku at the attacker's JWKS", signed(jwt.SigningMethodRS256, attacker.key, claims(time.Hour), map[string]any{"jku": attackerJWKS.URL, "x5u": attackerJWKS.URL}), "bad_signature"},
 		{"jwk header holding the attacker's key", signed(jwt.SigningMethodRS256, attacker.key, claims(time.Hour), map[string]any{"jwk": attackerJWK}), "bad_signature"},
+		{"crit naming an extension", signed(jwt.SigningMethodRS256, rs.key, with("exp-x", 1), map[string]any{"crit": []string{"exp-x"}}), "malformed"},
 		{"subject missing", func() string {
 			c := claims(time.Hour)
 			delete(c, "sub")

@@ -241,32 +241,37 @@ func (k *KeySet) install(body []byte) error {
 	if err := json.Unmarshal(body, &set); err != nil {
 		return fmt.Errorf("JWKS is not JSON: %w", err)
 	}
-	// Only public keys: a private key published by mistake still verifies (keyfunc takes its
-	// public half), and an "oct" (HMAC) key is dropped so a JWKS can never supply an HMAC
-	// secret.
-	var keep []jwkset.JWKMarshal
+	// Only public signing keys: a private key published by mistake still verifies (keyfunc
+	// takes its public half); an "oct" (HMAC) key is dropped so a JWKS can never supply an
+	// HMAC secret, and an encryption key ("use": "enc", Keycloak publishes one beside its
+	// signing key) never verifies a signature. Each key is read on its own: one this library
+	// cannot read (a curve it lacks, such as Ed448, or a malformed key) is skipped and logged,
+	// so it neither keeps a node from its first keys nor stops a rotation.
+	store := jwkset.NewMemoryStorage()
 	for _, key := range set.Keys {
-		if key.KTY == jwkset.KtyRSA || key.KTY == jwkset.KtyEC || key.KTY == jwkset.KtyOKP {
-			keep = append(keep, key)
+		if key.KTY != jwkset.KtyRSA && key.KTY != jwkset.KtyEC && key.KTY != jwkset.KtyOKP ||
+			key.USE != "" && key.USE != jwkset.UseSig {
+			continue
+		}
+		jwk, err := jwkset.NewJWKFromMarshal(key, jwkset.JWKMarshalOptions{Private: true}, jwkset.JWKValidateOptions{})
+		if err != nil {
+			k.cfg.Logger.Warn("a key of the identity provider's JWKS is skipped", "kid", truncate(key.KID, 64), "error", err)
+			continue
+		}
+		if err := store.KeyWrite(context.Background(), jwk); err != nil {
+			return err
 		}
 	}
-	if len(keep) == 0 {
-		return errors.New("JWKS has no RSA, EC or OKP key")
-	}
-	raw, err := json.Marshal(jwkset.JWKSMarshal{Keys: keep})
-	if err != nil {
-		return err
-	}
-	kf, err := keyfunc.NewJWKSetJSON(raw)
-	if err != nil {
-		return fmt.Errorf("JWKS: %w", err)
-	}
-	all, err := kf.Storage().KeyReadAll(context.Background())
+	all, err := store.KeyReadAll(context.Background())
 	if err != nil {
 		return err
 	}
 	if len(all) == 0 {
-		return errors.New("JWKS has no usable key")
+		return errors.New("JWKS has no usable RSA, EC or OKP signing key")
+	}
+	kf, err := keyfunc.New(keyfunc.Options{Storage: store})
+	if err != nil {
+		return fmt.Errorf("JWKS: %w", err)
 	}
 	first := k.current.Swap(&kf) == nil
 	// The kids after the keys: a request that saw the new withdrawal count verified with the
@@ -321,6 +326,11 @@ func (k *KeySet) get(ctx context.Context, u string) ([]byte, http.Header, error)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return nil, nil, fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	// Redirects are followed (a provider may move its keys), but not from https to http: a
+	// downgraded answer could come from anyone on the path and would supply the keys.
+	if req.URL.Scheme == "https" && resp.Request.URL.Scheme != "https" {
+		return nil, nil, fmt.Errorf("GET %s: redirected to %s, which is not https", u, resp.Request.URL.Redacted())
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes+1))
 	if err != nil {

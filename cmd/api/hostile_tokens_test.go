@@ -168,6 +168,7 @@ func (f *hostileFixture) hostileTokens(t *testing.T) int {
 		{"jku and x5u at the attacker's JWKS", sign(t, jwt.SigningMethodRS256, attackerKey, admin, map[string]any{"jku": attacker.URL, "x5u": attacker.URL}), "bad_signature"},
 		{"jwk header with the attacker's key", sign(t, jwt.SigningMethodRS256, attackerKey, admin, map[string]any{"jwk": attackerJWK}), "bad_signature"},
 		{"x5c header", sign(t, jwt.SigningMethodRS256, attackerKey, admin, map[string]any{"x5c": []string{"MIIB"}}), "bad_signature"},
+		{"crit naming an extension", sign(t, jwt.SigningMethodRS256, p.key, with("exp-x", 1), map[string]any{"crit": []string{"exp-x"}}), "malformed"},
 		{"wrong issuer", sign(t, jwt.SigningMethodRS256, p.key, with("iss", "https://evil.hostile.test/"), nil), "issuer"},
 		{"wrong audience", sign(t, jwt.SigningMethodRS256, p.key, with("aud", []string{"another-api"}), nil), "audience"},
 		{"expired", sign(t, jwt.SigningMethodRS256, p.key, with("exp", now.Add(-time.Minute).Unix()), nil), "expired"},

@@ -1,0 +1,97 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// A JWKS read keeps its signing keys whatever else it holds: a key of a curve the library
+// lacks, a malformed key and an encryption key are skipped, one by one, and the signing key
+// beside them is installed (a provider publishing one odd key must not leave a node without
+// keys), while an encryption key under its own kid never verifies.
+func TestInstall_SkipsKeysItCannotUse(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := PublicJWKS(key, "rs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set struct{ Keys []map[string]any }
+	if err := json.Unmarshal(doc, &set); err != nil {
+		t.Fatal(err)
+	}
+	enc := map[string]any{}
+	for name, v := range set.Keys[0] {
+		enc[name] = v
+	}
+	enc["kid"], enc["use"] = "enc", "enc"
+	delete(enc, "alg")
+	delete(set.Keys[0], "use") // a signing key need not say so
+	odd := []string{
+		`{"kty":"OKP","crv":"Ed448","kid":"ed448","x":"X9dEm1m0Yf0s54fsYWrUah2hNCSFpw4fig6nXYDpZ3jt8SR2m0bHBhvWeD3x5Q9s0foavq_oJWGA"}`,
+		`{"kty":"EC","crv":"secp256k1","kid":"k1","x":"WfnzS2Qk8Zq0u1Kx8aQeM8w4t3X6v2j1bqXo9sGQ1Wk","y":"Y2Q1c2d0ZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmY"}`,
+		`{"kty":"RSA","kid":"malformed","n":"!!!","e":"AQAB"}`,
+		string(must(json.Marshal(enc))),
+		string(must(json.Marshal(set.Keys[0]))),
+	}
+	k, err := NewKeySet(KeysConfig{URL: "http://127.0.0.1:1/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.install([]byte(`{"keys":[` + strings.Join(odd, ",") + `]}`)); err != nil {
+		t.Fatalf("a JWKS with a signing key among odd ones: %v", err)
+	}
+	if kids := k.kids.Load().kids; len(kids) != 1 || !has(kids, "rs") {
+		t.Fatalf("kids held %v, want rs alone", kids)
+	}
+	if err := k.install([]byte(`{"keys":[` + strings.Join(odd[:4], ",") + `]}`)); err == nil || k.Keys() != 1 {
+		t.Fatalf("a JWKS without a usable signing key: %v, %d keys held (want an error and the key read before)", err, k.Keys())
+	}
+}
+
+// A JWKS URL over https may redirect to another https URL, never down to http.
+func TestGet_RefusesARedirectToHTTP(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := PublicJWKS(key, "rs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(doc) }
+	plain := httptest.NewServer(http.HandlerFunc(serve))
+	defer plain.Close()
+	secure := httptest.NewTLSServer(http.HandlerFunc(serve))
+	defer secure.Close()
+	for _, c := range []struct {
+		to   string
+		want bool
+	}{{secure.URL, true}, {plain.URL, false}} {
+		redirect := httptest.NewTLSServer(http.RedirectHandler(c.to+"/keys", http.StatusFound))
+		k, err := NewKeySet(KeysConfig{URL: redirect.URL, Client: redirect.Client()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = k.refresh(context.Background(), "schedule")
+		redirect.Close()
+		if got := err == nil && k.Keys() == 1; got != c.want {
+			t.Errorf("https redirected to %s: read %v (%v, %d keys), want %v", c.to, got, err, k.Keys(), c.want)
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
