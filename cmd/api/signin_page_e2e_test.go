@@ -33,6 +33,15 @@ type signInPageEvent struct {
 	Stored  *string        `json:"stored"`
 	Path    string         `json:"path"`
 	Text    string         `json:"text"`
+	// Nonce is the nonce of the page's authorization request.
+	Nonce string `json:"nonce"`
+	// Keys are the storage keys left after the sign-out.
+	Keys []string `json:"keys"`
+	// Returns are hostile ways back and the URL the callback page resolves each to.
+	Returns []struct {
+		Form string `json:"form"`
+		To   string `json:"to"`
+	} `json:"returns"`
 	// Accessibility is axe-core's violations on the signed-in home page.
 	Accessibility []string `json:"accessibility"`
 	Problems      []string `json:"problems"`
@@ -47,8 +56,13 @@ type signInPageEvent struct {
 // the same member that the test got from the provider itself. Once the token has expired, the
 // page asks to sign in again with the provider. axe-core finds no violation on
 // the signed-in page, no console error shows (the policy let the page call the provider), and
-// no request goes to a third origin. "Sign out" forgets the token and ends the provider's
-// session at its end_session_endpoint; signing in again goes through the provider's form.
+// no request goes to a third origin. "Sign out" forgets the token and everything
+// oidc-client-ts kept, and ends the provider's session at its end_session_endpoint; signing in
+// again goes through the provider's form. The ID token carries the nonce of the page's request.
+// Hostile ways back (another host in every form a browser reads as one) resolve on the
+// server's origin, and a whole sign-in asking for one lands on the home page; the provider's
+// answer replayed, or with a forged state, keeps no token. With the provider unreachable,
+// "Sign in" says so on the page.
 func TestPages_SignInWithTheProvider(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -111,8 +125,31 @@ func TestPages_SignInWithTheProvider(t *testing.T) {
 	if ev := events["expired"]; !strings.Contains(ev.Text, "Your sign-in expired") || !strings.Contains(ev.Text, "Sign in with localhost:") {
 		t.Errorf("a page with an expired token shows %q, want it to ask to sign in again with the provider", ev.Text)
 	}
-	if ev := events["signOut"]; ev.Stored != nil || ev.Landed == "" {
-		t.Errorf("after Sign out: landed on %q at the provider, the tab holds a token: %v; want the provider's page and no token", ev.Landed, ev.Stored != nil)
+	if in.Nonce == "" || in.Claims["nonce"] != in.Nonce {
+		t.Errorf("the page asked the provider with nonce %q and holds an ID token with nonce %v; want one, the same", in.Nonce, in.Claims["nonce"])
+	}
+	if ev := events["signOut"]; ev.Stored != nil || ev.Landed == "" || len(ev.Keys) > 0 {
+		t.Errorf("after Sign out: landed on %q at the provider, the tab holds a token: %v, storage keys %q; want the provider's page, no token, no key", ev.Landed, ev.Stored != nil, ev.Keys)
+	}
+	if ev := events["returnTo"]; len(ev.Returns) == 0 {
+		t.Error("no way back was judged")
+	} else {
+		for _, r := range ev.Returns {
+			if !strings.HasPrefix(r.To, s.HTTPURL+"/") {
+				t.Errorf("a sign-in asking to return to %q returns to %q, want a page of %s", r.Form, r.To, s.HTTPURL)
+			}
+		}
+	}
+	if ev := events["hostileReturn"]; ev.Address != s.HTTPURL+"/" {
+		t.Errorf("a sign-in whose state returns to /\\evil.example/ landed on %q, want %s/", ev.Address, s.HTTPURL)
+	}
+	for _, name := range []string{"replay", "forgedState"} {
+		if ev := events[name]; !strings.Contains(ev.Text, "did not finish") || ev.Stored != nil || strings.Contains(ev.Address, "code=") {
+			t.Errorf("%s of the callback: status %q, token kept %v, address %q; want \"did not finish\", no token, no code in the address", name, ev.Text, ev.Stored != nil, ev.Address)
+		}
+	}
+	if ev := events["unreachable"]; !strings.Contains(ev.Text, "Could not sign in with the provider") || !strings.HasPrefix(ev.Address, s.HTTPURL+"/") {
+		t.Errorf("Sign in with the provider unreachable: notice %q at %q, want it to say it could not sign in, on the page", ev.Text, ev.Address)
 	}
 	if ev := events["again"]; ev.Path != "/login/username" || !ev.Form {
 		t.Errorf("Sign in after the sign-out: %s (form %v), want the provider's login form", ev.Path, ev.Form)

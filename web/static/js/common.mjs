@@ -8,6 +8,9 @@ const TOKEN_KEY = 'playhead.token';
 const SIGNED_IN_KEY = 'playhead.signedIn';
 // OIDC_ASSET is oidc-client-ts's browser build (the global `oidc`), copied by `make web`.
 const OIDC_ASSET = '/static/vendor/oidc-client-ts.min.js';
+// OIDC_PREFIX starts every key oidc-client-ts writes to a storage (WebStorageStateStore's
+// default prefix).
+const OIDC_PREFIX = 'oidc.';
 
 // APIError is a failed API call: status 0 when the request never got an answer.
 export class APIError extends Error {
@@ -100,6 +103,14 @@ function token() {
 function forgetToken() {
   sessionStorage.removeItem(TOKEN_KEY);
   sessionStorage.removeItem(SIGNED_IN_KEY);
+  // oidc-client-ts keeps the provider's answer (ID token, access token, profile) and the state
+  // of sign-ins never finished under its prefix; none of it may outlive the sign-out. Both
+  // storages: the library's own default for its state is localStorage.
+  for (const store of [sessionStorage, localStorage]) {
+    for (const key of Object.keys(store)) {
+      if (key.startsWith(OIDC_PREFIX)) store.removeItem(key);
+    }
+  }
 }
 
 let signInSettings = null;
@@ -156,10 +167,35 @@ export async function signInManager() {
 async function signIn() {
   try {
     const s = await signInManager();
-    await s.manager.signinRedirect({ state: { returnTo: location.pathname + location.search } });
+    // The nonce ties the ID token, which the pages may send as their token, to this sign-in:
+    // oidc-client-ts keeps it with the state and refuses an ID token that does not carry it.
+    const nonce = base64url(crypto.getRandomValues(new Uint8Array(24)));
+    await s.manager.signinRedirect({ nonce, state: { returnTo: location.pathname + location.search } });
   } catch (err) {
     showNotice(describe(err, 'Could not sign in with the provider'));
   }
+}
+
+// base64url encodes bytes without padding.
+function base64url(bytes) {
+  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+// sameOriginURL resolves where a finished sign-in returns to: the absolute URL of to when it
+// resolves on this origin, the home page otherwise. The browser's own parser judges, so the
+// forms it reads as another host (//evil, /\evil, a tab or line break inside //, javascript:,
+// encoded variants it decodes) cannot lead away; the absolute URL is returned because a path
+// alone that starts with // would be read as a host again.
+export function sameOriginURL(to) {
+  const home = new URL('/', location.origin).href;
+  if (typeof to !== 'string') return home;
+  let u;
+  try {
+    u = new URL(to, location.origin);
+  } catch {
+    return home;
+  }
+  return u.origin === location.origin ? u.href : home;
 }
 
 // pagesToken picks the token the pages send from a provider's answer: the access token when it
@@ -181,18 +217,25 @@ export function keepSignIn(value) {
 // too (its end_session_endpoint, when it has one), whose own page then says so.
 async function signOut() {
   const viaProvider = sessionStorage.getItem(SIGNED_IN_KEY) === '1';
-  forgetToken();
+  // The provider's ID token is read before everything is forgotten: it is the hint of the
+  // provider's sign-out.
+  let user = null;
+  let s = null;
   if (viaProvider) {
     try {
-      const s = await signInManager();
-      if (s) {
-        const user = await s.manager.getUser();
-        await s.manager.removeUser();
-        const meta = await s.manager.metadataService.getMetadata();
-        if (meta.end_session_endpoint) {
-          await s.manager.signoutRedirect({ id_token_hint: user ? user.id_token : undefined });
-          return;
-        }
+      s = await signInManager();
+      user = s ? await s.manager.getUser() : null;
+    } catch (err) {
+      console.warn('playhead: the provider sign-in could not be read:', err);
+    }
+  }
+  forgetToken();
+  if (s) {
+    try {
+      const meta = await s.manager.metadataService.getMetadata();
+      if (meta.end_session_endpoint) {
+        await s.manager.signoutRedirect({ id_token_hint: user ? user.id_token : undefined });
+        return;
       }
     } catch (err) {
       console.warn('playhead: the provider session could not be ended:', err);

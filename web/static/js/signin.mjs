@@ -3,13 +3,7 @@
 // provider's token endpoint, and the page keeps the token Playhead takes (pagesToken), then
 // returns to the page the member signed in from. The code leaves the address bar at once.
 
-import { describe, keepSignIn, pagesToken, showNotice, signInManager } from './common.mjs';
-
-// returnTo keeps the way back on this site: a path, never another origin.
-function returnTo(state) {
-  const to = state && typeof state.returnTo === 'string' ? state.returnTo : '/';
-  return to.startsWith('/') && !to.startsWith('//') ? to : '/';
-}
+import { describe, keepSignIn, pagesToken, sameOriginURL, showNotice, signInManager } from './common.mjs';
 
 async function finish() {
   document.getElementById('notice-close').addEventListener('click', () => {
@@ -21,7 +15,8 @@ async function finish() {
     if (!s) throw new Error('this server has no identity provider configured');
     const user = await s.manager.signinRedirectCallback();
     keepSignIn(pagesToken(user, s.cfg.audience));
-    location.replace(returnTo(user.state));
+    // The way back is on this site only: a page of this origin, never another.
+    location.replace(sameOriginURL(user.state && user.state.returnTo));
   } catch (err) {
     history.replaceState(null, '', location.pathname);
     status.textContent = 'The sign-in did not finish.';
