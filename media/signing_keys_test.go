@@ -2,6 +2,9 @@ package media_test
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"strings"
@@ -136,6 +139,35 @@ func TestSigner_HostileKeyIDs(t *testing.T) {
 	}
 	if member, err := s.Verify(object, rest+"&kid=2026-12", now); err != nil || member != 7 {
 		t.Errorf("kid last: member %d, %v; the parameters' order is free", member, err)
+	}
+}
+
+// TestSigner_UnknownKeyIDHasNoKey: a kid the node does not hold gives no key at all to check
+// the signature with, not an empty one: links forged with an empty secret (and with every
+// configured secret under that kid) are refused, with the bad signature's answer.
+func TestSigner_UnknownKeyIDHasNoKey(t *testing.T) {
+	const object = "hls/7/tok/v0/seg_000.ts"
+	now := time.Unix(1_800_000_000, 0)
+	s := keyedSigner(t, newKey, legacy)
+	exp := now.Add(time.Minute).Unix()
+	_, badSig := s.Verify(object, strings.Replace(queryOf(s.URL(7, object, now.Add(time.Minute))), "sig=", "sig=A", 1), now)
+	forge := func(secret []byte, message string) string {
+		h := hmac.New(sha256.New, secret)
+		h.Write([]byte(message))
+		return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+	}
+	for _, kid := range []string{"zzz", "2027-01"} {
+		for name, secret := range map[string][]byte{"an empty secret": nil, "the signing key's secret": newKey.Secret, "the legacy secret": legacy.Secret} {
+			for _, message := range []string{
+				fmt.Sprintf("playhead object URL v1\n7\n%d\n%s", exp, object),
+				fmt.Sprintf("playhead object URL v2\n%s\n7\n%d\n%s", kid, exp, object),
+			} {
+				q := fmt.Sprintf("kid=%s&member=7&expires=%d&sig=%s", kid, exp, forge(secret, message))
+				if _, err := s.Verify(object, q, now); err == nil || err.Error() != badSig.Error() {
+					t.Errorf("kid %s signed with %s (%q): %v, want the bad signature's answer %q", kid, name, message[:22], err, badSig)
+				}
+			}
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/media"
 )
 
@@ -56,6 +57,35 @@ func TestConfig_URLSigningKeys(t *testing.T) {
 				t.Errorf("key ids %q, want %q", ids, tc.want)
 			}
 		})
+	}
+}
+
+// TestConfig_URLSigningKeysQuoteNoSecret: whatever is wrong with PLAYHEAD_URL_SIGNING_KEYS,
+// its error quotes none of the secrets in it, nor a secret pasted where an entry should be.
+func TestConfig_URLSigningKeysQuoteNoSecret(t *testing.T) {
+	const (
+		secretA = "key-a-secret-key-a-secret-key-a-secret"
+		short   = "short-secret-of-b"
+	)
+	for _, keys := range []string{
+		secretA,
+		"a:" + secretA + "," + secretA,
+		"a:" + secretA + ",b:" + short,
+		"a:" + secretA + ",a:" + secretA,
+		"a b:" + secretA,
+		"a:" + secretA + ",legacy,legacy",
+		"legacy:" + secretA,
+	} {
+		_, err := Config{URLSigningKeys: keys, JWTSecret: binarytest.Secret}.signingKeys()
+		if err == nil {
+			t.Errorf("%q: accepted", keys)
+			continue
+		}
+		for _, secret := range []string{secretA, short, binarytest.Secret} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("%q: the error %q quotes a secret", keys, err)
+			}
+		}
 	}
 }
 
