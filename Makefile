@@ -188,7 +188,9 @@ loadtest: deps ## The load report of docs/benchmarks/README.md (about 12 minutes
 BENCH_ROUNDS ?= 3
 BENCH_DURATION ?= 10s
 # More flags for bench/putpath, e.g. BENCH_PUT_FLAGS=-cpuprofile=/tmp/playhead.prof, or
-# BENCH_PUT_FLAGS=-compare-watched-ranges (a second Playhead with PLAYHEAD_WATCHED_RANGES=false)
+# BENCH_PUT_FLAGS=-compare-watched-ranges (a second Playhead with PLAYHEAD_WATCHED_RANGES=false),
+# or BENCH_PUT_FLAGS=-compare-jwks (Playhead in the JWKS file mode with RS256 tokens, and the same
+# binary beside it with the shared secret's HS256 tokens)
 BENCH_PUT_FLAGS ?=
 bench-put: system-deps build ## The PUT path beside a bare Fiber server (about 3 minutes)
 	cd bench && $(GO) build -o ../bin/barefiber ./cmd/barefiber

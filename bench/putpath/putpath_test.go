@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,8 @@ var (
 		"run a second Playhead with PLAYHEAD_WATCHED_RANGES=false (its own database, the same load) in each round (after Playhead in odd rounds, before it in even ones), and print both")
 	baseline = flag.String("baseline", "",
 		"run a second Playhead from this binary (an older build: its own database, migrated by it, the same load) in each round (after Playhead in odd rounds, before it in even ones), and print both; a relative path is from bench/putpath, where go test runs")
+	compareJWKS = flag.Bool("compare-jwks", false,
+		"run Playhead in the JWKS file mode, every member's token signed by an RS256 key (a provider's usual algorithm and its longest tokens), and a second Playhead, the same binary, with the shared secret's HS256 tokens (its own database, the same load) in each round, and print both")
 )
 
 // envBare names the bare Fiber binary (bench/cmd/barefiber); `make bench-put` builds it and
@@ -62,8 +65,14 @@ func TestPutPathSideBySide(t *testing.T) {
 
 	began := time.Now()
 	bareURL, bareProc := startBare(t, bare)
-	ph := binarytest.Start(t, nil)
-	reports, script := writeLoad(t, ph)
+	var jwks *keyTokens
+	tokens := secretTokens
+	if *compareJWKS {
+		jwks = newKeyTokens(t)
+		tokens = jwks.token
+	}
+	ph := binarytest.Start(t, jwks.env())
+	reports, script := writeLoad(t, ph, tokens)
 	// The same load against a second Playhead, one that keeps no watched ranges or an
 	// older build: one member, one media and one position per request as in ph's, on a
 	// database of its own.
@@ -72,8 +81,10 @@ func TestPutPathSideBySide(t *testing.T) {
 	var offScript []string
 	offName := ""
 	switch {
-	case *noRanges && *baseline != "":
-		t.Fatal("-compare-watched-ranges and -baseline both ask for the second Playhead: choose one")
+	case *noRanges && *baseline != "", *noRanges && *compareJWKS, *baseline != "" && *compareJWKS:
+		t.Fatal("-compare-watched-ranges, -baseline and -compare-jwks each ask for the second Playhead: choose one")
+	case *compareJWKS:
+		off, offName = binarytest.Start(t, nil), "HS256"
 	case *noRanges:
 		off, offName = binarytest.Start(t, map[string]string{"PLAYHEAD_WATCHED_RANGES": "false"}), "ranges off"
 	case *baseline != "":
@@ -86,7 +97,7 @@ func TestPutPathSideBySide(t *testing.T) {
 		off, offName = binarytest.StartBinary(t, path, map[string]string{"DATABASE_URL": pgtest.EmptyURL(t)}), "baseline"
 	}
 	if off != nil {
-		offReports, offScript = writeLoad(t, off)
+		offReports, offScript = writeLoad(t, off, secretTokens)
 	}
 	t.Logf("servers up, %d tokens written after %s", *members, time.Since(began).Round(time.Millisecond))
 
@@ -119,6 +130,9 @@ func TestPutPathSideBySide(t *testing.T) {
 	}
 	barePID, phPID := bareProc.Cmd.Process.Pid, ph.Cmd.Process.Pid
 	clientAccepted += sendEach(t, ph, reports)
+	if jwks != nil {
+		resolveMembers(t, ph, reports)
+	}
 	t.Logf("every member reported once after %s", time.Since(began).Round(time.Millisecond))
 	run(bareURL, barePID, *warmUp)
 	warm, _, _ := run(ph.HTTPURL, phPID, *warmUp)
@@ -176,20 +190,24 @@ func TestPutPathSideBySide(t *testing.T) {
 	fmt.Printf("| median | %s req/s | %s req/s | %.0f%% | %.1f | %.1f | %.1f | %.1f |\n\n", group(stats.Median(bareRates)), group(stats.Median(phRates)), 100*stats.Median(shares),
 		stats.Median(bareCPUs), stats.Median(phCPUs), stats.Median(pgCPUs), stats.Median(wrkCPUs))
 	if off != nil {
-		if *noRanges {
+		switch {
+		case *noRanges:
 			fmt.Println("Watched ranges, the same rounds: Playhead with them on (the column above) and off")
-		} else {
+		case *compareJWKS:
+			fmt.Println("The same rounds: Playhead in the JWKS file mode, RS256 tokens (the column above), and in the shared secret's mode, HS256 tokens")
+		default:
 			fmt.Printf("The same rounds: Playhead under test (the column above) and the baseline, %s\n", *baseline)
 		}
-		fmt.Printf("| round | PostgreSQL CPU µs/req, Playhead | %[1]s | Playhead − %[1]s | Playhead / %[1]s | Playhead CPU µs/req | %[1]s |\n", offName)
-		fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-		var diffs, ratios []float64
+		fmt.Printf("| round | PostgreSQL CPU µs/req, Playhead | %[1]s | Playhead − %[1]s | Playhead / %[1]s | Playhead CPU µs/req | %[1]s | Playhead / %[1]s |\n", offName)
+		fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+		var diffs, ratios, cpuRatios []float64
 		for i := range offPGCPUs {
 			diffs, ratios = append(diffs, pgCPUs[i]-offPGCPUs[i]), append(ratios, pgCPUs[i]/offPGCPUs[i])
-			fmt.Printf("| %d | %.1f | %.1f | %.2f | %.2f | %.1f | %.1f |\n", i+1, pgCPUs[i], offPGCPUs[i], diffs[i], ratios[i], phCPUs[i], offCPUs[i])
+			cpuRatios = append(cpuRatios, phCPUs[i]/offCPUs[i])
+			fmt.Printf("| %d | %.1f | %.1f | %.2f | %.2f | %.1f | %.1f | %.3f |\n", i+1, pgCPUs[i], offPGCPUs[i], diffs[i], ratios[i], phCPUs[i], offCPUs[i], cpuRatios[i])
 		}
-		fmt.Printf("| median | %.1f | %.1f | %.2f | %.2f | %.1f | %.1f |\n\n", stats.Median(pgCPUs), stats.Median(offPGCPUs), stats.Median(diffs), stats.Median(ratios),
-			stats.Median(phCPUs), stats.Median(offCPUs))
+		fmt.Printf("| median | %.1f | %.1f | %.2f | %.2f | %.1f | %.1f | %.3f |\n\n", stats.Median(pgCPUs), stats.Median(offPGCPUs), stats.Median(diffs), stats.Median(ratios),
+			stats.Median(phCPUs), stats.Median(offCPUs), stats.Median(cpuRatios))
 	}
 	printHOTShare(t, "Playhead", ph)
 	if off != nil {
@@ -317,6 +335,9 @@ type report struct {
 	position      int
 	token         string
 	body          string
+	// subject is the token's sub in the JWKS mode (then member is the id the node gave it,
+	// set by resolveMembers), "" with the secret.
+	subject string
 }
 
 // withBody returns r with the body of its position.
@@ -327,21 +348,39 @@ func (r report) withBody() report {
 
 // writeLoad registers the media on Playhead and writes, as a Lua list for putpath.lua, one
 // formatted request per member (in random order): a PUT of a random position for a random
-// media with the member's own token. It returns the reports and the arguments for wrk's -s.
-func writeLoad(t *testing.T, ph *binarytest.Server) ([]report, []string) {
-	admin := binarytest.Token(t, 1, true)
+// media with the member's own token from tokens. It returns the reports and the arguments for
+// wrk's -s.
+func writeLoad(t *testing.T, ph *binarytest.Server, tokens tokenFunc) ([]report, []string) {
+	admin, _, err := tokens(1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
 	media := make([]int64, *mediaN)
 	for i := range media {
 		media[i] = ph.CreateMedia(t, admin, fmt.Sprintf("bench %d", i))
 	}
-	var reports []report
+	reports := make([]report, *members)
+	for i, m := range rand.Perm(*members) {
+		reports[i] = report{member: int64(1000 + m), media: media[rand.IntN(len(media))],
+			position: 1000 + rand.IntN(binarytest.MediaDurationMS-2000)}.withBody()
+	}
+	// Signing 150 000 RS256 tokens takes minutes on one core: on every core.
+	var wg sync.WaitGroup
+	errs := make([]error, runtime.NumCPU())
+	for w := range errs {
+		wg.Go(func() {
+			for i := w; i < len(reports) && errs[w] == nil; i += len(errs) {
+				reports[i].token, reports[i].subject, errs[w] = tokens(reports[i].member, false)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
 	var b strings.Builder
 	b.WriteString("return {\n")
-	for _, m := range rand.Perm(*members) {
-		member := int64(1000 + m)
-		r := report{member: member, media: media[rand.IntN(len(media))], token: binarytest.Token(t, member, false),
-			position: 1000 + rand.IntN(binarytest.MediaDurationMS-2000)}.withBody()
-		reports = append(reports, r)
+	for _, r := range reports {
 		req := fmt.Sprintf("PUT /v1/playback/%d HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"+
 			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", r.media, r.token, len(r.body), r.body)
 		fmt.Fprintf(&b, "%q,\n", req)
