@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -94,4 +96,49 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// A JWKS over maxJWKSBytes is refused, from a URL and from a file, even a valid one (a valid
+// document followed by spaces): a provider's 50 MiB answer is not read to its end.
+func TestRead_RefusesAnOversizedJWKS(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := must(PublicJWKS(key, "rs"))
+	const huge = 50 << 20
+	var written atomic.Int64
+	served := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		defer close(served)
+		n, _ := w.Write(doc)
+		written.Add(int64(n))
+		spaces := []byte(strings.Repeat(" ", 64<<10))
+		for written.Load() < huge {
+			n, err := w.Write(spaces)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	file := t.TempDir() + "/jwks.json"
+	if err := os.WriteFile(file, append(doc, strings.Repeat(" ", maxJWKSBytes)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []KeysConfig{{URL: srv.URL}, {File: file}} {
+		k, err := NewKeySet(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.refresh(context.Background(), "schedule"); err == nil || k.Keys() != 0 {
+			t.Errorf("%+v: a JWKS over %d bytes: %v, %d keys held, want refused", cfg, maxJWKSBytes, err, k.Keys())
+		}
+	}
+	srv.CloseClientConnections()
+	<-served
+	if n := written.Load(); n >= huge {
+		t.Errorf("the node read all %d bytes of the answer", n)
+	}
 }
