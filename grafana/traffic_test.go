@@ -4,6 +4,9 @@ package grafana_test
 // burst that makes every series a panel needs, and binarytest's playback load as a trickle.
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/playhead/playhead/auth"
 	"github.com/playhead/playhead/internal/binarytest"
 )
 
@@ -30,10 +34,27 @@ const (
 )
 
 // startPlayhead runs `playhead serve` for the check: a worker that encodes with preset, a
-// quick flush and poll, the per-member limit on, imports from loopback allowed.
+// quick flush and poll, the per-member limit on, imports from loopback allowed, and an
+// identity provider's key in a JWKS file beside the secret, so the key set's metrics exist as
+// metrics.md lists them.
 func startPlayhead(t *testing.T, preset string) *binarytest.Server {
 	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks, err := auth.PublicJWKS(key, "grafana-check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwksFile := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(jwksFile, jwks, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	return binarytest.Start(t, map[string]string{
+		"PLAYHEAD_OIDC_ISSUER":          "https://id.example.test/",
+		"PLAYHEAD_OIDC_AUDIENCE":        "playhead",
+		"PLAYHEAD_JWKS_FILE":            jwksFile,
 		"TMPDIR":                        t.TempDir(),
 		"PLAYHEAD_NODE_ID":              "grafana-check",
 		"PLAYHEAD_STORAGE_DIR":          t.TempDir(),
