@@ -12,7 +12,8 @@
 // Events: signedOut (the home page without a token: the sign-in card and its buttons),
 // login (the provider's form, reached by "Sign in"), signedIn (back on the home page: the
 // header, the continue-watching titles, the stored token's claims, axe-core's violations),
-// expired (the page once the token's exp has passed: the sign-in card's text),
+// expired (the page once the token's exp has passed: the sign-in card's text; a sign-in is
+// then begun and left at the provider's form),
 // signOut (where "Sign out" led, whether the tab still holds a token, and the keys left in
 // sessionStorage and localStorage), again (the home page after the sign-out, and whether
 // "Sign in" asks for the password again, the provider's session being over), returnTo (where
@@ -119,6 +120,11 @@ async function main() {
     await page.reload();
     await page.waitForSelector('#signin-provider', { timeout: STEP_WAIT });
     emit('expired', { text: await page.evaluate(() => document.getElementById('signin').innerText) });
+    // A sign-in begun and left at the provider's form: oidc-client-ts keeps its state in the tab,
+    // which the sign-out below must clear with the rest.
+    await Promise.all([page.waitForURL((u) => u.pathname === '/login/username', { timeout: STEP_WAIT }),
+      page.click('#signin-provider')]);
+    await page.goto(`${BASE}/`);
     // The same sign-in back (the token and what oidc-client-ts kept), for the sign-out.
     await page.evaluate((all) => {
       for (const [k, v] of Object.entries(all)) sessionStorage.setItem(k, v);
