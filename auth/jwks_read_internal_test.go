@@ -142,3 +142,37 @@ func TestRead_RefusesAnOversizedJWKS(t *testing.T) {
 		t.Errorf("the node read all %d bytes of the answer", n)
 	}
 }
+
+// An https issuer's discovery document naming an http jwks_uri is refused; an https one is
+// read.
+func TestDiscover_AnHTTPSIssuerKeepsItsKeysOnHTTPS(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := must(PublicJWKS(key, "rs"))
+	keys := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(doc) }
+	plain := httptest.NewServer(http.HandlerFunc(keys))
+	defer plain.Close()
+	secure := httptest.NewTLSServer(http.HandlerFunc(keys))
+	defer secure.Close()
+	for _, c := range []struct {
+		jwks string
+		want bool
+	}{{secure.URL + "/keys", true}, {plain.URL + "/keys", false}} {
+		var issuer string
+		idp := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_ = json.NewEncoder(w).Encode(map[string]string{"issuer": issuer, "jwks_uri": c.jwks})
+		}))
+		issuer = idp.URL + "/"
+		k, err := NewKeySet(KeysConfig{Issuer: issuer, Client: idp.Client()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = k.refresh(context.Background(), "schedule")
+		idp.Close()
+		if got := err == nil && k.Keys() == 1; got != c.want {
+			t.Errorf("https issuer, jwks_uri %s: read %v (%v), want %v", c.jwks, got, err, c.want)
+		}
+	}
+}

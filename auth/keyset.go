@@ -310,6 +310,11 @@ func (k *KeySet) discover(ctx context.Context) (string, error) {
 	if !strings.HasPrefix(d.JWKSURI, "https://") && !strings.HasPrefix(d.JWKSURI, "http://") {
 		return "", fmt.Errorf("discovery document %s has no http(s) jwks_uri", u)
 	}
+	// An https issuer's keys come over https too: an http jwks_uri could be answered by
+	// anyone on the path.
+	if strings.HasPrefix(k.cfg.Issuer, "https://") && !strings.HasPrefix(d.JWKSURI, "https://") {
+		return "", fmt.Errorf("discovery document %s names jwks_uri %q, not https like the issuer", u, d.JWKSURI)
+	}
 	return d.JWKSURI, nil
 }
 
