@@ -20,15 +20,18 @@ import (
 )
 
 // TestIdentity_ForgedKidFloodAtTheProvider sends floods of tokens with forged kids (the
-// provider's issuer and audience, an attacker's key) to a node reading the real provider's
-// keys by discovery. Counted in the provider's own log, they make at most one read of its
-// /keys per auth.UnknownKeyRefetch beyond the node's scheduled reads; each is refused 401 and
-// counted as unknown_key. With the provider stopped, a flood is refused 401 too, never 500,
-// and a token of its known key keeps working.
+// provider's issuer and audience, an attacker's key) to two nodes reading the real provider's
+// keys by discovery. Counted in the provider's own log, those to the first make at most one
+// read of its /keys per auth.UnknownKeyRefetch beyond the nodes' scheduled reads; each is
+// refused 401 and counted as unknown_key. With the provider stopped, a flood to the second is
+// refused 401 too, never 500, and its one attempt to read the keys is counted in
+// playhead_jwks_refresh_failures_total, the metric of the PlayheadIdentityProviderUnreachable
+// alert; a token of the key it read keeps working.
 func TestIdentity_ForgedKidFloodAtTheProvider(t *testing.T) {
 	viewer := oidctest.User{ID: "auth0|flood-viewer", Username: "viewer", Password: "pw-viewer"}
 	p := oidctest.Start(t, oidctest.Options{Users: []oidctest.User{viewer}, RedirectURIs: []string{"http://127.0.0.1:1/callback"}})
-	s := binarytest.Start(t, map[string]string{"PLAYHEAD_OIDC_ISSUER": p.Issuer, "PLAYHEAD_OIDC_AUDIENCE": p.ClientID})
+	env := map[string]string{"PLAYHEAD_OIDC_ISSUER": p.Issuer, "PLAYHEAD_OIDC_AUDIENCE": p.ClientID}
+	s, down := binarytest.Start(t, env), binarytest.Start(t, env)
 	s.MustDo(t, http.StatusOK, http.MethodGet, s.URL("/v1/playback/"), p.SignIn(t, viewer.Username, viewer.Password), nil)
 	unused := p.SignIn(t, viewer.Username, viewer.Password)
 
@@ -37,7 +40,7 @@ func TestIdentity_ForgedKidFloodAtTheProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	forged := 0
-	flood := func(n int) {
+	flood := func(s *binarytest.Server, n int) {
 		t.Helper()
 		tokens := make([]string, n)
 		for i := range tokens {
@@ -62,10 +65,13 @@ func TestIdentity_ForgedKidFloodAtTheProvider(t *testing.T) {
 	}
 
 	start := time.Now()
-	keys, scheduled, unknown := p.Requests("/keys"), keyReads(t, s, "schedule"), refusals(t, s, "unknown_key")
-	flood(200)
-	flood(200)
-	reads := p.Requests("/keys") - keys - int(keyReads(t, s, "schedule")-scheduled)
+	scheduled := func() int {
+		return int(keyReads(t, s, "refresh_attempts", "schedule") + keyReads(t, down, "refresh_attempts", "schedule"))
+	}
+	keys, before, unknown := p.Requests("/keys"), scheduled(), refusals(t, s, "unknown_key")
+	flood(s, 200)
+	flood(s, 200)
+	reads := p.Requests("/keys") - keys - (scheduled() - before)
 	if most := 1 + int(time.Since(start)/auth.UnknownKeyRefetch); reads > most {
 		t.Errorf("400 forged kids in %v made the provider serve /keys %d times beyond the schedule, want at most %d (one per %v)",
 			time.Since(start).Round(time.Millisecond), reads, most, auth.UnknownKeyRefetch)
@@ -75,20 +81,24 @@ func TestIdentity_ForgedKidFloodAtTheProvider(t *testing.T) {
 	}
 
 	p.Stop()
-	unknown = refusals(t, s, "unknown_key")
-	flood(200)
-	if got := refusals(t, s, "unknown_key") - unknown; got != 200 {
+	unknown, failures := refusals(t, down, "unknown_key"), keyReads(t, down, "refresh_failures", "unknown_kid")
+	flood(down, 200)
+	if got := refusals(t, down, "unknown_key") - unknown; got != 200 {
 		t.Errorf("with the provider down, unknown_key refusals grew by %v for 200 forged kids", got)
 	}
+	if got := keyReads(t, down, "refresh_failures", "unknown_kid") - failures; got != 1 {
+		t.Errorf("with the provider down, 200 forged kids made %v failed reads of its keys, want 1", got)
+	}
 	// Never verified before, so not from the cache: the key read before the outage checks it.
-	s.MustDo(t, http.StatusOK, http.MethodGet, s.URL("/v1/playback/"), unused, nil)
+	down.MustDo(t, http.StatusOK, http.MethodGet, down.URL("/v1/playback/"), unused, nil)
 	t.Logf("400 forged kids with the provider up: %d reads of its /keys beyond the schedule", reads)
 }
 
-// keyReads reads playhead_jwks_refresh_attempts_total{trigger} off the node's /metrics.
-func keyReads(t *testing.T, s *binarytest.Server, trigger string) float64 {
+// keyReads reads playhead_jwks_<counter>_total{trigger} (refresh_attempts or
+// refresh_failures) off the node's /metrics.
+func keyReads(t *testing.T, s *binarytest.Server, counter, trigger string) float64 {
 	t.Helper()
-	prefix := fmt.Sprintf("playhead_jwks_refresh_attempts_total{trigger=%q} ", trigger)
+	prefix := fmt.Sprintf("playhead_jwks_%s_total{trigger=%q} ", counter, trigger)
 	sc := bufio.NewScanner(strings.NewReader(s.Metrics(t)))
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
