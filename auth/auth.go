@@ -68,8 +68,9 @@ type Config struct {
 	// Subjects maps a provider token's subject to a member.
 	Subjects Subjects
 	// AdminClaim and AdminValue give the admin role to a provider token whose claim (a name,
-	// or a dotted path into nested objects) is AdminValue, a space-separated string holding
-	// it, or an array holding it. An empty AdminClaim makes no provider token admin.
+	// or a dotted path into nested objects) is AdminValue or an array holding it, or, for a
+	// claim named scope or scp, a space-separated string holding it. An empty AdminClaim makes
+	// no provider token admin.
 	AdminClaim string
 	AdminValue string
 	// Leeway is the clock skew allowed on exp, nbf and iat; 0 is DefaultLeeway.

@@ -98,8 +98,9 @@ func hasValue(claims map[string]any, claim, want string) bool {
 		if v == want {
 			return true
 		}
+		// A scope's words are separated by single spaces (RFC 6749 3.3), no other white space.
 		if name := claim[strings.LastIndex(claim, ".")+1:]; name == "scope" || name == "scp" {
-			for _, w := range strings.Fields(v) {
+			for w := range strings.SplitSeq(v, " ") {
 				if w == want {
 					return true
 				}

@@ -271,6 +271,12 @@ func TestKeys_AdminClaim(t *testing.T) {
 		{"https://example.com/roles", map[string]any{"https://example.com/roles": []any{"playhead-admin"}}, true},
 		{"https://example.com/roles", map[string]any{"https://example": map[string]any{"com/roles": []any{"playhead-admin"}}}, true},
 		{"groups", map[string]any{"groups": []any{1, true, nil}}, false},
+		{"roles", map[string]any{"roles": []any{[]any{"playhead-admin"}}}, false},
+		{"roles", map[string]any{"roles": map[string]any{"playhead-admin": true}}, false},
+		{"roles", map[string]any{"roles": 1}, false},
+		{"roles", map[string]any{"roles": []any{"Playhead-Admin", " playhead-admin", "playhead-admin-ish"}}, false},
+		{"scope", map[string]any{"scope": "openid\tplayhead-admin"}, false},
+		{"realm_access.roles", map[string]any{"realm_access": []any{map[string]any{"roles": []any{"playhead-admin"}}}}, false},
 	} {
 		v := must(auth.New(auth.Config{Keys: setup(t, server, nil, 0).keys, Issuer: testIssuer, Audience: testAudience,
 			Subjects: &subjects{}, AdminClaim: c.claim, AdminValue: "playhead-admin"}))
