@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -115,6 +116,10 @@ func TestKeys_Refusals(t *testing.T) {
 		{"signed by another key under the known kid", signed(jwt.SigningMethodRS256, attacker.key, claims(time.Hour), nil), "bad_signature"},
 		{"jku at the attacker's JWKS", signed(jwt.SigningMethodRS256, attacker.key, claims(time.Hour), map[string]any{"jku": attackerJWKS.URL, "x5u": attackerJWKS.URL}), "bad_signature"},
 		{"jwk header holding the attacker's key", signed(jwt.SigningMethodRS256, attacker.key, claims(time.Hour), map[string]any{"jwk": attackerJWK}), "bad_signature"},
+		// A header naming alg twice in two letter cases: the mode is picked by one reading and
+		// the token checked by the other, and each refuses what the other would take.
+		{"Alg HS256 beside alg RS256, signed with the secret", rawSigned(`{"alg":"RS256","kid":"rs","Alg":"HS256"}`, jwt.SigningMethodHS256, secret, with("sub", "1")), "bad_signature"},
+		{"Alg RS256 beside alg HS256, signed with the key", rawSigned(`{"alg":"HS256","kid":"rs","Alg":"RS256"}`, jwt.SigningMethodRS256, rs.key, claims(time.Hour)), "bad_signature"},
 		{"crit naming an extension", signed(jwt.SigningMethodRS256, rs.key, with("exp-x", 1), map[string]any{"crit": []string{"exp-x"}}), "malformed"},
 		{"subject missing", func() string {
 			c := claims(time.Hour)
@@ -137,6 +142,12 @@ func TestKeys_Refusals(t *testing.T) {
 	if id, err := b.v.Verify(must(auth.Mint(secret, 5, false, time.Hour))); err != nil || id.MemberID != 5 {
 		t.Fatalf("secret token: %+v, %v", id, err)
 	}
+}
+
+// rawSigned signs claims under a header written as is (jwt.Token would re-encode it).
+func rawSigned(header string, method jwt.SigningMethod, key any, c jwt.MapClaims) string {
+	body := base64.RawURLEncoding.EncodeToString([]byte(header)) + "." + base64.RawURLEncoding.EncodeToString(must(json.Marshal(c)))
+	return body + "." + base64.RawURLEncoding.EncodeToString(must(method.Sign(body, key)))
 }
 
 func must[T any](v T, err error) T {
