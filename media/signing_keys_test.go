@@ -75,7 +75,8 @@ func TestSigner_Rotation(t *testing.T) {
 
 // TestSigner_LegacyLinks: the legacy key (PLAYHEAD_URL_SIGNING_SECRET) signs links without a
 // kid, byte for byte the format of NewSigner, and such links verify only while the legacy key
-// is configured; a kid link never verifies with the legacy key's secret under another name.
+// is configured; a kid link never verifies with the legacy key's secret under another name, nor
+// under another kid of the same secret.
 func TestSigner_LegacyLinks(t *testing.T) {
 	const object = "hls/7/tok/master.m3u8"
 	now := time.Unix(1_800_000_000, 0)
@@ -101,6 +102,11 @@ func TestSigner_LegacyLinks(t *testing.T) {
 	}
 	if _, err := plain.Verify(object, strings.TrimPrefix(queryOf(named.URL(7, object, expires)), "kid=same&"), now); err == nil {
 		t.Error("a kid link with its kid removed accepted by the legacy key of the same secret")
+	}
+	// Two ids of one secret: the kid is signed, so a link does not move from one to the other.
+	twins := keyedSigner(t, media.SigningKey{ID: "same", Secret: []byte(secret)}, media.SigningKey{ID: "twin", Secret: []byte(secret)})
+	if _, err := twins.Verify(object, strings.Replace(queryOf(named.URL(7, object, expires)), "kid=same&", "kid=twin&", 1), now); err == nil {
+		t.Error("a link of key same accepted under kid twin, a key of the same secret")
 	}
 }
 
