@@ -93,7 +93,7 @@ var settingGroups = []settingGroup{
 		{name: "PLAYHEAD_JWT_SECRET", typ: typeString, shown: "none; required without `PLAYHEAD_OIDC_ISSUER`", secret: true,
 			doc: "The HS256 secret that signs and verifies tokens whose subject is the member id, at least 32 bytes. `make run` generates one; `playhead token` mints tokens with it. Optional when `PLAYHEAD_OIDC_ISSUER` is set (then unset refuses every HS256 token); both set accept both kinds. See docs/operations/identity.md."},
 		{name: "PLAYHEAD_OIDC_ISSUER", typ: typeString,
-			doc: "The identity provider whose tokens are accepted (RS256, PS256, ES256, EdDSA), exactly as its tokens' `iss` says it (`https://tenant.auth0.com/`, `https://keycloak.example.com/realms/main`). Alone, its keys are found by OIDC discovery (`/.well-known/openid-configuration` → `jwks_uri`; the document's `issuer` must equal it). A provider token's string subject becomes a member on first sight."},
+			doc: "The identity provider whose tokens are accepted (RS256, PS256, ES256, EdDSA), exactly as its tokens' `iss` says it (`https://tenant.auth0.com/`, `https://keycloak.example.com/realms/main`). Alone, its keys are found by OIDC discovery (`/.well-known/openid-configuration` → `jwks_uri`; the document's `issuer` must equal it, and an https issuer's `jwks_uri` must be https). A provider token's string subject becomes a member on first sight."},
 		{name: "PLAYHEAD_OIDC_AUDIENCE", typ: typeString,
 			doc: "Required with `PLAYHEAD_OIDC_ISSUER`: a provider token's `aud` must contain it (the API's identifier at the provider, or the client id when ID tokens are sent)."},
 		{name: "PLAYHEAD_JWKS_URL", typ: typeString, shown: "discovered from `PLAYHEAD_OIDC_ISSUER`",
