@@ -26,10 +26,17 @@ type sessionPageEvent struct {
 	Accessibility []string `json:"accessibility"`
 	Problems      []string `json:"problems"`
 	Message       string   `json:"message"`
+	// Signin, Heading, Button and Paste are the signed-out card: its settled ways to sign in
+	// (token or provider), its heading, whether it has the provider's button and the paste form.
+	Signin  string `json:"signin"`
+	Heading string `json:"heading"`
+	Button  bool   `json:"button"`
+	Paste   bool   `json:"paste"`
 }
 
-// TestPages_TokenLinkNeverSwitchesTheMemberSilently: a tab with no token takes a link's token
-// as before. A link of another member opened over it asks first, with the current member's
+// TestPages_TokenLinkNeverSwitchesTheMemberSilently: without a token, on a server with no
+// identity provider, the home page offers the paste form and no "Sign in" button. A tab with no
+// token takes a link's token as before. A link of another member opened over it asks first, with the current member's
 // choice focused, and keeps the tab's token (and its API calls) as they were until the person
 // switches; "Stay" keeps member A, "Switch" makes it member B. A link of the member already
 // signed in is taken without a question, unless its role differs (an admin token of member B
@@ -73,6 +80,10 @@ func TestPages_TokenLinkNeverSwitchesTheMemberSilently(t *testing.T) {
 				step, ev.Member, ev.Stored, ev.Sent, ev.Hash, member, stored, sent)
 		}
 		return ev
+	}
+	if ev := events["signedOut"]; ev.Signin != "token" || ev.Button || !ev.Paste || ev.Heading != "Sign in with a token" {
+		t.Errorf("the home page without a token, no provider configured: ways %q, heading %q, provider button %v, paste form %v; want token, %q, no button, the form",
+			ev.Signin, ev.Heading, ev.Button, ev.Paste, "Sign in with a token")
 	}
 	check("first", "Member 1", "A", "A")
 	prompt := check("prompt", "", "A")

@@ -12,7 +12,8 @@
 //
 // Events, each with what the page shows (the header's member, the question if asked), the
 // token the tab holds, the address and which tokens the page's API calls carried since the
-// step before: first (#token=A in a new tab), prompt (#token=B over it), stayed (after
+// step before: signedOut (the home page without a token: the card's heading, whether it has
+// the provider's button and the paste form), first (#token=A in a new tab), prompt (#token=B over it), stayed (after
 // "Stay"), switched (#token=B again, then "Switch"), same (#token=B2 over B), role (#token=BA,
 // B's admin token, over B2), done (axe-core's violations on the question, console errors). Any failure: an "error" event, and exit status 1.
 //
@@ -66,6 +67,17 @@ async function main() {
       await page.goto('about:blank');
       await page.goto(`${BASE}/#token=${encodeURIComponent(TOKENS[name])}`, { waitUntil: 'load' });
     };
+
+    // No token, on a server without an identity provider: the card to paste one, and no
+    // "Sign in" button, once the page has read /signin.json.
+    await page.goto(`${BASE}/`);
+    await page.waitForSelector('#signin[data-signin]', { timeout: STEP_WAIT });
+    emit('signedOut', await page.evaluate(() => ({
+      signin: document.getElementById('signin').dataset.signin,
+      heading: document.querySelector('#signin h1').textContent,
+      button: Boolean(document.getElementById('signin-provider')),
+      paste: Boolean(document.getElementById('token')),
+    })));
 
     await open('A');
     emit('first', await state());

@@ -444,6 +444,8 @@ export function showSignIn(reason) {
     el('p', { class: 'muted small' }, 'The token stays in this tab only (sessionStorage) and is sent to this server alone.'));
   main.after(card);
   signInConfig().then((cfg) => {
+    // The card's ways to sign in are settled: a page's test waits on this before judging them.
+    card.dataset.signin = cfg.enabled ? 'provider' : 'token';
     if (!cfg.enabled) return;
     card.querySelector('h1').textContent = 'Sign in';
     const button = el('button', { type: 'button', class: 'primary', id: 'signin-provider', onclick: signIn },
