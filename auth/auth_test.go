@@ -65,6 +65,10 @@ func testVerify(t *testing.T, v *auth.Verifier) {
 		// cannot speak for them.
 		"SubProviderMember": sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "1099511627776", "exp": future}),
 		"NoSub":             sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"exp": future}),
+		"SubNegative":       sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "-1", "exp": future}),
+		"SubExponent":       sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "1e3", "exp": future}),
+		"SubAboveInt64":     sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "9223372036854775808", "exp": future}),
+		"SubNumber":         sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": 5, "exp": future}),
 		"Garbage":           "a.b.c",
 		"Empty":             "",
 	}
