@@ -62,7 +62,7 @@ type signInPageEvent struct {
 // Hostile ways back (another host in every form a browser reads as one) resolve on the
 // server's origin, and a whole sign-in asking for one lands on the home page; the provider's
 // answer replayed, or with a forged state, keeps no token. With the provider unreachable,
-// "Sign in" says so on the page.
+// "Sign in" says on the page that it could not reach the provider, naming it.
 func TestPages_SignInWithTheProvider(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -148,8 +148,8 @@ func TestPages_SignInWithTheProvider(t *testing.T) {
 			t.Errorf("%s of the callback: status %q, token kept %v, address %q; want \"did not finish\", no token, no code in the address", name, ev.Text, ev.Stored != nil, ev.Address)
 		}
 	}
-	if ev := events["unreachable"]; !strings.Contains(ev.Text, "Could not sign in with the provider") || !strings.HasPrefix(ev.Address, s.HTTPURL+"/") {
-		t.Errorf("Sign in with the provider unreachable: notice %q at %q, want it to say it could not sign in, on the page", ev.Text, ev.Address)
+	if ev, want := events["unreachable"], "Could not reach the identity provider at "+strings.TrimSuffix(strings.TrimPrefix(provider.Issuer, "http://"), "/"); !strings.Contains(ev.Text, want) || !strings.HasPrefix(ev.Address, s.HTTPURL+"/") {
+		t.Errorf("Sign in with the provider unreachable: notice %q at %q, want %q on the page", ev.Text, ev.Address, want)
 	}
 	if ev := events["again"]; ev.Path != "/login/username" || !ev.Form {
 		t.Errorf("Sign in after the sign-out: %s (form %v), want the provider's login form", ev.Path, ev.Form)

@@ -165,14 +165,20 @@ export async function signInManager() {
 
 // signIn sends the browser to the provider; it comes back to /signin/callback, then here.
 async function signIn() {
+  let provider = 'the identity provider';
   try {
     const s = await signInManager();
+    provider = `the identity provider at ${new URL(s.cfg.issuer).host}`;
     // The nonce ties the ID token, which the pages may send as their token, to this sign-in:
     // oidc-client-ts keeps it with the state and refuses an ID token that does not carry it.
     const nonce = base64url(crypto.getRandomValues(new Uint8Array(24)));
     await s.manager.signinRedirect({ nonce, state: { returnTo: location.pathname + location.search } });
   } catch (err) {
-    showNotice(describe(err, 'Could not sign in with the provider'));
+    // fetch rejects with a TypeError when no answer came at all (the provider down, or out of
+    // the browser's reach): say so, rather than the browser's "Failed to fetch".
+    showNotice(err instanceof TypeError
+      ? `Could not reach ${provider}: try again later, or paste a token.`
+      : describe(err, 'Could not sign in with the provider'));
   }
 }
 
