@@ -106,6 +106,10 @@ func TestKeys_Refusals(t *testing.T) {
 			return signed(jwt.SigningMethodRS256, rs.key, c, nil)
 		}(), "missing_claim"},
 		{"expired", signed(jwt.SigningMethodRS256, rs.key, with("exp", now.Add(-time.Minute).Unix()), nil), "expired"},
+		{"exp as a string", signed(jwt.SigningMethodRS256, rs.key, with("exp", fmt.Sprint(now.Add(time.Hour).Unix())), nil), "malformed"},
+		{"exp past any time", signed(jwt.SigningMethodRS256, rs.key, with("exp", 1e300), nil), "expired"},
+		{"iss without its trailing slash", signed(jwt.SigningMethodRS256, rs.key, with("iss", strings.TrimSuffix(testIssuer, "/")), nil), "issuer"},
+		{"iss as an array", signed(jwt.SigningMethodRS256, rs.key, with("iss", []string{testIssuer}), nil), "malformed"},
 		{"exp missing", func() string {
 			c := claims(time.Hour)
 			delete(c, "exp")
@@ -132,8 +136,10 @@ func TestKeys_Refusals(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) { b.mustRefuse(t, c.token, c.reason) })
 	}
-	// Within the leeway, nbf and iat ahead pass; a 255-byte subject passes.
-	for _, c := range []jwt.MapClaims{with("nbf", now.Add(20*time.Second).Unix()), with("iat", now.Add(20*time.Second).Unix()), with("sub", strings.Repeat("s", 255))} {
+	// Within the leeway, nbf and iat ahead pass; a 255-byte subject passes; aud may be an
+	// array holding the audience among others.
+	for _, c := range []jwt.MapClaims{with("nbf", now.Add(20*time.Second).Unix()), with("iat", now.Add(20*time.Second).Unix()), with("sub", strings.Repeat("s", 255)),
+		with("aud", []string{"another-api", testAudience})} {
 		if _, err := b.v.Verify(signed(jwt.SigningMethodRS256, rs.key, c, nil)); err != nil {
 			t.Errorf("%v: %v", c, err)
 		}
