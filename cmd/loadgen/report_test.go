@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // TestReport_DatabaseAfterTheRamp: the database's figures after the ramp come from the sample
@@ -39,5 +41,26 @@ func TestReport_DatabaseAfterTheRamp(t *testing.T) {
 	r.finish()
 	if r.Database.Held != nil {
 		t.Errorf("figures after the ramp without a sample at its end: %+v", *r.Database.Held)
+	}
+}
+
+// TestReport_RefusedByKey: a 401 is counted under the key of the token it refused, with the
+// first and last moments one was sent; other answers are not.
+func TestReport_RefusedByKey(t *testing.T) {
+	r := newReport(options{players: 2})
+	r.Start = time.Unix(1_800_000_000, 0)
+	answer := func(status int, rotated bool, at time.Duration) {
+		resp := fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseResponse(resp)
+		resp.SetStatusCode(status)
+		r.record(request{op: opPut, rotated: rotated, created: r.Start.Add(at)}, nil, resp)
+	}
+	answer(fasthttp.StatusNoContent, false, time.Second)
+	answer(fasthttp.StatusUnauthorized, false, 3*time.Second)
+	answer(fasthttp.StatusUnauthorized, true, 7*time.Second)
+	answer(fasthttp.StatusUnauthorized, true, 5*time.Second)
+	answer(fasthttp.StatusTooManyRequests, true, 9*time.Second)
+	if want := (refusals{FirstKey: 1, RotatedKey: 2, First: 3 * time.Second, Last: 7 * time.Second}); r.Refused != want {
+		t.Fatalf("refused = %+v, want %+v", r.Refused, want)
 	}
 }
