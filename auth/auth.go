@@ -222,7 +222,7 @@ func (v *Verifier) verifyWithExpiry(ctx context.Context, token string) (Identity
 	switch {
 	case !ok:
 		return Identity{}, time.Time{}, v.refusal(reasonMalformed, "invalid token")
-	case h.Crit != nil:
+	case h.Crit:
 		return Identity{}, time.Time{}, v.refusal(reasonMalformed, "token header names critical extensions (crit); none is supported")
 	case alg == jwt.SigningMethodHS256.Alg() && v.cfg.Secret != nil:
 		return v.verifySecret(token)

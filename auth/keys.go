@@ -16,15 +16,18 @@ import (
 // header is what a compact token's header says, read without verifying anything: the alg
 // picks which mode checks the token, the kid labels its cache entry.
 type header struct {
-	Alg string `json:"alg"`
-	Kid string `json:"kid"`
+	Alg string
+	Kid string
 	// Crit lists extensions the issuer says a recipient must understand (RFC 7515 4.1.11).
 	// Playhead understands none, so a token naming any is refused rather than read without
 	// them.
-	Crit json.RawMessage `json:"crit"`
+	Crit bool
 }
 
-// tokenHeader decodes a compact token's header.
+// tokenHeader decodes a compact token's header the way golang-jwt does, into a map: its keys
+// match exactly, where a struct's would match in any letter case. A header with "kid" unset
+// and "KID" naming another key must not label the cache entry with that other key, which
+// golang-jwt never looked at.
 func tokenHeader(token string) (h header, ok bool) {
 	head, _, ok := strings.Cut(token, ".")
 	if !ok {
@@ -34,9 +37,13 @@ func tokenHeader(token string) (h header, ok bool) {
 	if err != nil {
 		return header{}, false
 	}
-	if json.Unmarshal(raw, &h) != nil {
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil || m == nil {
 		return header{}, false
 	}
+	h.Alg, _ = m["alg"].(string)
+	h.Kid, _ = m["kid"].(string)
+	_, h.Crit = m["crit"]
 	return h, true
 }
 
