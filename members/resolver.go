@@ -55,6 +55,10 @@ type Config struct {
 	Erased func(member int64) bool
 	// Registerer receives the metrics. Optional.
 	Registerer prometheus.Registerer
+	// LoadTimeout bounds one look-up in the database (a first sight, or a subject no longer
+	// cached): past it Member returns the context's error, which the verifier answers 503, so
+	// a database that does not answer cannot hold requests. 0: no bound but the caller's.
+	LoadTimeout time.Duration
 }
 
 // Resolver answers the member id of a token's (issuer, subject), creating it on first sight.
@@ -121,6 +125,11 @@ func (r *Resolver) Member(ctx context.Context, issuer, subject string, issuedAt 
 		return answer(e, issuedAt)
 	}
 	r.misses.Inc()
+	if r.cfg.LoadTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.cfg.LoadTimeout)
+		defer cancel()
+	}
 	e, err := r.load(ctx, issuer, subject, issuedAt)
 	if err != nil {
 		return 0, err

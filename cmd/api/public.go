@@ -49,7 +49,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	// public server starts) and from each notification; their buffered positions and event
 	// streams go at the same time (the database's fence keeps their data out regardless).
 	erased := erasure.NewSet(n.pool, n.logger)
-	subjects := memberids.NewResolver(n.pool, memberids.Config{Erased: erased.Contains, Registerer: n.reg})
+	subjects := memberids.NewResolver(n.pool, memberids.Config{Erased: erased.Contains, Registerer: n.reg, LoadTimeout: cfg.CacheLoadTimeout})
 	verifier, keys, err := newVerifier(cfg, subjects, n.reg, n.logger)
 	if err != nil {
 		return nil, err

@@ -161,7 +161,7 @@ var settingGroups = []settingGroup{
 		{name: "PLAYHEAD_CACHE_MAX_STALE", typ: typeDuration, def: "10m",
 			doc: "How long past its TTL a media entry still answers while the database cannot be read (stale-if-error): position reports for media known before an outage keep being accepted that long; a media with nothing known is answered 503 with `Retry-After`."},
 		{name: "PLAYHEAD_CACHE_LOAD_TIMEOUT", typ: typeDuration, def: "2s",
-			doc: "The longest wait for one media lookup in the database: past it a request is answered 503 with `Retry-After` (or from the stale entry), so a database that does not answer cannot hold requests."},
+			doc: "The longest wait for one media lookup, or one lookup of a provider token's subject, in the database: past it a request is answered 503 with `Retry-After` (or from the stale entry), so a database that does not answer cannot hold requests."},
 	}},
 	{name: "Storage", settings: []setting{
 		{name: "PLAYHEAD_STORAGE", typ: typeString, def: storageLocal,
