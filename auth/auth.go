@@ -118,9 +118,9 @@ var errRefused = apperr.Errorf(apperr.Unauthenticated, "this member is erased; s
 type verified struct {
 	id      Identity
 	expires time.Time
-	// kid and withdrawals, for a provider token: its key id and the key set's count of
-	// withdrawals when it was verified (keyIDs.current).
-	kid         string
+	// kid, fp and withdrawals, for a provider token: its key id, that key's fingerprint and
+	// the key set's count of withdrawals when it was verified (keyIDs.current).
+	kid, fp     string
 	withdrawals uint64
 }
 
@@ -188,7 +188,7 @@ func (v *Verifier) verify(ctx context.Context, token string) (Identity, error) {
 	if v.cfg.Keys != nil {
 		kids = v.cfg.Keys.kids.Load()
 	}
-	if e, ok := v.verified.get(token, now); ok && (e.id.Issuer == "" || kids.current(e.withdrawals, e.kid)) {
+	if e, ok := v.verified.get(token, now); ok && (e.id.Issuer == "" || kids.current(e.withdrawals, e.kid, e.fp)) {
 		return e.id, nil
 	}
 	id, exp, err := v.verifyWithExpiry(ctx, token)
@@ -198,8 +198,11 @@ func (v *Verifier) verify(ctx context.Context, token string) (Identity, error) {
 	if ttl := min(exp.Sub(now), cacheTTL); ttl > 0 {
 		e := verified{id: id, expires: now.Add(ttl)}
 		if id.Issuer != "" && kids != nil {
+			// The fingerprint from before the verification: install swaps the keys before it
+			// stores their kids, so a newer key's token may get an older fingerprint (and is
+			// verified once more after the next withdrawal), never the reverse.
 			h, _ := tokenHeader(token)
-			e.kid = h.Kid
+			e.kid, e.fp = h.Kid, kids.kids[h.Kid]
 			e.withdrawals = kids.withdrawals
 		}
 		v.verified.put(token, e, now)
