@@ -18,14 +18,7 @@ import (
 // beside them is installed (a provider publishing one odd key must not leave a node without
 // keys), while an encryption key under its own kid never verifies.
 func TestInstall_SkipsKeysItCannotUse(t *testing.T) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := PublicJWKS(key, "rs")
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := rsaJWKS(t)
 	var set struct{ Keys []map[string]any }
 	if err := json.Unmarshal(doc, &set); err != nil {
 		t.Fatal(err)
@@ -61,14 +54,7 @@ func TestInstall_SkipsKeysItCannotUse(t *testing.T) {
 
 // A JWKS URL over https may redirect to another https URL, never down to http.
 func TestGet_RefusesARedirectToHTTP(t *testing.T) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := PublicJWKS(key, "rs")
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := rsaJWKS(t)
 	serve := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(doc) }
 	plain := httptest.NewServer(http.HandlerFunc(serve))
 	defer plain.Close()
@@ -91,6 +77,16 @@ func TestGet_RefusesARedirectToHTTP(t *testing.T) {
 	}
 }
 
+// rsaJWKS returns a JWKS that publishes a new RSA key under the kid "rs".
+func rsaJWKS(t *testing.T) []byte {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return must(PublicJWKS(key, "rs"))
+}
+
 func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
@@ -101,11 +97,7 @@ func must[T any](v T, err error) T {
 // A JWKS over maxJWKSBytes is refused, from a URL and from a file, even a valid one (a valid
 // document followed by spaces): a provider's 50 MiB answer is not read to its end.
 func TestRead_RefusesAnOversizedJWKS(t *testing.T) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := must(PublicJWKS(key, "rs"))
+	doc := rsaJWKS(t)
 	const huge = 50 << 20
 	var written atomic.Int64
 	served := make(chan struct{})
@@ -146,11 +138,7 @@ func TestRead_RefusesAnOversizedJWKS(t *testing.T) {
 // An https issuer's discovery document naming an http jwks_uri is refused; an https one is
 // read.
 func TestDiscover_AnHTTPSIssuerKeepsItsKeysOnHTTPS(t *testing.T) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := must(PublicJWKS(key, "rs"))
+	doc := rsaJWKS(t)
 	keys := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(doc) }
 	plain := httptest.NewServer(http.HandlerFunc(keys))
 	defer plain.Close()

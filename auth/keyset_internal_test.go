@@ -1,8 +1,6 @@
 package auth
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
 	"net/http"
 	"strings"
 	"testing"
@@ -31,14 +29,7 @@ func TestLifetime(t *testing.T) {
 // An HMAC key in a JWKS is dropped: a JWKS never supplies a secret, and one holding nothing
 // else is refused, keeping the keys read before.
 func TestInstall_DropsHMACKeys(t *testing.T) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := PublicJWKS(key, "rs")
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := rsaJWKS(t)
 	oct := `{"kty":"oct","kid":"oct","alg":"HS256","k":"c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA"}`
 	withOct := strings.Replace(string(doc), `"keys": [`, `"keys": [`+oct+",", 1)
 	k, err := NewKeySet(KeysConfig{URL: "http://127.0.0.1:1/"})

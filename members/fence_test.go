@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/members"
 )
@@ -24,18 +27,7 @@ func TestResolver_FirstSightDuringAnErasure(t *testing.T) {
 	id := mustMember(t, members.NewResolver(pool, members.Config{}), subject, before)
 
 	// The erasure, as erasure.Erase does it, held open.
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	var pid int
-	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT playhead_erasure_lock()`); err != nil {
-		t.Fatal(err)
-	}
+	tx, pid := beginErasure(t, pool)
 	if _, err := tx.Exec(ctx, `WITH unlinked AS (
 		DELETE FROM member_subjects WHERE member_id = $1 RETURNING playhead_subject_digest(issuer, subject) AS digest)
 		INSERT INTO member_erasures (member_id, erased_at, subject_digest) VALUES ($1, statement_timestamp(), (SELECT digest FROM unlinked))`, id); err != nil {
@@ -71,18 +63,7 @@ func TestLink_DuringAnErasure(t *testing.T) {
 	pool, _ := pgtest.Pool(t)
 	ctx := context.Background()
 	const member = 77
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	var pid int
-	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT playhead_erasure_lock()`); err != nil {
-		t.Fatal(err)
-	}
+	tx, pid := beginErasure(t, pool)
 	if _, err := tx.Exec(ctx, `INSERT INTO member_erasures (member_id, erased_at) VALUES ($1, statement_timestamp())`, member); err != nil {
 		t.Fatal(err)
 	}
@@ -98,4 +79,24 @@ func TestLink_DuringAnErasure(t *testing.T) {
 	if n := count(t, pool, `SELECT count(*) FROM member_subjects`); n != 0 {
 		t.Fatalf("%d mappings of an erased member", n)
 	}
+}
+
+// beginErasure opens a transaction holding the erasure's lock, as erasure.Erase does, and
+// returns it with its backend's pid; the test's cleanup rolls it back if it is still open.
+func beginErasure(t *testing.T, pool *pgxpool.Pool) (pgx.Tx, int) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	var pid int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT playhead_erasure_lock()`); err != nil {
+		t.Fatal(err)
+	}
+	return tx, pid
 }

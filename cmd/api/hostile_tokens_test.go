@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,19 +102,7 @@ func publicJWK(t *testing.T, key *rsa.PrivateKey) map[string]any {
 // refusals reads playhead_auth_refusals_total{reason} off the node's /metrics.
 func refusals(t *testing.T, s *binarytest.Server, reason string) float64 {
 	t.Helper()
-	prefix := fmt.Sprintf("playhead_auth_refusals_total{reason=%q} ", reason)
-	sc := bufio.NewScanner(strings.NewReader(s.Metrics(t)))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("no %s… on /metrics", prefix)
-	return 0
+	return s.Sample(t, fmt.Sprintf("playhead_auth_refusals_total{reason=%q}", reason))
 }
 
 // hostileTokens sends the token attacks to a member route and an admin route: every one

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"crypto/rand"
 	"crypto/rsa"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,17 +95,5 @@ func TestIdentity_ForgedKidFloodAtTheProvider(t *testing.T) {
 // refresh_failures) off the node's /metrics.
 func keyReads(t *testing.T, s *binarytest.Server, counter, trigger string) float64 {
 	t.Helper()
-	prefix := fmt.Sprintf("playhead_jwks_%s_total{trigger=%q} ", counter, trigger)
-	sc := bufio.NewScanner(strings.NewReader(s.Metrics(t)))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("no %s… on /metrics", prefix)
-	return 0
+	return s.Sample(t, fmt.Sprintf("playhead_jwks_%s_total{trigger=%q}", counter, trigger))
 }

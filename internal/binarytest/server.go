@@ -391,6 +391,23 @@ func (s *Server) Metric(t testing.TB, name string) float64 {
 	return total
 }
 
+// Sample returns the value of one series of /metrics, written as the exposition writes it
+// (`name{label="value"}`); the test fails when the node does not expose it.
+func (s *Server) Sample(t testing.TB, series string) float64 {
+	t.Helper()
+	for line := range strings.Lines(s.Metrics(t)) {
+		if v, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", series, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no %s on /metrics", series)
+	return 0
+}
+
 // Ready returns the status /readyz answers on the metrics address, 0 when it does not answer.
 func (s *Server) Ready() int {
 	status, _, err := s.Do(http.MethodGet, s.MetricsURL+"/readyz", "", nil)

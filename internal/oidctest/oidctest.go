@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/playhead/playhead/internal/toolcache"
 )
 
 // Version is the zitadel/oidc module version scripts/oidc-provider.sh builds.
@@ -84,15 +86,7 @@ func Path() string {
 	if p := os.Getenv(EnvProvider); p != "" {
 		return p
 	}
-	cache := os.Getenv("PLAYHEAD_TOOLS_CACHE")
-	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = filepath.Join(os.Getenv("HOME"), ".cache")
-		}
-		cache = filepath.Join(base, "playhead")
-	}
-	return filepath.Join(cache, "oidc-op-"+Version, "server")
+	return filepath.Join(toolcache.Dir(), "oidc-op-"+Version, "server")
 }
 
 // Start starts a provider with opts's users on a free loopback port; the test's cleanup stops it.

@@ -31,6 +31,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/internal/toolcache"
 	"github.com/playhead/playhead/storage"
 )
 
@@ -74,15 +75,7 @@ func WeedPath() string {
 	if p := os.Getenv(EnvWeed); p != "" {
 		return p
 	}
-	cache := os.Getenv("PLAYHEAD_TOOLS_CACHE")
-	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = filepath.Join(os.Getenv("HOME"), ".cache")
-		}
-		cache = filepath.Join(base, "playhead")
-	}
-	return filepath.Join(cache, "weed-"+Version, "weed")
+	return filepath.Join(toolcache.Dir(), "weed-"+Version, "weed")
 }
 
 // Shared returns the server for this test binary, starting it on first use.
