@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/internal/metrictest"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/internal/s3test"
 	"github.com/playhead/playhead/media"
@@ -194,10 +195,10 @@ func TestDeleteJob_RemovesEveryObjectAndRowOfTheMediaAndNothingElse(t *testing.T
 			if n := count(t, pool, `SELECT count(*) FROM notification_outbox WHERE media_id = $1 AND kind = 'media_deleted'`, victim); n != 1 {
 				t.Errorf("%d media.deleted events, want 1", n)
 			}
-			if got := counter(t, reg, "playhead_media_deletions_total"); got != 1 {
+			if got := metrictest.Counter(t, reg, "playhead_media_deletions_total"); got != 1 {
 				t.Errorf("deletions counted: %v, want 1", got)
 			}
-			if got := counter(t, reg, "playhead_media_deleted_objects_total"); got != float64(len(victimObjects)) {
+			if got := metrictest.Counter(t, reg, "playhead_media_deleted_objects_total"); got != float64(len(victimObjects)) {
 				t.Errorf("objects removed counted: %v, want %d", got, len(victimObjects))
 			}
 		})

@@ -114,22 +114,6 @@ func keys(t *testing.T, st storage.Store) []string {
 	return out
 }
 
-// counter reads a counter of reg by its full name.
-func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == name {
-			return f.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
-}
-
 // under reports the keys that start with one of prefixes.
 func under(keys []string, prefixes ...string) []string {
 	var out []string

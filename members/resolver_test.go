@@ -15,6 +15,7 @@ import (
 
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/erasure"
+	"github.com/playhead/playhead/internal/metrictest"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/members"
 )
@@ -153,26 +154,10 @@ func TestResolver_Cache(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]float64{"created_total": 1, "resolver_misses_total": 1, "resolver_hits_total": 3} {
-		if got := metric(t, reg, "playhead_members_"+name); got != want {
+		if got := metrictest.Counter(t, reg, "playhead_members_"+name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
-}
-
-// metric reads the counter name from reg.
-func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == name {
-			return f.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
 }
 
 // A full cache drops an entry for each new one: a dropped subject is read again.
