@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,11 +30,11 @@ func putVTT(t *testing.T, url, token, body string) (int, string) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var out strings.Builder
-	if _, err := out.ReadFrom(resp.Body); err != nil {
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.StatusCode, out.String()
+	return resp.StatusCode, string(out)
 }
 
 // parseMaster runs markers/testdata/master_parsers.mjs (hls-parser strict, m3u8-parser) on a
