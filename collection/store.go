@@ -20,11 +20,12 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 // progressSQL reads a collection's items in order with the member's rows: for each place the
 // newest imported row whose media is READY and public (what collection_items holds), written
 // out over import_rows so the media row is read once per item; the member's rows come from
-// playback's primary key.
+// playback's primary key. A position that is no resume point (playback.resumable, migration
+// 00031) reads as 0: not started.
 const progressSQL = `
 SELECT DISTINCT ON (r.chapter, r.position)
        r.chapter, r.position, m.id, m.title, coalesce(m.duration_ms, 0), coalesce(m.hls_key, ''), coalesce(m.thumbnail_key, ''),
-       coalesce(p.position_ms, 0), p.watched_at
+       CASE WHEN p.resumable OR p.finished THEN p.position_ms ELSE 0 END, p.watched_at
 FROM import_rows r
 JOIN media m ON m.id = r.media_id
 LEFT JOIN playback p ON p.member_id = $2 AND p.media_id = r.media_id
@@ -64,8 +65,8 @@ func stateOf(positionMS int32, watchedAt *time.Time) State {
 	return NotStarted
 }
 
-// startedSQL lists the collections member has started (a position past 0 or a watched mark
-// on one of their items), each summed over all its items, most recently watched first. The
+// startedSQL lists the collections member has started (a resume point or a watched mark on
+// one of their items: a position below the resume minimum counts as 0), each summed over all its items, most recently watched first. The
 // member's rows find the collections (primary-key prefix, then import_rows_media_idx); each
 // collection's items are read once through the view (import_rows_placement_idx).
 const startedSQL = `
@@ -73,22 +74,22 @@ WITH started AS (
 	SELECT DISTINCT r.collection
 	FROM playback p
 	JOIN import_rows r ON r.media_id = p.media_id
-	WHERE p.member_id = $1 AND (p.position_ms > 0 OR p.watched_at IS NOT NULL)
+	WHERE p.member_id = $1 AND (p.resumable AND p.position_ms > 0 OR p.watched_at IS NOT NULL)
 )
 SELECT ci.collection, count(*), count(p.watched_at), sum(coalesce(m.duration_ms, 0))::bigint,
-       sum(CASE WHEN p.watched_at IS NULL THEN greatest(coalesce(m.duration_ms, 0) - coalesce(p.position_ms, 0), 0) ELSE 0 END)::bigint,
-       max(p.event_time) FILTER (WHERE p.position_ms > 0 OR p.watched_at IS NOT NULL) AS last_watched,
+       sum(CASE WHEN p.watched_at IS NULL THEN greatest(coalesce(m.duration_ms, 0) - CASE WHEN p.resumable THEN p.position_ms ELSE 0 END, 0) ELSE 0 END)::bigint,
+       max(p.event_time) FILTER (WHERE p.resumable AND p.position_ms > 0 OR p.watched_at IS NOT NULL) AS last_watched,
        (array_agg(ci.media_id ORDER BY ci.chapter, ci.position) FILTER (WHERE p.watched_at IS NULL))[1],
        (array_agg(m.title ORDER BY ci.chapter, ci.position) FILTER (WHERE p.watched_at IS NULL))[1],
        (array_agg(ci.chapter ORDER BY ci.chapter, ci.position) FILTER (WHERE p.watched_at IS NULL))[1],
        (array_agg(ci.position ORDER BY ci.chapter, ci.position) FILTER (WHERE p.watched_at IS NULL))[1],
-       (array_agg(coalesce(p.position_ms, 0) ORDER BY ci.chapter, ci.position) FILTER (WHERE p.watched_at IS NULL))[1]
+       (array_agg(CASE WHEN p.resumable THEN p.position_ms ELSE 0 END ORDER BY ci.chapter, ci.position) FILTER (WHERE p.watched_at IS NULL))[1]
 FROM started s
 CROSS JOIN LATERAL (SELECT c.collection, c.chapter, c.position, c.media_id FROM collection_items c WHERE c.collection = s.collection) ci
 JOIN media m ON m.id = ci.media_id
 LEFT JOIN playback p ON p.member_id = $1 AND p.media_id = ci.media_id
 GROUP BY ci.collection
-HAVING count(*) FILTER (WHERE p.position_ms > 0 OR p.watched_at IS NOT NULL) > 0
+HAVING count(*) FILTER (WHERE p.resumable AND p.position_ms > 0 OR p.watched_at IS NOT NULL) > 0
 ORDER BY last_watched DESC, ci.collection`
 
 // Started returns the collections member has started, most recently watched first.

@@ -56,7 +56,8 @@ type Handler struct {
 	Links *media.Links
 }
 
-// Register adds the playback routes (/playback…) to router, the authenticated /v1 group.
+// Register adds the playback routes (/playback…, and the marks of a whole collection) to
+// router, the authenticated /v1 group.
 func (h *Handler) Register(router fiber.Router) {
 	g := router.Group("/playback")
 	httpserver.Get(g, "/", h.list)
@@ -64,6 +65,10 @@ func (h *Handler) Register(router fiber.Router) {
 	g.Put("/:mediaID", httpserver.RequireJSON, h.put)
 	httpserver.Get(g, "/:mediaID", h.get)
 	g.Delete("/:mediaID", h.hide)
+	g.Put("/:mediaID/watched", h.markMedia(true))
+	g.Delete("/:mediaID/watched", h.markMedia(false))
+	router.Put("/collections/:collection/watched", h.markCollection(true))
+	router.Delete("/collections/:collection/watched", h.markCollection(false))
 	httpserver.Get(router, "/me/settings", h.settings)
 	router.Put("/me/settings", httpserver.RequireJSON, h.saveSettings)
 }
@@ -155,7 +160,13 @@ func (h *Handler) open(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(h.response(key, h.newest(key, st.Position), access.DurationMS, st.WatchedAt))
+	// A position that is no resume point (below the minimum, or in media too short to keep
+	// one) plays from the start.
+	pos := h.newest(key, st.Position)
+	if h.Store.completion.State(int64(pos.PositionMS), access.DurationMS, 0) == media.NotStarted {
+		pos.PositionMS = 0
+	}
+	return c.JSON(h.response(key, pos, access.DurationMS, st.WatchedAt))
 }
 
 func (h *Handler) get(c *fiber.Ctx) error {
