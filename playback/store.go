@@ -147,7 +147,9 @@ func progressSQL(position, m string) string {
 
 // upsertConflictSQL is the conflict clause of both upserts: a newer report replaces the
 // position, a report (newer or not) with an earlier watched mark brings the mark, unless the
-// member marked the media by hand (marked_at) after the report was made. A newer
+// member marked the media by hand (marked_at) after the report was made: the WHERE lets such
+// a report through only for its earlier mark, and a newer report is always after marked_at
+// (a mark sets event_time too). A newer
 // report marks what was played since the row's last one in its watched ranges
 // (playhead_watched, migration 00018): the range between them when they are consecutive, else
 // the bucket it landed in.
@@ -155,8 +157,7 @@ const upsertConflictSQL = `ON CONFLICT (member_id, media_id) DO UPDATE
 SET position_ms = CASE WHEN p.event_time < excluded.event_time THEN excluded.position_ms ELSE p.position_ms END,
     event_time  = greatest(p.event_time, excluded.event_time),
     updated_at  = excluded.updated_at,
-    watched_at  = CASE WHEN excluded.event_time > coalesce(p.marked_at, '-infinity') THEN least(p.watched_at, excluded.watched_at)
-                       ELSE p.watched_at END,
+    watched_at  = least(p.watched_at, excluded.watched_at),
     finished    = CASE WHEN p.event_time < excluded.event_time THEN excluded.finished ELSE p.finished END,
     resumable   = CASE WHEN p.event_time < excluded.event_time THEN excluded.resumable ELSE p.resumable END,
     hidden      = p.hidden AND p.event_time >= excluded.event_time,
