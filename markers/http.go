@@ -83,10 +83,14 @@ func (h *Handler) putMarkers(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var req Markers
-	if err := httpserver.DecodeJSON(c.Body(), &req); err != nil {
+	var body *Markers
+	if err := httpserver.DecodeJSON(c.Body(), &body); err != nil {
 		return err
 	}
+	if body == nil { // null: no object, not a request to remove both
+		return apperr.Errorf(apperr.Unprocessable, "the body must be a JSON object: give intro and credits")
+	}
+	req := *body
 	if err := errors.Join(checkSpan("intro", req.Intro, m.DurationMS), checkSpan("credits", req.Credits, m.DurationMS)); err != nil {
 		return err
 	}

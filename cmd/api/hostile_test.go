@@ -177,6 +177,10 @@ var routeTable = []hostileRoute{
 	{method: "DELETE", pattern: "/v1/media/:id", access: member, target: idTarget("/v1/media/%s", doomedID), hasParam: true, idParam: true},
 	{method: "POST", pattern: "/v1/media/:id/captions", access: member, target: idTarget("/v1/media/%s/captions", mineID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/v1/media/:id/captions", access: member, target: idTarget("/v1/media/%s/captions", mineID), hasParam: true, idParam: true},
+	{method: "PUT", pattern: "/v1/media/:id/markers", access: member, target: idTarget("/v1/media/%s/markers", mineID), hasParam: true, idParam: true,
+		jsonBody: map[string]any{"intro": map[string]int64{"start_ms": 0, "end_ms": 500}}},
+	// Its bodies (a JSON array, a WebVTT file) have cases of their own: hostileChapters.
+	{method: "PUT", pattern: "/v1/media/:id/chapters", access: member, target: idTarget("/v1/media/%s/chapters", mineID), hasParam: true, idParam: true},
 	{method: "DELETE", pattern: "/v1/media/:id/captions/:captionID", access: member, hasParam: true, idParam: true, target: func(f *hostileFixture, p string) string {
 		if p == "" {
 			p = strconv.FormatInt(f.captionID, 10)
@@ -389,6 +393,7 @@ func TestHostileInput(t *testing.T) {
 	counts[classFile] += f.hostileCaptions(t)
 	counts[classEncoding] += f.compressedBodies(t)
 	counts[classSeparator] += f.captionSeparators(t)
+	counts[classSeparator] += f.hostileChapters(t)
 	counts[classAuth] += f.hostileErasure(t)
 	counts[classAuth] += f.hostileDeletion(t)
 	counts[classAuth] += f.hostileTokens(t)
