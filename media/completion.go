@@ -78,8 +78,9 @@ func (c Completion) Finished(positionMS, durationMS int64) bool {
 
 // Progress is where a position leaves a member in a media: the SQL function
 // playhead_progress (migrations/00031_resume_thresholds.sql) computes the same from the same
-// inputs, and the flush stores it (playback.finished and playback.resumable), which the
-// continue-watching list, up next, course progress and the audience rollup read.
+// inputs: the flush stores whether it is Finished (playback.finished and watched_at, which up
+// next, course progress and the audience rollup read), and the continue-watching list and
+// course progress compute it for the rows they read.
 type Progress int16
 
 // The values of Progress, as playhead_progress returns them.
@@ -93,6 +94,13 @@ const (
 	// the start of the credits.
 	Finished Progress = 2
 )
+
+// Args are the thresholds in the order playhead_progress takes them after the position, the
+// duration and the credits' start: the ratio, the tail, the minimum ratio, the minimum and
+// the shortest resumable duration, these three in ms.
+func (c Completion) Args() []any {
+	return []any{c.Ratio, c.TailMS(), c.MinRatio, c.Min.Milliseconds(), c.MinDuration.Milliseconds()}
+}
 
 // ResumeMinMS returns the position (ms) from which a media of durationMS keeps a resume
 // point: MinRatio of the duration or Min, whichever comes first, and never 0 (a position of

@@ -5,8 +5,12 @@
 -- point: not listed, plays from the start) for media shorter than min_duration_ms or a
 -- position below min_ratio of the duration or min_ms, whichever comes first (min_ms alone when
 -- the duration is unknown), and never at 0, the position an open writes; else 1 (in progress:
--- listed, resumes there). The flush stores it in playback.finished and playback.resumable,
--- which the continue-watching list, up next, course progress and the audience rollup read.
+-- listed, resumes there). The flush stores whether it is 2 in playback.finished (the audience
+-- rollup and up next read that, through watched_at and playback_last_finished); the
+-- continue-watching list and course progress compute it for the rows they read, at the
+-- node's thresholds. It is not stored as a column of its own: one more column makes every
+-- playback row 8 bytes wider, and fewer position updates find room on their page for a HOT
+-- update (TestFlush_PositionUpdatesAreHOT: 93 % instead of 95 %).
 -- media.credits_start_ms belongs to migration 00030 (markers); IF NOT EXISTS keeps this file
 -- whole on its own, and the Down section leaves the column to 00030.
 ALTER TABLE media ADD COLUMN IF NOT EXISTS credits_start_ms bigint;
@@ -20,25 +24,16 @@ RETURN CASE
     WHEN duration_ms > 0 AND (position_ms >= playhead_completion_point(duration_ms, ratio, tail_ms)
                               OR credits_start_ms > 0 AND position_ms >= credits_start_ms) THEN 2
     WHEN duration_ms > 0 AND duration_ms < min_duration_ms THEN 0
-    WHEN position_ms < greatest(CASE WHEN duration_ms > 0 THEN least(min_ms::double precision, duration_ms * min_ratio)
-                                     ELSE min_ms END, 1) THEN 0
-    ELSE 1
+    WHEN position_ms >= greatest(CASE WHEN duration_ms > 0 THEN least(min_ms::double precision, duration_ms * min_ratio)
+                                      ELSE min_ms END, 1) THEN 1
+    ELSE 0
 END::smallint;
 
--- resumable: the row is listed in continue watching and resumes at its position (progress 1).
--- Rows written before it keep being listed (DEFAULT true) until the backfill below, at the
--- default thresholds; each later report recomputes it at the node's settings. marked_at is
--- the event time of the member's last mark by hand (watched or unwatched): a report made
--- before it brings no watched mark (the flush's guard on position covers the rest).
-ALTER TABLE playback
-    ADD COLUMN resumable boolean NOT NULL DEFAULT true,
-    ADD COLUMN marked_at timestamptz;
-
-UPDATE playback p SET resumable = false
-FROM media m
-WHERE m.id = p.media_id AND NOT p.finished
-  AND playhead_progress(p.position_ms, m.duration_ms, m.credits_start_ms, 0.95, 30000, 0.05, 60000, 120000) <> 1;
+-- marked_at is the event time of the member's last mark by hand (watched or unwatched): a
+-- report made before it brings no watched mark (the flush's guard on position covers the
+-- rest). NULL, as on rows never marked, it takes no room in the row.
+ALTER TABLE playback ADD COLUMN marked_at timestamptz;
 
 -- +goose Down
-ALTER TABLE playback DROP COLUMN marked_at, DROP COLUMN resumable;
+ALTER TABLE playback DROP COLUMN marked_at;
 DROP FUNCTION playhead_progress(bigint, bigint, bigint, double precision, bigint, double precision, bigint, bigint);

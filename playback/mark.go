@@ -24,13 +24,13 @@ import (
 // concurrent marks lock them in one order.
 const markWatchedSQL = `
 WITH written AS (
-	INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, resumable, marked_at)
-	SELECT $1, m.id, least(coalesce(m.duration_ms, 0), 2147483647)::int, $3, $3, $3, true, false, $3
+	INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, marked_at)
+	SELECT $1, m.id, least(coalesce(m.duration_ms, 0), 2147483647)::int, $3, $3, $3, true, $3
 	FROM media m WHERE m.id = ANY($2::bigint[])
 	ORDER BY m.id
 	ON CONFLICT (member_id, media_id) DO UPDATE
 	SET position_ms = excluded.position_ms, event_time = excluded.event_time, updated_at = excluded.updated_at,
-	    watched_at = coalesce(p.watched_at, excluded.watched_at), finished = true, resumable = false, hidden = false,
+	    watched_at = coalesce(p.watched_at, excluded.watched_at), finished = true, hidden = false,
 	    marked_at = excluded.marked_at
 	WHERE p.event_time < excluded.event_time
 	RETURNING p.member_id, p.media_id, p.event_time
@@ -51,7 +51,7 @@ WHERE l.event_time < excluded.event_time
 // they record what was played, for the audience curve. Guarded as markWatchedSQL is.
 const markUnwatchedSQL = `
 UPDATE playback p
-SET position_ms = 0, event_time = $3, updated_at = $3, watched_at = NULL, finished = false, resumable = false, marked_at = $3
+SET position_ms = 0, event_time = $3, updated_at = $3, watched_at = NULL, finished = false, marked_at = $3
 FROM (SELECT unnest($2::bigint[]) AS media_id ORDER BY 1) k
 WHERE p.member_id = $1 AND p.media_id = k.media_id AND p.event_time < $3`
 

@@ -121,28 +121,27 @@ WHERE l.event_time < excluded.event_time
 // 10 000 × 10 000 comparisons for a batch of 10 000 (3.3 s instead of 0.1 s, measured).
 var flushSQL = `
 WITH reported AS (
-	SELECT u.*, coalesce(pr.progress = 2, false) AS finished, coalesce(pr.progress = 1, false) AS resumable,
+	SELECT u.*, coalesce(` + finishedSQL("u.position_ms", "m") + `, false) AS finished,
 	       CASE WHEN $8 AND m.duration_ms > 0 THEN least(99, u.position_ms::bigint * 100 / m.duration_ms)::smallint END AS watched_bucket,
 	       m.status IS DISTINCT FROM 'DELETED' AND ` + keptSQL("u.member_id", "u.media_id", "u.event_time") + ` AS kept
 	FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::timestamptz[]) AS u(member_id, media_id, position_ms, event_time)
 	LEFT JOIN media m ON m.id = u.media_id
-	CROSS JOIN LATERAL (SELECT ` + progressSQL("u.position_ms", "m") + ` AS progress) pr
 ),
 written AS (
-INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, resumable, watched, watched_bucket)
+INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, watched, watched_bucket)
 SELECT t.member_id, t.media_id, t.position_ms, t.event_time, $5,
-       CASE WHEN t.finished THEN t.event_time END, t.finished, t.resumable, ` + firstWatchedSQL + `, t.watched_bucket
+       CASE WHEN t.finished THEN t.event_time END, t.finished, ` + firstWatchedSQL + `, t.watched_bucket
 FROM reported t
 WHERE t.kept
 ORDER BY t.member_id, t.media_id
 ` + upsertConflictSQL + `
 )` + keepLastFinishedSQL
 
-// progressSQL is playhead_progress (migration 00031) of position in the media row m, at the
-// store's thresholds: $6 and $7 the completion point, $10–$12 the resume minimum and the
-// shortest resumable duration (writeMarked passes them).
-func progressSQL(position, m string) string {
-	return `playhead_progress(` + position + `, ` + m + `.duration_ms, ` + m + `.credits_start_ms, $6, $7, $10, $11, $12)`
+// finishedSQL is whether position in the media row m is finished by playhead_progress
+// (migration 00031) at the store's completion point ($6, $7): the resume minimums (0 here)
+// decide nothing about a finish.
+func finishedSQL(position, m string) string {
+	return `playhead_progress(` + position + `, ` + m + `.duration_ms, ` + m + `.credits_start_ms, $6, $7, 0, 0, 0) = 2`
 }
 
 // upsertConflictSQL is the conflict clause of both upserts: a newer report replaces the
@@ -159,7 +158,6 @@ SET position_ms = CASE WHEN p.event_time < excluded.event_time THEN excluded.pos
     updated_at  = excluded.updated_at,
     watched_at  = least(p.watched_at, excluded.watched_at),
     finished    = CASE WHEN p.event_time < excluded.event_time THEN excluded.finished ELSE p.finished END,
-    resumable   = CASE WHEN p.event_time < excluded.event_time THEN excluded.resumable ELSE p.resumable END,
     hidden      = p.hidden AND p.event_time >= excluded.event_time,
     watched     = CASE WHEN p.event_time < excluded.event_time
                        THEN playhead_watched(p.watched, p.watched_bucket, p.position_ms, p.event_time,
@@ -202,16 +200,14 @@ func keptSQL(member, media, eventTime string) string {
 }
 
 // writeMarked runs an upsert (flushSQL or upsertOneSQL) with its positions' args ($1–$4) and
-// the store's ($5–$12), and marks medias for the audience rollups, in one round trip and one
+// the store's ($5–$9), and marks medias for the audience rollups, in one round trip and one
 // implicit transaction: the positions and the marks of their media (audience_dirty,
 // migration 00019) commit together. The erasure fence comes first, as a statement of its own:
 // the upsert's snapshot is taken after it, so it sees every erasure that held the lock.
 func (s *Store) writeMarked(ctx context.Context, medias []int64, upsert string, args ...any) error {
 	var b pgx.Batch
 	erasure.Fence(&b)
-	c := s.completion
-	b.Queue(upsert, append(args, time.Now(), c.Ratio, c.TailMS(), s.watchedRanges, s.watchedWithin,
-		c.MinRatio, c.Min.Milliseconds(), c.MinDuration.Milliseconds())...)
+	b.Queue(upsert, append(args, time.Now(), s.completion.Ratio, s.completion.TailMS(), s.watchedRanges, s.watchedWithin)...)
 	b.Queue(markAudienceSQL, medias)
 	return s.pool.SendBatch(ctx, &b).Close()
 }
@@ -245,15 +241,14 @@ func flushError(rows int, err error) error {
 var upsertOneSQL = `
 WITH reported AS (
 	SELECT $1::bigint AS member_id, m.id AS media_id, $3::int AS position_ms, $4::timestamptz AS event_time,
-	       coalesce(pr.progress = 2, false) AS finished, coalesce(pr.progress = 1, false) AS resumable,
+	       coalesce(` + finishedSQL("$3::int", "m") + `, false) AS finished,
 	       CASE WHEN $8::boolean AND m.duration_ms > 0 THEN least(99, $3::bigint * 100 / m.duration_ms)::smallint END AS watched_bucket
-	FROM media m CROSS JOIN LATERAL (SELECT ` + progressSQL("$3::int", "m") + ` AS progress) pr
-	WHERE m.id = $2::bigint AND m.status <> 'DELETED' AND ` + keptSQL("$1::bigint", "$2::bigint", "$4::timestamptz") + `
+	FROM media m WHERE m.id = $2::bigint AND m.status <> 'DELETED' AND ` + keptSQL("$1::bigint", "$2::bigint", "$4::timestamptz") + `
 ),
 written AS (
-INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, resumable, watched, watched_bucket)
+INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, watched, watched_bucket)
 SELECT t.member_id, t.media_id, t.position_ms, t.event_time, $5::timestamptz,
-       CASE WHEN t.finished THEN t.event_time END, t.finished, t.resumable, ` + firstWatchedSQL + `, t.watched_bucket
+       CASE WHEN t.finished THEN t.event_time END, t.finished, ` + firstWatchedSQL + `, t.watched_bucket
 FROM reported t
 ` + upsertConflictSQL + `
 )` + keepLastFinishedSQL
@@ -272,18 +267,15 @@ type Stored struct {
 	Hidden bool
 	// WatchedAt is when the member first reached the completion point; nil if never.
 	WatchedAt *time.Time
-	// Resumable is whether the position is a resume point (media.InProgress): the row is
-	// listed in continue watching.
-	Resumable bool
 }
 
 // getSQL reads one row by its key.
-const getSQL = `SELECT position_ms, event_time, hidden, watched_at, resumable FROM playback WHERE member_id = $1 AND media_id = $2`
+const getSQL = `SELECT position_ms, event_time, hidden, watched_at FROM playback WHERE member_id = $1 AND media_id = $2`
 
 // Get returns the stored row for key, and false when there is none.
 func (s *Store) Get(ctx context.Context, key Key) (Stored, bool, error) {
 	var st Stored
-	err := s.pool.QueryRow(ctx, getSQL, key.Member, key.Media).Scan(&st.PositionMS, &st.EventTime, &st.Hidden, &st.WatchedAt, &st.Resumable)
+	err := s.pool.QueryRow(ctx, getSQL, key.Member, key.Media).Scan(&st.PositionMS, &st.EventTime, &st.Hidden, &st.WatchedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Stored{}, false, nil
 	}
@@ -296,14 +288,14 @@ func (s *Store) Get(ctx context.Context, key Key) (Stored, bool, error) {
 // openSQL creates a row at position 0 unless it exists, records the collection, and reads the row.
 const openSQL = `
 WITH ins AS (
-	INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, collection, watched_bucket, resumable)
-	VALUES ($1, $2, 0, $3, $3, nullif($4, ''), 0, false)
+	INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, collection, watched_bucket)
+	VALUES ($1, $2, 0, $3, $3, nullif($4, ''), 0)
 	ON CONFLICT (member_id, media_id) DO UPDATE SET collection = excluded.collection
 	WHERE excluded.collection IS NOT NULL AND p.collection IS DISTINCT FROM excluded.collection
-	RETURNING position_ms, event_time, hidden, watched_at, resumable)
-SELECT position_ms, event_time, hidden, watched_at, resumable FROM ins
+	RETURNING position_ms, event_time, hidden, watched_at)
+SELECT position_ms, event_time, hidden, watched_at FROM ins
 UNION ALL
-SELECT position_ms, event_time, hidden, watched_at, resumable FROM playback WHERE member_id = $1 AND media_id = $2
+SELECT position_ms, event_time, hidden, watched_at FROM playback WHERE member_id = $1 AND media_id = $2
 LIMIT 1`
 
 // Open creates the row for key at position 0 if it does not exist, and returns the stored
@@ -322,7 +314,7 @@ func (s *Store) Open(ctx context.Context, key Key, at time.Time, collection stri
 	erasure.Fence(&b)
 	b.Queue(refuseWriteSQL, key.Member, key.Media, false)
 	b.Queue(openSQL, key.Member, key.Media, at, collection).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&st.PositionMS, &st.EventTime, &st.Hidden, &st.WatchedAt, &st.Resumable)
+		return row.Scan(&st.PositionMS, &st.EventTime, &st.Hidden, &st.WatchedAt)
 	})
 	erased, paused, err := refusal(s.pool.SendBatch(ctx, &b).Close())
 	switch {

@@ -171,6 +171,20 @@ var routeTable = []hostileRoute{
 		jsonBody: map[string]any{"position_ms": 1000}},
 	{method: "DELETE", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true,
 		query: []string{"forget"}},
+	{method: "PUT", pattern: "/v1/playback/:mediaID/watched", access: member, target: idTarget("/v1/playback/%s/watched", mineID), hasParam: true, idParam: true},
+	{method: "DELETE", pattern: "/v1/playback/:mediaID/watched", access: member, target: idTarget("/v1/playback/%s/watched", mineID), hasParam: true, idParam: true},
+	{method: "PUT", pattern: "/v1/collections/:collection/watched", access: member, hasParam: true, target: func(_ *hostileFixture, p string) string {
+		if p == "" {
+			p = "%EB%A0%88%EB%B2%A81" // 레벨1
+		}
+		return "/v1/collections/" + p + "/watched"
+	}},
+	{method: "DELETE", pattern: "/v1/collections/:collection/watched", access: member, hasParam: true, target: func(_ *hostileFixture, p string) string {
+		if p == "" {
+			p = "%EB%A0%88%EB%B2%A81" // 레벨1
+		}
+		return "/v1/collections/" + p + "/watched"
+	}},
 	{method: "GET", pattern: "/v1/media/:id", access: member, target: idTarget("/v1/media/%s", mineID), hasParam: true, idParam: true},
 	{method: "PATCH", pattern: "/v1/media/:id", access: member, target: idTarget("/v1/media/%s", mineID), hasParam: true, idParam: true,
 		jsonBody: map[string]any{"title": "A's clip"}, textFields: []string{"title"}},

@@ -183,7 +183,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	deletions := &mediadelete.Handler{Pool: n.pool}
 	deletions.Register(v1)
 	captionsHandler.Register(v1)
-	(&collection.Handler{Store: collection.NewStore(readPool), Links: links}).Register(v1)
+	(&collection.Handler{Store: collection.NewStore(readPool).WithCompletion(cfg.Completion), Links: links}).Register(v1)
 	(&audience.Handler{Store: audience.NewStore(readPool)}).Register(v1)
 	admin := v1.Group("/admin", auth.RequireAdmin)
 	(&media.AdminHandler{Store: mediaStore}).Register(admin)
