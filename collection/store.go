@@ -20,7 +20,9 @@ type Store struct {
 
 // NewStore returns a Store on pool that reads positions with the default resume thresholds
 // (WithCompletion changes them).
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool, completion: media.DefaultCompletion} }
+func NewStore(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, completion: media.DefaultCompletion}
+}
 
 // WithCompletion makes s read positions with c's thresholds (the server's settings) and
 // returns s.
