@@ -46,12 +46,18 @@ type options struct {
 	capacity, flushBatch int
 	limit                *ratelimit.Limiter
 	flush                buffer.FlushFunc[playback.Key, playback.Position]
+	// completion is the store's rule; completionOnly when its Ratio is 0.
+	completion media.Completion
 }
 
 func setup(t *testing.T, opts options) *bundle {
 	t.Helper()
 	pool, dbURL := pgtest.Pool(t)
-	b := &bundle{pool: pool, dbURL: dbURL, store: playback.NewStore(pool, completionOnly), media: media.NewStore(pool), reg: prometheus.NewRegistry()}
+	completion := opts.completion
+	if completion.Ratio == 0 {
+		completion = completionOnly
+	}
+	b := &bundle{pool: pool, dbURL: dbURL, store: playback.NewStore(pool, completion), media: media.NewStore(pool), reg: prometheus.NewRegistry()}
 	var err error
 	b.cache, err = cache.New(cache.Config{Load: b.media.LookupAccess, Registerer: b.reg})
 	if err != nil {
