@@ -11,9 +11,7 @@
 -- node's thresholds. It is not stored as a column of its own: one more column makes every
 -- playback row 8 bytes wider, and fewer position updates find room on their page for a HOT
 -- update (TestFlush_PositionUpdatesAreHOT: 93 % instead of 95 %).
--- media.credits_start_ms belongs to migration 00030 (markers); IF NOT EXISTS keeps this file
--- whole on its own, and the Down section leaves the column to 00030.
-ALTER TABLE media ADD COLUMN IF NOT EXISTS credits_start_ms bigint;
+-- credits_start_ms is migration 00030's.
 
 CREATE FUNCTION playhead_progress(position_ms bigint, duration_ms bigint, credits_start_ms bigint,
                                   ratio double precision, tail_ms bigint,
