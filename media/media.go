@@ -96,6 +96,9 @@ type Access struct {
 	Visibility Visibility
 	// Encoding is true for PROCESSING media that can already play (its first renditions).
 	Encoding bool
+	// CreditsStartMS is where the credits start, 0 when not marked: a position past it
+	// finishes the media (media.Completion.State).
+	CreditsStartMS int64
 }
 
 // PlayableBy reports whether member may play the media: READY, or playable while it encodes,

@@ -138,8 +138,9 @@ func (s *Store) Get(ctx context.Context, id int64) (Media, error) {
 // notification has evicted it.
 func (s *Store) LookupAccess(ctx context.Context, id int64) (Access, bool, error) {
 	var a Access
-	err := s.pool.QueryRow(ctx, `SELECT owner_id, coalesce(duration_ms, 0), status, visibility, status = 'PROCESSING' AND playable_at IS NOT NULL
-		FROM media WHERE id = $1 AND status <> 'DELETED'`, id).Scan(&a.OwnerID, &a.DurationMS, &a.Status, &a.Visibility, &a.Encoding)
+	err := s.pool.QueryRow(ctx, `SELECT owner_id, coalesce(duration_ms, 0), status, visibility, status = 'PROCESSING' AND playable_at IS NOT NULL,
+		coalesce(credits_start_ms, 0)
+		FROM media WHERE id = $1 AND status <> 'DELETED'`, id).Scan(&a.OwnerID, &a.DurationMS, &a.Status, &a.Visibility, &a.Encoding, &a.CreditsStartMS)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Access{}, false, nil
 	}

@@ -13,7 +13,7 @@ import (
 
 // TestMarks_ThroughTheAPI marks through the routes, at the default thresholds: a media marked
 // watched answers finished with a watched mark and leaves continue watching; marked unwatched
-// it has neither and the open resumes from 0; a course marked watched marks each item; another
+// it has neither and the open resumes from 0; a position in the credits answers finished; a course marked watched marks each item; another
 // member's private media is 404 and a paused history 409, with nothing stored.
 func TestMarks_ThroughTheAPI(t *testing.T) {
 	t.Parallel()
@@ -75,6 +75,19 @@ func TestMarks_ThroughTheAPI(t *testing.T) {
 		t.Errorf("at 0:30 of 20 min: open answers %d, want 0", p.PositionMS)
 	}
 
+	// In the credits: finished, in the answer as in the list.
+	credits := lesson("credits")
+	if _, err := b.pool.Exec(t.Context(), `UPDATE media SET credits_start_ms = 1000000, credits_end_ms = 1200000 WHERE id = $1`, credits); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.UpsertOne(t.Context(), playback.Key{Member: 7, Media: credits},
+		playback.Position{PositionMS: 1_100_000, EventTime: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if p := position(credits); !p.Finished || p.WatchedAt == nil || listed() != 0 {
+		t.Errorf("in the credits: open %+v, %d listed; want finished with a watched mark, none listed", p, listed())
+	}
+
 	if _, err := b.pool.Exec(t.Context(), `
 		WITH imp AS (INSERT INTO imports (created_by, filename, total_rows, accepted, rejected) VALUES (1, 'c.csv', 2, 2, 0) RETURNING id)
 		INSERT INTO import_rows (import_id, row_number, collection, chapter, position, video_url, media_id)
@@ -83,11 +96,11 @@ func TestMarks_ThroughTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	mark(http.MethodPut, "/v1/collections/%EB%A0%88%EB%B2%A81/watched", http.StatusNoContent)
-	if n := b.count(t, `SELECT count(*) FROM playback WHERE member_id = 7 AND watched_at IS NOT NULL AND finished`); n != 2 {
+	if n := b.count(t, `SELECT count(*) FROM playback WHERE member_id = 7 AND media_id <> $1 AND watched_at IS NOT NULL AND finished`, credits); n != 2 {
 		t.Errorf("course marked watched: %d items watched, want 2", n)
 	}
 	mark(http.MethodDelete, "/v1/collections/%EB%A0%88%EB%B2%A81/watched", http.StatusNoContent)
-	if n := b.count(t, `SELECT count(*) FROM playback WHERE member_id = 7 AND (watched_at IS NOT NULL OR finished)`); n != 0 {
+	if n := b.count(t, `SELECT count(*) FROM playback WHERE member_id = 7 AND media_id <> $1 AND (watched_at IS NOT NULL OR finished)`, credits); n != 0 {
 		t.Errorf("course marked unwatched: %d items still watched, want 0", n)
 	}
 	mark(http.MethodPut, "/v1/collections/nothing/watched", http.StatusNotFound)
@@ -98,7 +111,8 @@ func TestMarks_ThroughTheAPI(t *testing.T) {
 		t.Fatalf("pause: %d %s", status, body)
 	}
 	mark(http.MethodPut, fmt.Sprintf("/v1/playback/%d/watched", first), http.StatusConflict)
-	if n := b.count(t, `SELECT count(*) FROM playback WHERE member_id = 7 AND watched_at IS NOT NULL OR member_id = 7 AND media_id = $1`, private); n != 0 {
+	if n := b.count(t, `SELECT count(*) FROM playback WHERE member_id = 7 AND media_id <> $2 AND watched_at IS NOT NULL OR member_id = 7 AND media_id = $1`,
+		private, credits); n != 0 {
 		t.Errorf("refused marks stored %d rows", n)
 	}
 }
