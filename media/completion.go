@@ -8,7 +8,8 @@ import (
 // Completion decides when a position counts a media as watched. The database computes the
 // same point with playhead_completion_point (migrations/00007_progress.sql, in double
 // precision since 00022_flush_functions.sql), to which the flush statement and the reads
-// pass Ratio and TailMS as parameters; Finished is its Go twin.
+// pass Ratio and TailMS as parameters; Point is its Go twin, and State the resume rule's
+// (playhead_progress).
 type Completion struct {
 	// Ratio of the duration from which a media is watched (PLAYHEAD_COMPLETION_RATIO).
 	// Default 0.95.
@@ -67,13 +68,6 @@ func (c Completion) Point(durationMS int64) (float64, bool) {
 	}
 	d := float64(durationMS)
 	return max(min(d*c.Ratio, d-float64(c.TailMS())), d/2), true
-}
-
-// Finished reports whether positionMS is at or past the completion point of a media of
-// durationMS.
-func (c Completion) Finished(positionMS, durationMS int64) bool {
-	p, ok := c.Point(durationMS)
-	return ok && float64(positionMS) >= p
 }
 
 // Progress is where a position leaves a member in a media: the SQL function
