@@ -91,6 +91,11 @@ func (h *Handler) putMarkers(c *fiber.Ctx) error {
 		return apperr.Errorf(apperr.Unprocessable, "the body must be a JSON object: give intro and credits")
 	}
 	req := *body
+	// A span is checked against the duration; one set while the duration is unknown could
+	// exceed the duration the encode's probe then finds, whose write the CHECK would refuse.
+	if m.DurationMS <= 0 && (req.Intro != nil || req.Credits != nil) {
+		return apperr.Errorf(apperr.Conflict, "the duration of media %d is not known yet: mark its intro and credits once it is", m.ID)
+	}
 	if err := errors.Join(checkSpan("intro", req.Intro, m.DurationMS), checkSpan("credits", req.Credits, m.DurationMS)); err != nil {
 		return err
 	}

@@ -58,7 +58,8 @@ func parseMaster(t *testing.T, master string) string {
 // EXT-X-SESSION-DATA com.apple.hls.chapters line that hls-parser (strict) and m3u8-parser
 // accept; the JSON at the signed URL is Apple's format, with a hostile title (U+2028 and an
 // HLS tag) kept inside its JSON string and out of the playlist. Wrong spans and chapters are
-// 422 with nothing written; another member gets 404 and changes nothing; an admin may set them.
+// 422 with nothing written; another member gets 404 and changes nothing; an admin may set them;
+// a duration below the credits' end is 422, markers on a media of unknown duration 409.
 func TestMarkersChapters_ThroughTheBinary(t *testing.T) {
 	s := binarytest.Start(t, pipelineEnv("all", "markers", t.TempDir(), t.TempDir(), "ultrafast"))
 	owner := binarytest.Token(t, 491, false)
@@ -163,6 +164,18 @@ func TestMarkersChapters_ThroughTheBinary(t *testing.T) {
 	if status, _, _ := s.Do(http.MethodGet, s.URL("%s", strings.SplitN(m[1], "?", 2)[0]), "", nil); status == http.StatusOK {
 		t.Errorf("the chapters JSON is served without a signature")
 	}
+
+	// The duration cannot go below the credits' end (422, nothing changed), and a media whose
+	// duration is unknown gets no markers (409): its probe could find a shorter one.
+	s.MustDo(t, http.StatusUnprocessableEntity, http.MethodPatch, s.URL("/v1/admin/media/%d", id), admin, map[string]any{"duration_ms": 5000})
+	var unknown struct{ ID int64 }
+	if err := json.Unmarshal(s.MustDo(t, http.StatusCreated, http.MethodPost, s.URL("/v1/admin/media"), admin,
+		map[string]any{"title": "no duration", "status": "UPLOADED"}), &unknown); err != nil {
+		t.Fatal(err)
+	}
+	s.MustDo(t, http.StatusConflict, http.MethodPut, s.URL("/v1/media/%d/markers", unknown.ID), admin,
+		map[string]any{"credits": map[string]int64{"start_ms": 0, "end_ms": 1000}})
+	s.MustDo(t, http.StatusOK, http.MethodPut, s.URL("/v1/media/%d/markers", unknown.ID), admin, map[string]any{})
 
 	// An empty list removes the chapters: the master names none.
 	s.MustDo(t, http.StatusOK, http.MethodPut, chapters, owner, []any{})
