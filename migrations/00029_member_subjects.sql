@@ -22,9 +22,11 @@ CREATE TABLE member_subjects (
 
 -- playhead_subject_digest is the one spelling of the digest an erasure record keeps of the
 -- member's (issuer, subject): SHA-256 of the issuer, a NUL byte, the subject (the NUL, which
--- neither holds, keeps ("a", "bc") and ("ab", "c") apart).
+-- neither holds, keeps ("a", "bc") and ("ab", "c") apart). STABLE, not IMMUTABLE: convert_to is
+-- STABLE, and the planner inlines a SQL function only when its body is no more volatile than
+-- it is declared (playback.TestSQLFunctions_InlinedByThePlanner).
 CREATE FUNCTION playhead_subject_digest(issuer text, subject text) RETURNS bytea
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
 RETURN sha256(convert_to(issuer, 'UTF8') || '\x00'::bytea || convert_to(subject, 'UTF8'));
 
 -- subject_digest is the erased member's playhead_subject_digest (NULL: the member had no

@@ -27,8 +27,9 @@ import (
 )
 
 // erasedMember is the member the erasure test erases: an id long enough that finding its
-// digits anywhere is finding the member, not a coincidence with another number.
-const erasedMember = 4_700_000_123_457
+// digits anywhere is finding the member, not a coincidence with another number. It stays below
+// auth.MaxSecretMember: the test's tokens are the shared secret's.
+const erasedMember = 470_000_123_457
 
 // TestErasure_FindsNothingAfterwards: two API nodes and a worker; the member has positions
 // buffered on both API nodes (and rows stored, a forgotten item's tombstone, an upload being
