@@ -165,7 +165,7 @@ mutants: deps web ## Check that the tests catch each breakage of mutants/ (about
 # taken by the browser tests, which otherwise save them to a temporary folder so that make test
 # leaves the tree as it was.
 screenshots: deps web ## Take the screenshots of docs/img with the browser tests
-	PLAYHEAD_TEST_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^(TestPlayer_UploadWatchLeaveResumeInChromium|TestImportPage_CheckConfirmWatchInChromium|TestCoursePage_UpNextAndProgressInChromium|TestWatchPage_StoryboardCaptionsAndPlaybackInChromium|TestJobsPage_DeadJobRetriedAndDiscardedInChromium|TestInsightsPage_RetentionAndFunnelInChromium)$$' ./cmd/api
+	PLAYHEAD_TEST_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^(TestPlayer_UploadWatchLeaveResumeInChromium|TestImportPage_CheckConfirmWatchInChromium|TestCoursePage_UpNextAndProgressInChromium|TestWatchPage_StoryboardCaptionsAndPlaybackInChromium|TestJobsPage_DeadJobRetriedAndDiscardedInChromium|TestInsightsPage_RetentionAndFunnelInChromium|TestWatchPage_ChaptersAndMarkersInChromium)$$' ./cmd/api
 
 # The side-by-side benchmarks of docs/benchmarks/README.md, in their own Go module (bench/), so
 # that River never enters the main go.mod. bench-queue: Playhead's job queue beside River v0.51.2

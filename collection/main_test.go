@@ -43,7 +43,7 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	pool, _ := pgtest.Pool(t)
-	b := &bundle{pool: pool, store: playback.NewStore(pool, media.DefaultCompletion)}
+	b := &bundle{pool: pool, store: playback.NewStore(pool, completionOnly)}
 	access, err := cache.New(cache.Config{Load: media.NewStore(pool).LookupAccess})
 	if err != nil {
 		t.Fatal(err)
@@ -205,3 +205,9 @@ func (b *bundle) progress(t *testing.T, member int64, name string) collection.Pr
 	b.get(t, member, "/v1/collections/"+url.PathEscape(name), &p)
 	return p
 }
+
+// completionOnly is the default completion point without the resume minimums: the tests here
+// script short media and positions of a few seconds, and check what the list and progress
+// do with rows in progress; the resume thresholds have their own tests
+// (audience/resume_rule_test.go, playback/progress_test.go).
+var completionOnly = media.Completion{Ratio: media.DefaultCompletion.Ratio, Tail: media.DefaultCompletion.Tail}

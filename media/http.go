@@ -172,6 +172,8 @@ type Handler struct {
 	Access AccessLookup
 	// Links signs the URLs of the encoded files.
 	Links *Links
+	// Chapters lists a media item's chapters, shown with it. Nil: none are.
+	Chapters ChapterLister
 }
 
 // AccessLookup reads a media item's access fields; found is false when there is no such media.
@@ -245,6 +247,8 @@ type View struct {
 	// sprite JPEG ("…sprite_000.jpg?…#xywh=x,y,w,h"), the previews a player shows above its
 	// seek bar. Absent for media encoded before storyboards.
 	StoryboardURL string `json:"storyboard_url,omitempty"`
+	// Chapters are the media's chapters by start, empty when it has none.
+	Chapters []Chapter `json:"chapters"`
 }
 
 // get shows media the member owns (in any status) or public READY media; anything else is
@@ -280,7 +284,15 @@ func (h *Handler) get(c *fiber.Ctx) error {
 	if m.OwnerID != member && !row.PlayableBy(member) {
 		return apperr.Errorf(apperr.NotFound, "media %d not found", id)
 	}
-	v := View{Media: m}
+	v := View{Media: m, Chapters: []Chapter{}}
+	if h.Chapters != nil {
+		if v.Chapters, err = h.Chapters.Chapters(c.UserContext(), id); err != nil {
+			return err
+		}
+		if v.Chapters == nil {
+			v.Chapters = []Chapter{}
+		}
+	}
 	if m.Playable && m.HLSKey != "" {
 		// While it encodes too: the assembled master lists the renditions done so far.
 		v.HLSURL = h.Links.Playlist(member, m.HLSKey, time.Duration(m.DurationMS)*time.Millisecond)

@@ -67,6 +67,24 @@ type Media struct {
 	// Playable is true when the media can be played: READY, or PROCESSING with its first
 	// renditions encoded (the others are added to its master playlist as they finish).
 	Playable bool `json:"playable"`
+	// Intro and Credits are the media's intro and credits, nil when not marked (markers).
+	Intro   *Span `json:"intro,omitempty"`
+	Credits *Span `json:"credits,omitempty"`
+}
+
+// Span is a stretch of a media item, [StartMS, EndMS) in milliseconds from its start.
+type Span struct {
+	StartMS int64 `json:"start_ms"`
+	EndMS   int64 `json:"end_ms"`
+}
+
+// span returns the Span of two nullable columns, nil when they are NULL (the migration keeps
+// both NULL or neither).
+func span(start, end *int64) *Span {
+	if start == nil || end == nil {
+		return nil
+	}
+	return &Span{StartMS: *start, EndMS: *end}
 }
 
 // Access is the part of a media row that decides who may play it: small, so that a cache of
@@ -78,6 +96,9 @@ type Access struct {
 	Visibility Visibility
 	// Encoding is true for PROCESSING media that can already play (its first renditions).
 	Encoding bool
+	// CreditsStartMS is where the credits start, 0 when not marked: a position past it
+	// finishes the media (media.Completion.State).
+	CreditsStartMS int64
 }
 
 // PlayableBy reports whether member may play the media: READY, or playable while it encodes,

@@ -49,6 +49,9 @@ type ObjectsHandler struct {
 	// Masters assembles the master playlists of media encoded as a group, served at their
 	// AssembledMaster key (Store.AssembledMaster). Nil: none are.
 	Masters Masters
+	// Chapters lists a media item's chapters: served as Apple's chapters JSON at ChaptersKey
+	// and named by every master playlist served (addChapters). Nil: none are.
+	Chapters ChapterLister
 }
 
 // Masters assembles a media item's master playlist from its recorded renditions; nil when
@@ -100,6 +103,7 @@ var objectTypes = map[string]string{
 	".mp4":  "video/mp4",
 	".jpg":  "image/jpeg",
 	".vtt":  "text/vtt; charset=utf-8",
+	".json": "application/json",
 }
 
 // objectCacheControl lets the member's own browser keep a file for an hour and forbids shared
@@ -128,6 +132,9 @@ func (h *ObjectsHandler) serve(c *fiber.Ctx) error {
 		return err
 	}
 	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	if key == ChaptersKey(id) {
+		return h.sendChapters(c, id)
+	}
 	if h.Masters != nil && key == AssembledMaster(id) {
 		master, err := h.Masters.AssembledMaster(c.UserContext(), id)
 		if err != nil {
@@ -199,9 +206,37 @@ func (h *ObjectsHandler) sendRewritten(c *fiber.Ctx, member, id int64, key strin
 			return err
 		}
 	}
+	if h.Chapters != nil && isMaster(body) {
+		if signed, err = h.addChapters(c.UserContext(), member, id, signed, duration); err != nil {
+			return err
+		}
+	}
 	c.Set(fiber.HeaderContentType, contentType)
 	c.Set(fiber.HeaderCacheControl, playlistCacheControl)
 	return c.Send(signed)
+}
+
+// sendChapters sends media id's chapters in Apple's JSON chapter format; a media without
+// chapters has none to send (404), as its master names none.
+func (h *ObjectsHandler) sendChapters(c *fiber.Ctx, id int64) error {
+	if h.Chapters == nil {
+		return apperr.Errorf(apperr.NotFound, "not found")
+	}
+	chapters, err := h.Chapters.Chapters(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	if len(chapters) == 0 {
+		return apperr.Errorf(apperr.NotFound, "not found")
+	}
+	body, err := AppleChapters(chapters)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, objectTypes[".json"])
+	// The chapters change when the owner sets them again: never kept.
+	c.Set(fiber.HeaderCacheControl, playlistCacheControl)
+	return c.Send(body)
 }
 
 // serveRange answers a Range request for an object the store can seek in (the local store's

@@ -22,12 +22,16 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 const mediaColumns = `id, owner_id, title, status, visibility, coalesce(duration_ms, 0), created_at, updated_at,
 	coalesce(hls_key, ''), coalesce(thumbnail_key, ''), coalesce(storyboard_key, ''), coalesce(hls_start_us, -1),
-	coalesce(failure_reason, ''), status = 'READY' OR status = 'PROCESSING' AND playable_at IS NOT NULL`
+	coalesce(failure_reason, ''), status = 'READY' OR status = 'PROCESSING' AND playable_at IS NOT NULL,
+	intro_start_ms, intro_end_ms, credits_start_ms, credits_end_ms`
 
 func scanMedia(row pgx.Row) (Media, error) {
 	var m Media
+	var introStart, introEnd, creditsStart, creditsEnd *int64
 	err := row.Scan(&m.ID, &m.OwnerID, &m.Title, &m.Status, &m.Visibility, &m.DurationMS, &m.CreatedAt, &m.UpdatedAt,
-		&m.HLSKey, &m.ThumbnailKey, &m.StoryboardKey, &m.HLSStartUS, &m.FailureReason, &m.Playable)
+		&m.HLSKey, &m.ThumbnailKey, &m.StoryboardKey, &m.HLSStartUS, &m.FailureReason, &m.Playable,
+		&introStart, &introEnd, &creditsStart, &creditsEnd)
+	m.Intro, m.Credits = span(introStart, introEnd), span(creditsStart, creditsEnd)
 	return m, err
 }
 
@@ -134,8 +138,9 @@ func (s *Store) Get(ctx context.Context, id int64) (Media, error) {
 // notification has evicted it.
 func (s *Store) LookupAccess(ctx context.Context, id int64) (Access, bool, error) {
 	var a Access
-	err := s.pool.QueryRow(ctx, `SELECT owner_id, coalesce(duration_ms, 0), status, visibility, status = 'PROCESSING' AND playable_at IS NOT NULL
-		FROM media WHERE id = $1 AND status <> 'DELETED'`, id).Scan(&a.OwnerID, &a.DurationMS, &a.Status, &a.Visibility, &a.Encoding)
+	err := s.pool.QueryRow(ctx, `SELECT owner_id, coalesce(duration_ms, 0), status, visibility, status = 'PROCESSING' AND playable_at IS NOT NULL,
+		coalesce(credits_start_ms, 0)
+		FROM media WHERE id = $1 AND status <> 'DELETED'`, id).Scan(&a.OwnerID, &a.DurationMS, &a.Status, &a.Visibility, &a.Encoding, &a.CreditsStartMS)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Access{}, false, nil
 	}

@@ -45,7 +45,7 @@ func (b *bundle) node(t *testing.T) *buffer.Buffer[playback.Key, playback.Positi
 }
 
 // TestCompletion_DatabaseAndGoAgree: the flush statement marks watched with the SQL function,
-// the API's "finished" comes from media.Completion.Finished; both must put the point at the
+// the API's "finished" comes from media.Completion.State; both must put the point at the
 // same millisecond for every duration, including the short ones where "never before the
 // middle" decides, and for non-default settings.
 func TestCompletion_DatabaseAndGoAgree(t *testing.T) {
@@ -76,8 +76,8 @@ func TestCompletion_DatabaseAndGoAgree(t *testing.T) {
 		if db != got {
 			t.Errorf("%+v, duration %d: SQL point %v, Go point %v", tc.c, tc.d, db, got)
 		}
-		if !tc.c.Finished(int64(tc.want), tc.d) || tc.c.Finished(int64(tc.want)-1, tc.d) {
-			t.Errorf("%+v, duration %d: Finished does not switch at %v", tc.c, tc.d, tc.want)
+		if tc.c.State(int64(tc.want), tc.d, 0) != media.Finished || tc.c.State(int64(tc.want)-1, tc.d, 0) == media.Finished {
+			t.Errorf("%+v, duration %d: State does not switch to Finished at %v", tc.c, tc.d, tc.want)
 		}
 	}
 	if _, ok := media.DefaultCompletion.Point(0); ok {

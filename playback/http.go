@@ -56,7 +56,8 @@ type Handler struct {
 	Links *media.Links
 }
 
-// Register adds the playback routes (/playback…) to router, the authenticated /v1 group.
+// Register adds the playback routes (/playback…, and the marks of a whole collection) to
+// router, the authenticated /v1 group.
 func (h *Handler) Register(router fiber.Router) {
 	g := router.Group("/playback")
 	httpserver.Get(g, "/", h.list)
@@ -64,6 +65,10 @@ func (h *Handler) Register(router fiber.Router) {
 	g.Put("/:mediaID", httpserver.RequireJSON, h.put)
 	httpserver.Get(g, "/:mediaID", h.get)
 	g.Delete("/:mediaID", h.hide)
+	g.Put("/:mediaID/watched", h.markMedia(true))
+	g.Delete("/:mediaID/watched", h.markMedia(false))
+	router.Put("/collections/:collection/watched", h.markCollection(true))
+	router.Delete("/collections/:collection/watched", h.markCollection(false))
 	httpserver.Get(router, "/me/settings", h.settings)
 	router.Put("/me/settings", httpserver.RequireJSON, h.saveSettings)
 }
@@ -81,10 +86,12 @@ type positionResponse struct {
 	WatchedAt *time.Time `json:"watched_at,omitempty"`
 }
 
-// response describes pos of a media of durationMS with its stored watched mark.
-func (h *Handler) response(key Key, pos Position, durationMS int64, watchedAt *time.Time) positionResponse {
+// response describes pos of a media of access's duration and credits with its stored watched
+// mark: finished by the resume rule (media.Completion.State, the credits included).
+func (h *Handler) response(key Key, pos Position, access media.Access, watchedAt *time.Time) positionResponse {
 	return positionResponse{MediaID: key.Media, PositionMS: pos.PositionMS, EventTime: pos.EventTime,
-		Finished: h.Store.completion.Finished(int64(pos.PositionMS), durationMS), WatchedAt: watchedAt}
+		Finished:  h.Store.completion.State(int64(pos.PositionMS), access.DurationMS, access.CreditsStartMS) == media.Finished,
+		WatchedAt: watchedAt}
 }
 
 func (h *Handler) put(c *fiber.Ctx) error {
@@ -155,7 +162,13 @@ func (h *Handler) open(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(h.response(key, h.newest(key, st.Position), access.DurationMS, st.WatchedAt))
+	// A position that is no resume point (below the minimum, or in media too short to keep
+	// one) plays from the start.
+	pos := h.newest(key, st.Position)
+	if h.Store.completion.State(int64(pos.PositionMS), access.DurationMS, access.CreditsStartMS) == media.NotStarted {
+		pos.PositionMS = 0
+	}
+	return c.JSON(h.response(key, pos, access, st.WatchedAt))
 }
 
 func (h *Handler) get(c *fiber.Ctx) error {
@@ -175,7 +188,7 @@ func (h *Handler) get(c *fiber.Ctx) error {
 	if isPending && (!found || Newer(pending, pos)) {
 		pos = pending
 	}
-	return c.JSON(h.response(key, pos, access.DurationMS, st.WatchedAt))
+	return c.JSON(h.response(key, pos, access, st.WatchedAt))
 }
 
 // hide serves DELETE /v1/playback/{mediaID}: the item leaves the continue-watching list, or

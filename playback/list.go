@@ -50,7 +50,9 @@ type Cursor struct {
 
 // listSQL reads one page of the continue-watching list in one statement. It reads the
 // member's rows in two runs of playback_continue_idx, whose key puts finished after member:
-//   - in progress: rows before the completion point, newest first, at most a page of them;
+//   - in progress: rows with a resume point (playhead_progress 1 at the store's thresholds,
+//     $5–$9: past the resume minimum, before the completion point and the credits, of a media
+//     long enough), newest first, at most a page of them;
 //   - up next: the member's rows of playback_last_finished, the newest finished item of each
 //     collection as the flush recorded it (one row per collection, not one per finished
 //     lesson). A row goes on while its playback row is still that finished position (not
@@ -136,6 +138,7 @@ in_progress AS (
 	FROM playback p
 	JOIN media m ON m.id = p.media_id
 	WHERE p.member_id = $1 AND NOT p.finished AND NOT p.hidden
+	  AND playhead_progress(p.position_ms, m.duration_ms, m.credits_start_ms, $5, $6, $7, $8, $9) = 1
 	  AND ($2::timestamptz IS NULL OR (p.listed_at <= playhead_list_bucket($2) AND (p.event_time, p.media_id) < ($2, $3)))
 	  AND m.status = 'READY' AND (m.visibility = 'PUBLIC' OR m.owner_id = $1)
 	ORDER BY p.listed_at DESC, p.event_time DESC, p.media_id DESC
@@ -155,7 +158,7 @@ func (s *Store) List(ctx context.Context, member int64, after *Cursor, limit int
 	if after != nil {
 		afterTime, afterID = &after.EventTime, after.MediaID
 	}
-	rows, err := s.lists.Query(ctx, listSQL, member, afterTime, afterID, limit+1)
+	rows, err := s.lists.Query(ctx, listSQL, append([]any{member, afterTime, afterID, limit + 1}, s.completion.Args()...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list playback: %w", err)
 	}

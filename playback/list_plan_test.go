@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/playhead/playhead/dbpool"
@@ -63,17 +64,20 @@ func TestListSQL_FinishedRowsCostNoWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(generic.Close)
-	if _, err := generic.Exec(ctx, "PREPARE list_plan(bigint, timestamptz, bigint, int) AS "+playback.ListSQL); err != nil {
+	if _, err := generic.Exec(ctx, "PREPARE list_plan(bigint, timestamptz, bigint, int, float8, bigint, float8, bigint, bigint) AS "+playback.ListSQL); err != nil {
 		t.Fatal(err)
 	}
+	// The list's resume thresholds ($5–$9), written out for EXECUTE.
+	thresholds := strings.Trim(fmt.Sprint(media.DefaultCompletion.Args()), "[]")
+	thresholds = strings.ReplaceAll(thresholds, " ", ", ")
 	work := func(planned string, member int64) (rows, buffers float64) {
 		t.Helper()
 		var raw []byte
 		var err error
 		if planned == "generic" {
-			err = generic.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE list_plan(%d, NULL, 0, 21)", member)).Scan(&raw)
+			err = generic.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE list_plan(%d, NULL, 0, 21, %s)", member, thresholds)).Scan(&raw)
 		} else {
-			err = pool.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+playback.ListSQL, member, nil, int64(0), 21).Scan(&raw)
+			err = pool.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+playback.ListSQL, append([]any{member, nil, int64(0), 21}, media.DefaultCompletion.Args()...)...).Scan(&raw)
 		}
 		if err != nil {
 			t.Fatal(err)

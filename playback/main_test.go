@@ -46,12 +46,18 @@ type options struct {
 	capacity, flushBatch int
 	limit                *ratelimit.Limiter
 	flush                buffer.FlushFunc[playback.Key, playback.Position]
+	// completion is the store's rule; completionOnly when its Ratio is 0.
+	completion media.Completion
 }
 
 func setup(t *testing.T, opts options) *bundle {
 	t.Helper()
 	pool, dbURL := pgtest.Pool(t)
-	b := &bundle{pool: pool, dbURL: dbURL, store: playback.NewStore(pool, media.DefaultCompletion), media: media.NewStore(pool), reg: prometheus.NewRegistry()}
+	completion := opts.completion
+	if completion.Ratio == 0 {
+		completion = completionOnly
+	}
+	b := &bundle{pool: pool, dbURL: dbURL, store: playback.NewStore(pool, completion), media: media.NewStore(pool), reg: prometheus.NewRegistry()}
 	var err error
 	b.cache, err = cache.New(cache.Config{Load: b.media.LookupAccess, Registerer: b.reg})
 	if err != nil {
@@ -190,3 +196,9 @@ func (b *bundle) counter(t *testing.T, name string) float64 {
 	}
 	return 0
 }
+
+// completionOnly is the default completion point without the resume minimums: the tests here
+// script short media and positions of a few seconds, and check what the list and progress
+// do with rows in progress; the resume thresholds have their own tests
+// (audience/resume_rule_test.go, playback/progress_test.go).
+var completionOnly = media.Completion{Ratio: media.DefaultCompletion.Ratio, Tail: media.DefaultCompletion.Tail}

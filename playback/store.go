@@ -121,7 +121,7 @@ WHERE l.event_time < excluded.event_time
 // 10 000 × 10 000 comparisons for a batch of 10 000 (3.3 s instead of 0.1 s, measured).
 var flushSQL = `
 WITH reported AS (
-	SELECT u.*, coalesce(u.position_ms >= playhead_completion_point(m.duration_ms, $6, $7), false) AS finished,
+	SELECT u.*, coalesce(` + finishedSQL("u.position_ms", "m") + `, false) AS finished,
 	       CASE WHEN $8 AND m.duration_ms > 0 THEN least(99, u.position_ms::bigint * 100 / m.duration_ms)::smallint END AS watched_bucket,
 	       m.status IS DISTINCT FROM 'DELETED' AND ` + keptSQL("u.member_id", "u.media_id", "u.event_time") + ` AS kept
 	FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::timestamptz[]) AS u(member_id, media_id, position_ms, event_time)
@@ -137,8 +137,18 @@ ORDER BY t.member_id, t.media_id
 ` + upsertConflictSQL + `
 )` + keepLastFinishedSQL
 
+// finishedSQL is whether position in the media row m is finished by playhead_progress
+// (migration 00031) at the store's completion point ($6, $7): the resume minimums (0 here)
+// decide nothing about a finish.
+func finishedSQL(position, m string) string {
+	return `playhead_progress(` + position + `, ` + m + `.duration_ms, ` + m + `.credits_start_ms, $6, $7, 0, 0, 0) = 2`
+}
+
 // upsertConflictSQL is the conflict clause of both upserts: a newer report replaces the
-// position, a report (newer or not) with an earlier watched mark brings the mark. A newer
+// position, a report (newer or not) with an earlier watched mark brings the mark, unless the
+// member marked the media by hand (marked_at) after the report was made: the WHERE lets such
+// a report through only for its earlier mark, and a newer report is always after marked_at
+// (a mark sets event_time too). A newer
 // report marks what was played since the row's last one in its watched ranges
 // (playhead_watched, migration 00018): the range between them when they are consecutive, else
 // the bucket it landed in.
@@ -155,7 +165,7 @@ SET position_ms = CASE WHEN p.event_time < excluded.event_time THEN excluded.pos
                        ELSE p.watched END,
     watched_bucket = CASE WHEN p.event_time < excluded.event_time THEN excluded.watched_bucket ELSE p.watched_bucket END
 WHERE p.event_time < excluded.event_time
-   OR excluded.watched_at < coalesce(p.watched_at, 'infinity')
+   OR excluded.watched_at < coalesce(p.watched_at, 'infinity') AND excluded.event_time > coalesce(p.marked_at, '-infinity')
 RETURNING p.member_id, p.media_id`
 
 // Flush writes a coalesced, sorted batch with one statement. It is the playback buffer's
@@ -231,7 +241,7 @@ func flushError(rows int, err error) error {
 var upsertOneSQL = `
 WITH reported AS (
 	SELECT $1::bigint AS member_id, m.id AS media_id, $3::int AS position_ms, $4::timestamptz AS event_time,
-	       coalesce($3::int >= playhead_completion_point(m.duration_ms, $6, $7), false) AS finished,
+	       coalesce(` + finishedSQL("$3::int", "m") + `, false) AS finished,
 	       CASE WHEN $8::boolean AND m.duration_ms > 0 THEN least(99, $3::bigint * 100 / m.duration_ms)::smallint END AS watched_bucket
 	FROM media m WHERE m.id = $2::bigint AND m.status <> 'DELETED' AND ` + keptSQL("$1::bigint", "$2::bigint", "$4::timestamptz") + `
 ),

@@ -274,6 +274,10 @@ func (e *env) config(args []string) (Config, error) {
 		Completion: media.Completion{
 			Ratio: e.float("PLAYHEAD_COMPLETION_RATIO"),
 			Tail:  e.duration("PLAYHEAD_COMPLETION_TAIL"),
+			// The resume thresholds (the minimum; the completion point is the maximum).
+			MinRatio:    e.float("PLAYHEAD_RESUME_MIN_RATIO"),
+			Min:         e.duration("PLAYHEAD_RESUME_MIN"),
+			MinDuration: e.duration("PLAYHEAD_RESUME_MIN_DURATION"),
 		},
 		CacheTTL:         e.duration("PLAYHEAD_CACHE_TTL"),
 		CacheNegativeTTL: e.duration("PLAYHEAD_CACHE_NEGATIVE_TTL"),
@@ -391,6 +395,9 @@ func (c Config) validate(e *env) error {
 	e.check(c.WriteMode.Valid(), "PLAYHEAD_PLAYBACK_WRITE_MODE: %q is not writebehind or sync", c.WriteMode)
 	e.check(c.Completion.Ratio >= 0.5 && c.Completion.Ratio <= 1, "PLAYHEAD_COMPLETION_RATIO: must be from 0.5 to 1")
 	e.check(c.Completion.Tail >= 0, "PLAYHEAD_COMPLETION_TAIL: must not be negative")
+	e.check(c.Completion.MinRatio >= 0 && c.Completion.MinRatio <= 0.5, "PLAYHEAD_RESUME_MIN_RATIO: must be from 0 to 0.5")
+	e.check(c.Completion.Min >= 0, "PLAYHEAD_RESUME_MIN: must not be negative")
+	e.check(c.Completion.MinDuration >= 0, "PLAYHEAD_RESUME_MIN_DURATION: must not be negative")
 	e.check(c.CacheTTL > 0, "PLAYHEAD_CACHE_TTL: must be positive")
 	e.check(c.CacheNegativeTTL > 0, "PLAYHEAD_CACHE_NEGATIVE_TTL: must be positive")
 	e.check(c.CacheMaxItems > 0, "PLAYHEAD_CACHE_MAX_ITEMS: must be positive")

@@ -171,12 +171,30 @@ var routeTable = []hostileRoute{
 		jsonBody: map[string]any{"position_ms": 1000}},
 	{method: "DELETE", pattern: "/v1/playback/:mediaID", access: member, target: idTarget("/v1/playback/%s", mineID), hasParam: true, idParam: true,
 		query: []string{"forget"}},
+	{method: "PUT", pattern: "/v1/playback/:mediaID/watched", access: member, target: idTarget("/v1/playback/%s/watched", mineID), hasParam: true, idParam: true},
+	{method: "DELETE", pattern: "/v1/playback/:mediaID/watched", access: member, target: idTarget("/v1/playback/%s/watched", mineID), hasParam: true, idParam: true},
+	{method: "PUT", pattern: "/v1/collections/:collection/watched", access: member, hasParam: true, target: func(_ *hostileFixture, p string) string {
+		if p == "" {
+			p = "%EB%A0%88%EB%B2%A81" // 레벨1
+		}
+		return "/v1/collections/" + p + "/watched"
+	}},
+	{method: "DELETE", pattern: "/v1/collections/:collection/watched", access: member, hasParam: true, target: func(_ *hostileFixture, p string) string {
+		if p == "" {
+			p = "%EB%A0%88%EB%B2%A81" // 레벨1
+		}
+		return "/v1/collections/" + p + "/watched"
+	}},
 	{method: "GET", pattern: "/v1/media/:id", access: member, target: idTarget("/v1/media/%s", mineID), hasParam: true, idParam: true},
 	{method: "PATCH", pattern: "/v1/media/:id", access: member, target: idTarget("/v1/media/%s", mineID), hasParam: true, idParam: true,
 		jsonBody: map[string]any{"title": "A's clip"}, textFields: []string{"title"}},
 	{method: "DELETE", pattern: "/v1/media/:id", access: member, target: idTarget("/v1/media/%s", doomedID), hasParam: true, idParam: true},
 	{method: "POST", pattern: "/v1/media/:id/captions", access: member, target: idTarget("/v1/media/%s/captions", mineID), hasParam: true, idParam: true},
 	{method: "GET", pattern: "/v1/media/:id/captions", access: member, target: idTarget("/v1/media/%s/captions", mineID), hasParam: true, idParam: true},
+	{method: "PUT", pattern: "/v1/media/:id/markers", access: member, target: idTarget("/v1/media/%s/markers", mineID), hasParam: true, idParam: true,
+		jsonBody: map[string]any{"intro": map[string]int64{"start_ms": 0, "end_ms": 500}}},
+	// Its bodies (a JSON array, a WebVTT file) have cases of their own: hostileChapters.
+	{method: "PUT", pattern: "/v1/media/:id/chapters", access: member, target: idTarget("/v1/media/%s/chapters", mineID), hasParam: true, idParam: true},
 	{method: "DELETE", pattern: "/v1/media/:id/captions/:captionID", access: member, hasParam: true, idParam: true, target: func(f *hostileFixture, p string) string {
 		if p == "" {
 			p = strconv.FormatInt(f.captionID, 10)
@@ -389,6 +407,7 @@ func TestHostileInput(t *testing.T) {
 	counts[classFile] += f.hostileCaptions(t)
 	counts[classEncoding] += f.compressedBodies(t)
 	counts[classSeparator] += f.captionSeparators(t)
+	counts[classSeparator] += f.hostileChapters(t)
 	counts[classAuth] += f.hostileErasure(t)
 	counts[classAuth] += f.hostileDeletion(t)
 	counts[classAuth] += f.hostileTokens(t)

@@ -18,15 +18,15 @@ func TestLists_ThroughTheBinary(t *testing.T) {
 	const member = 4242
 	tok := binarytest.Token(t, member, false)
 	id := positiveOwnedID(t, s.MustDo(t, http.StatusCreated, http.MethodPost, s.URL("/v1/admin/media"), admin,
-		map[string]any{"title": "mine", "duration_ms": 60_000, "owner_id": member}))
+		map[string]any{"title": "mine", "duration_ms": 1_200_000, "owner_id": member}))
 	pool := s.Pool(t)
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `UPDATE media SET thumbnail_key = 'thumbs/lists.jpg' WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	// A stored position, as the flush writes it.
+	// A stored position, as the flush writes it: half-way, a resume point.
 	if _, err := pool.Exec(ctx, `INSERT INTO playback (member_id, media_id, position_ms, event_time, updated_at)
-		VALUES ($1, $2, 1000, now(), now())`, member, id); err != nil {
+		VALUES ($1, $2, 600000, now(), now())`, member, id); err != nil {
 		t.Fatal(err)
 	}
 	for _, path := range []string{"/v1/media?owner=me", "/v1/playback"} {

@@ -24,6 +24,7 @@ import (
 	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/ingest"
 	"github.com/playhead/playhead/jobqueue"
+	"github.com/playhead/playhead/markers"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/mediadelete"
 	memberids "github.com/playhead/playhead/members"
@@ -132,7 +133,9 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	// Encoded files are fetched by players with signed URLs (GET /v1/media/{id} gives them),
 	// checked for the member they were issued to, who must still be allowed to play the media.
 	captionStore := captions.NewStore(n.pool)
-	(&media.ObjectsHandler{Store: store, Access: mediaCache, Links: links, Subtitles: captionStore, Masters: mediaStore}).Register(app)
+	markerStore := markers.NewStore(n.pool)
+	(&media.ObjectsHandler{Store: store, Access: mediaCache, Links: links, Subtitles: captionStore, Masters: mediaStore,
+		Chapters: markerStore}).Register(app)
 	// The player pages (/, /watch/:id, /static/…) load without a token; their scripts send it.
 	// With S3 storage they fetch segments and thumbnails from the store's origin; with
 	// PLAYHEAD_OIDC_CLIENT_ID they sign in at the provider (GET /signin.json names it).
@@ -175,11 +178,12 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	captionsHandler.RegisterUpload(app, verifier.Middleware())
 	v1 := app.Group("/v1", httpserver.LimitBody(cfg.MaxBodyBytes), verifier.Middleware())
 	playbackHandler.Register(v1)
-	(&media.Handler{Store: mediaStore, Access: mediaCache, Links: links}).Register(v1)
+	(&media.Handler{Store: mediaStore, Access: mediaCache, Links: links, Chapters: markerStore}).Register(v1)
+	(&markers.Handler{Store: markerStore, Media: mediaStore, Access: mediaCache}).Register(v1)
 	deletions := &mediadelete.Handler{Pool: n.pool}
 	deletions.Register(v1)
 	captionsHandler.Register(v1)
-	(&collection.Handler{Store: collection.NewStore(readPool), Links: links}).Register(v1)
+	(&collection.Handler{Store: collection.NewStore(readPool).WithCompletion(cfg.Completion), Links: links}).Register(v1)
 	(&audience.Handler{Store: audience.NewStore(readPool)}).Register(v1)
 	admin := v1.Group("/admin", auth.RequireAdmin)
 	(&media.AdminHandler{Store: mediaStore}).Register(admin)

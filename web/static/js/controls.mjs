@@ -1,5 +1,5 @@
 // The player's own controls: play/pause, a seek bar that shows storyboard previews (on hover,
-// and while seeking with the keyboard), the time, mute, a captions menu and full screen. The
+// and while seeking with the keyboard) and the chapters' starts, the time, mute, a captions menu and full screen. The
 // video element's native controls cannot show a preview above their seek bar, so the page
 // draws its own; every control is a real button, range input or select, with a name a screen
 // reader reads.
@@ -49,7 +49,8 @@ function cueAt(cues, t) {
 
 // mountControls wires the controls in root (the player's #controls) to video. durationS is the
 // API's duration (the bar's length until the video knows its own). It returns what the page
-// calls later: setStoryboard(cues), setCaptionTracks(tracks, select) and seekTo(seconds).
+// calls later: setStoryboard(cues), setChapters(starts), setCaptionTracks(tracks, select) and
+// seekTo(seconds).
 export function mountControls(root, video, durationS) {
   const $ = (id) => root.querySelector(`#${id}`);
   const play = $('play');
@@ -182,8 +183,28 @@ export function mountControls(root, video, durationS) {
   showTime();
   showPlaying();
   showMuted();
+  const marks = $('chapter-marks');
+  let chapterStarts = [];
+  // showMarks puts a tick at each chapter's start, once the bar's length is known.
+  function showMarks() {
+    const d = duration();
+    marks.replaceChildren(...(d > 0 ? chapterStarts : []).filter((t) => t > 0 && t < d).map((t) => {
+      const mark = document.createElement('span');
+      mark.className = 'chapter-mark';
+      mark.style.left = `${(t / d) * 100}%`;
+      mark.dataset.time = String(t);
+      return mark;
+    }));
+  }
+  for (const e of ['durationchange', 'loadedmetadata']) video.addEventListener(e, showMarks);
+
   return {
     setStoryboard(parsed) { cues = parsed; },
+    // setChapters marks the chapters' starts (seconds) on the seek bar.
+    setChapters(starts) {
+      chapterStarts = starts;
+      showMarks();
+    },
     seekTo,
     // setCaptionTracks lists tracks ([{name, lang}], in the player's order) in the menu; choose
     // is called with the index chosen, -1 for off.

@@ -11,8 +11,12 @@
 // so far, and hls.js reads a master once, so the page polls the video and, once it is READY,
 // loads the full master again from where the video is (upgrade). Errors from the API or the video are shown, never
 // swallowed; hls.js's non-fatal errors (it recovers from them itself) are only logged.
+// The media's chapters are listed under the player (a button each, which seeks to its start)
+// and marked on the seek bar; during its intro a "Skip intro" button jumps to the intro's end,
+// and during its credits, when the page was opened from a course with a lesson after this
+// one, a "Next lesson" link leads to it.
 
-import { api, APIError, clearNotice, clock, courseHref, describe, fail, initSession, showNotice } from './common.mjs';
+import { api, APIError, clearNotice, clock, courseHref, describe, fail, initSession, showNotice, watchHref } from './common.mjs';
 import { mountControls, parseStoryboard } from './controls.mjs';
 
 const REPORT_EVERY_MS = 5000;
@@ -220,6 +224,85 @@ async function loadStoryboard(url) {
   }
 }
 
+// showChapters lists chapters ([{start_ms, title}], by start) under the player, a button each
+// that seeks to its start, marks their starts on the seek bar, and keeps the one playing
+// marked as current.
+function showChapters(chapters) {
+  if (!chapters || chapters.length === 0) return;
+  const buttons = chapters.map((ch) => {
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.dataset.startMs = String(ch.start_ms);
+    const at = document.createElement('span');
+    at.className = 'chapter-time';
+    at.textContent = clock(ch.start_ms);
+    const name = document.createElement('span');
+    name.textContent = ch.title; // text, never markup
+    button.append(at, name);
+    button.addEventListener('click', () => {
+      controls.seekTo(ch.start_ms / 1000);
+      if (video.paused) video.play().catch(() => {});
+    });
+    return button;
+  });
+  document.getElementById('chapters').replaceChildren(...buttons.map((b) => {
+    const item = document.createElement('li');
+    item.append(b);
+    return item;
+  }));
+  document.getElementById('chapters-box').hidden = false;
+  controls.setChapters(chapters.map((ch) => ch.start_ms / 1000));
+  video.addEventListener('timeupdate', () => {
+    const ms = video.currentTime * 1000;
+    let current = -1;
+    chapters.forEach((ch, i) => { if (ch.start_ms <= ms) current = i; });
+    buttons.forEach((b, i) => {
+      if (i === current) b.setAttribute('aria-current', 'true');
+      else b.removeAttribute('aria-current');
+    });
+  });
+}
+
+// nextLesson returns the lesson after this media in the course the page was opened from, or
+// null (no course, the last lesson, or the course cannot be read: the button is a courtesy).
+async function nextLesson() {
+  if (!fromCollection) return null;
+  try {
+    const course = await api('GET', `/v1/collections/${encodeURIComponent(fromCollection)}`);
+    const i = course.items.findIndex((it) => it.media_id === mediaID);
+    return i >= 0 && i + 1 < course.items.length ? course.items[i + 1] : null;
+  } catch (err) {
+    console.warn('could not read the course for its next lesson:', err);
+    return null;
+  }
+}
+
+// showSkips shows "Skip intro" while the video is in its intro and "Next lesson" while it is
+// in its credits (and there is a next lesson), from the media's markers.
+async function showSkips(m) {
+  const skip = document.getElementById('skip-intro');
+  const next = document.getElementById('next-lesson');
+  const within = (span, ms) => Boolean(span) && ms >= span.start_ms && ms < span.end_ms;
+  const lesson = m.credits ? await nextLesson() : null;
+  if (lesson) {
+    next.href = watchHref(lesson.media_id, fromCollection);
+    next.textContent = `Next lesson: ${lesson.title}`;
+  }
+  if (!m.intro && !lesson) return;
+  skip.addEventListener('click', () => {
+    controls.seekTo(m.intro.end_ms / 1000);
+    skip.hidden = true;
+  });
+  const update = () => {
+    const ms = video.currentTime * 1000;
+    skip.hidden = !within(m.intro, ms);
+    // The credits run to the end of the video, which may stop just short of the marked end.
+    next.hidden = !lesson || !(ms >= m.credits.start_ms);
+  };
+  for (const e of ['timeupdate', 'seeked']) video.addEventListener(e, update);
+  update();
+}
+
 // unavailable turns the player into a plain panel: there is nothing to play.
 function unavailable() {
   controlsRoot.hidden = true;
@@ -313,6 +396,8 @@ async function open() {
   controls = mountControls(controlsRoot, video, durationMS / 1000);
   controlsRoot.hidden = false;
   if (m.storyboard_url) loadStoryboard(m.storyboard_url);
+  showChapters(m.chapters);
+  showSkips(m);
 
   video.addEventListener('playing', startReporting);
   video.addEventListener('pause', () => {
