@@ -178,7 +178,7 @@ func writeResync(w *bufio.Writer, after int64) {
 // writeEvent writes one outbox row as an SSE event: its id (what Last-Event-ID resumes from),
 // its type, and the same JSON body a webhook carries, on one line.
 func writeEvent(w *bufio.Writer, r media.OutboxRow) {
-	body, _ := json.Marshal(r.Event()) // cannot fail: strings, numbers and a time
+	body, _ := json.Marshal(r.Body()) // cannot fail: strings, numbers and times
 	w.WriteString("id: " + strconv.FormatInt(r.ID, 10) + "\nevent: " + media.EventType(r.Kind) + "\ndata: ")
 	w.Write(body)
 	w.WriteString("\n\n")

@@ -2,8 +2,8 @@ package media
 
 import "time"
 
-// The event types: what a member's media outbox rows are called to the outside, by webhooks
-// and by the live event stream alike.
+// The media event types: what a member's media outbox rows are called to the outside, by
+// webhooks and by the live event stream alike (completion.go has the completions').
 const (
 	EventPlayable = "media.playable"
 	EventReady    = "media.ready"
@@ -12,7 +12,7 @@ const (
 )
 
 // EventTypes are every event type, in the order the API lists them.
-var EventTypes = []string{EventPlayable, EventReady, EventFailed, EventDeleted}
+var EventTypes = []string{EventPlayable, EventReady, EventFailed, EventDeleted, EventPlaybackCompleted, EventCollectionCompleted}
 
 // eventOf maps an outbox kind to its event type.
 var eventOf = map[string]string{
@@ -20,6 +20,9 @@ var eventOf = map[string]string{
 	OutboxReady:    EventReady,
 	OutboxFailed:   EventFailed,
 	OutboxDeleted:  EventDeleted,
+
+	OutboxPlaybackCompleted:   EventPlaybackCompleted,
+	OutboxCollectionCompleted: EventCollectionCompleted,
 }
 
 // EventType returns the event type of an outbox kind ("" for a kind that has none).
@@ -63,7 +66,7 @@ type OutboxRow struct {
 	Payload   map[string]any
 }
 
-// Event returns the event the row announces.
+// Event returns the event a media row announces (Body for a row of any kind).
 func (r OutboxRow) Event() Event {
 	e := Event{
 		Type:      eventOf[r.Kind],

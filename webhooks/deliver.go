@@ -173,9 +173,8 @@ func (s *Sender) load(ctx context.Context, id int64) (message, bool, error) {
 	if err != nil {
 		return m, false, fmt.Errorf("read webhook delivery %d: %w", id, err)
 	}
-	event := row.Event()
 	m.id = messageID(row.ID, endpoint)
-	if m.body, err = json.Marshal(event); err != nil {
+	if m.body, err = json.Marshal(row.Body()); err != nil {
 		return m, false, err
 	}
 	return m, true, nil
