@@ -117,7 +117,8 @@ const retryWait = 2 * time.Second
 // deleteMemberRowsSQL deletes, in one statement, every row that names member ($1) and that
 // neither the media deletions nor the upload expiry remove: positions and watched ranges
 // (after marking their media for the audience rollups), the collections' last-finished
-// marks, forgotten items' tombstones, a paused history, the events addressed to them with
+// marks, the finishes and course completions not announced or announced (package completion),
+// forgotten items' tombstones, a paused history, the events addressed to them with
 // their webhook deliveries, their events' retention mark. The webhook endpoints, imports and
 // captions they created stay (an endpoint is the operator's integration, an import the
 // collections every member follows, a caption part of a media others play), without their
@@ -132,6 +133,10 @@ WITH dirty AS (
 	DELETE FROM playback WHERE member_id = $1
 ), finished AS (
 	DELETE FROM playback_last_finished WHERE member_id = $1
+), completions AS (
+	DELETE FROM playback_completions WHERE member_id = $1
+), courses AS (
+	DELETE FROM collection_completions WHERE member_id = $1
 ), tombstones AS (
 	DELETE FROM playback_forgotten WHERE member_id = $1
 ), paused AS (

@@ -20,20 +20,29 @@ import (
 // the flush's: a mark does nothing to a row with a newer report, and a report made before the
 // mark and flushed after it changes nothing (its position loses to the event time, its
 // watched mark to marked_at). It records the media as its collections' last finished item
-// (keepLastFinishedSQL's rule), so up next follows it. Rows are inserted in media order, so
+// (keepLastFinishedSQL's rule), so up next follows it, and a row that was not finished as a
+// finish by hand (completedSQL's rule: playback_completions, how 'marked'). Rows are inserted in media order, so
 // concurrent marks lock them in one order.
 const markWatchedSQL = `
 WITH written AS (
-	INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, marked_at)
-	SELECT $1, m.id, least(coalesce(m.duration_ms, 0), 2147483647)::int, $3, $3, $3, true, $3
+	INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, finished_at, marked_at)
+	SELECT $1, m.id, least(coalesce(m.duration_ms, 0), 2147483647)::int, $3, $3, $3, true, $3, $3
 	FROM media m WHERE m.id = ANY($2::bigint[])
 	ORDER BY m.id
 	ON CONFLICT (member_id, media_id) DO UPDATE
 	SET position_ms = excluded.position_ms, event_time = excluded.event_time, updated_at = excluded.updated_at,
 	    watched_at = coalesce(p.watched_at, excluded.watched_at), finished = true, hidden = false,
+	    finished_at = CASE WHEN p.finished THEN p.finished_at ELSE excluded.finished_at END,
 	    marked_at = excluded.marked_at
 	WHERE p.event_time < excluded.event_time
-	RETURNING p.member_id, p.media_id, p.event_time
+	RETURNING p.member_id, p.media_id, p.event_time, p.position_ms, p.finished_at
+), completed AS (
+	INSERT INTO playback_completions (member_id, media_id, finished_at, position_ms, duration_ms, how)
+	SELECT w.member_id, w.media_id, w.finished_at, w.position_ms, m.duration_ms, 'marked'
+	FROM written w JOIN media m ON m.id = w.media_id
+	WHERE w.finished_at = $3
+	ORDER BY w.media_id
+	ON CONFLICT (member_id, media_id, finished_at) DO NOTHING
 )
 INSERT INTO playback_last_finished AS l (member_id, collection, media_id, event_time)
 SELECT DISTINCT ON (w.member_id, r.collection) w.member_id, r.collection, w.media_id, w.event_time
@@ -51,7 +60,7 @@ WHERE l.event_time < excluded.event_time
 // they record what was played, for the audience curve. Guarded as markWatchedSQL is.
 const markUnwatchedSQL = `
 UPDATE playback p
-SET position_ms = 0, event_time = $3, updated_at = $3, watched_at = NULL, finished = false, marked_at = $3
+SET position_ms = 0, event_time = $3, updated_at = $3, watched_at = NULL, finished = false, finished_at = NULL, marked_at = $3
 FROM (SELECT unnest($2::bigint[]) AS media_id ORDER BY 1) k
 WHERE p.member_id = $1 AND p.media_id = k.media_id AND p.event_time < $3`
 

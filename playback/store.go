@@ -123,19 +123,20 @@ var flushSQL = `
 WITH reported AS (
 	SELECT u.*, coalesce(` + finishedSQL("u.position_ms", "m") + `, false) AS finished,
 	       CASE WHEN $8 AND m.duration_ms > 0 THEN least(99, u.position_ms::bigint * 100 / m.duration_ms)::smallint END AS watched_bucket,
+	       m.duration_ms,
 	       m.status IS DISTINCT FROM 'DELETED' AND ` + keptSQL("u.member_id", "u.media_id", "u.event_time") + ` AS kept
 	FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::timestamptz[]) AS u(member_id, media_id, position_ms, event_time)
 	LEFT JOIN media m ON m.id = u.media_id
 ),
 written AS (
-INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, watched, watched_bucket)
+INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, finished_at, watched, watched_bucket)
 SELECT t.member_id, t.media_id, t.position_ms, t.event_time, $5,
-       CASE WHEN t.finished THEN t.event_time END, t.finished, ` + firstWatchedSQL + `, t.watched_bucket
+       CASE WHEN t.finished THEN t.event_time END, t.finished, CASE WHEN t.finished THEN t.event_time END, ` + firstWatchedSQL + `, t.watched_bucket
 FROM reported t
 WHERE t.kept
 ORDER BY t.member_id, t.media_id
 ` + upsertConflictSQL + `
-)` + keepLastFinishedSQL
+),` + completedSQL + keepLastFinishedSQL
 
 // finishedSQL is whether position in the media row m is finished by playhead_progress
 // (migration 00031) at the store's completion point ($6, $7): the resume minimums (0 here)
@@ -158,6 +159,10 @@ SET position_ms = CASE WHEN p.event_time < excluded.event_time THEN excluded.pos
     updated_at  = excluded.updated_at,
     watched_at  = least(p.watched_at, excluded.watched_at),
     finished    = CASE WHEN p.event_time < excluded.event_time THEN excluded.finished ELSE p.finished END,
+    finished_at = CASE WHEN p.event_time >= excluded.event_time THEN p.finished_at
+                       WHEN NOT excluded.finished THEN NULL
+                       WHEN p.finished THEN p.finished_at
+                       ELSE excluded.finished_at END,
     hidden      = p.hidden AND p.event_time >= excluded.event_time,
     watched     = CASE WHEN p.event_time < excluded.event_time
                        THEN playhead_watched(p.watched, p.watched_bucket, p.position_ms, p.event_time,
@@ -166,7 +171,27 @@ SET position_ms = CASE WHEN p.event_time < excluded.event_time THEN excluded.pos
     watched_bucket = CASE WHEN p.event_time < excluded.event_time THEN excluded.watched_bucket ELSE p.watched_bucket END
 WHERE p.event_time < excluded.event_time
    OR excluded.watched_at < coalesce(p.watched_at, 'infinity') AND excluded.event_time > coalesce(p.marked_at, '-infinity')
-RETURNING p.member_id, p.media_id`
+RETURNING p.member_id, p.media_id, p.finished_at`
+
+// completedSQL is the CTE of both upserts that records the finishes they made in
+// playback_completions: a row they wrote whose finished_at is its report's own event time
+// went from not finished to finished with that report (the conflict clause keeps finished_at
+// while a row stays finished and clears it when it is not; a report that is not newer
+// changes it not at all). So a flush retried after a commit whose answer was lost, a spill
+// file replayed, or another node's flush of an older or newer report of a row already
+// finished records nothing: only a finish writes here, once. How says whether the position
+// passed the completion point or only reached the credits.
+const completedSQL = `
+completed AS (
+INSERT INTO playback_completions (member_id, media_id, finished_at, position_ms, duration_ms, how)
+SELECT w.member_id, w.media_id, w.finished_at, t.position_ms, t.duration_ms,
+       CASE WHEN t.position_ms >= playhead_completion_point(t.duration_ms, $6, $7) THEN 'position' ELSE 'credits' END
+FROM written w
+JOIN reported t ON t.member_id = w.member_id AND t.media_id = w.media_id
+WHERE w.finished_at = t.event_time
+ORDER BY w.member_id, w.media_id
+ON CONFLICT (member_id, media_id, finished_at) DO NOTHING
+)`
 
 // Flush writes a coalesced, sorted batch with one statement. It is the playback buffer's
 // flush function.
@@ -242,16 +267,17 @@ var upsertOneSQL = `
 WITH reported AS (
 	SELECT $1::bigint AS member_id, m.id AS media_id, $3::int AS position_ms, $4::timestamptz AS event_time,
 	       coalesce(` + finishedSQL("$3::int", "m") + `, false) AS finished,
-	       CASE WHEN $8::boolean AND m.duration_ms > 0 THEN least(99, $3::bigint * 100 / m.duration_ms)::smallint END AS watched_bucket
+	       CASE WHEN $8::boolean AND m.duration_ms > 0 THEN least(99, $3::bigint * 100 / m.duration_ms)::smallint END AS watched_bucket,
+	       m.duration_ms
 	FROM media m WHERE m.id = $2::bigint AND m.status <> 'DELETED' AND ` + keptSQL("$1::bigint", "$2::bigint", "$4::timestamptz") + `
 ),
 written AS (
-INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, watched, watched_bucket)
+INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, finished_at, watched, watched_bucket)
 SELECT t.member_id, t.media_id, t.position_ms, t.event_time, $5::timestamptz,
-       CASE WHEN t.finished THEN t.event_time END, t.finished, ` + firstWatchedSQL + `, t.watched_bucket
+       CASE WHEN t.finished THEN t.event_time END, t.finished, CASE WHEN t.finished THEN t.event_time END, ` + firstWatchedSQL + `, t.watched_bucket
 FROM reported t
 ` + upsertConflictSQL + `
-)` + keepLastFinishedSQL
+),` + completedSQL + keepLastFinishedSQL
 
 // UpsertOne writes one position on the request path (the synchronous baseline).
 func (s *Store) UpsertOne(ctx context.Context, key Key, pos Position) error {
