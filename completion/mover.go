@@ -198,9 +198,9 @@ func (m *Mover) MoveOnce(ctx context.Context) (int, error) {
 		}
 		var (
 			member, mediaID, position int64
-			duration                *int64
-			finished                time.Time
-			how                     string
+			duration                  *int64
+			finished                  time.Time
+			how                       string
 		)
 		_, err = pgx.ForEachRow(rows, []any{&member, &mediaID, &finished, &position, &duration, &how}, func() error {
 			c.members, c.medias, c.finished = append(c.members, member), append(c.medias, mediaID), append(c.finished, finished)
