@@ -48,6 +48,9 @@ type Config struct {
 	// slashes ignored); parameters are not supported, but a route may cover every path under
 	// its own (Route.Under).
 	FirstByteRoutes []Route
+	// CORSOrigins are the other origins whose pages may call the app (CORS), in ParseOrigins'
+	// form; none: no answer carries a CORS header.
+	CORSOrigins []string
 }
 
 // New returns the public Fiber app with Playhead's error handler and request metrics.
@@ -86,6 +89,9 @@ func New(cfg Config) *fiber.App {
 	}
 	if cfg.Metrics != nil {
 		app.Use(cfg.Metrics.middleware)
+	}
+	if len(cfg.CORSOrigins) > 0 {
+		app.Use(CORS(cfg.CORSOrigins))
 	}
 	return app
 }

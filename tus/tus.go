@@ -135,7 +135,8 @@ func New(cfg Config) (*Handler, error) {
 		MaxSize:            cfg.MaxBytes,
 		DisableDownload:    true,
 		AcquireLockTimeout: cfg.LockWait,
-		// Same origin only: the pages' Content-Security-Policy allows no other to call the API.
+		// CORS is the app's (httpserver.CORS, for the origins of PLAYHEAD_CORS_ORIGINS only),
+		// for these routes as for every other.
 		Cors: &handler.CorsConfig{Disable: true},
 		// tusd logs every request at info, and a client's dropped connection as an error. What
 		// matters reaches the app's error handler instead: a 5xx answer is logged there.

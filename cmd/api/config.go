@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/playhead/playhead/encoder"
+	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/playback"
@@ -63,9 +64,11 @@ type Config struct {
 	MaxBodyBytes    int           // PLAYHEAD_MAX_BODY_BYTES
 	HTTPReadTimeout time.Duration // PLAYHEAD_HTTP_READ_TIMEOUT
 	HTTPIdleTimeout time.Duration // PLAYHEAD_HTTP_IDLE_TIMEOUT
-	LogLevel        string        // PLAYHEAD_LOG_LEVEL
-	PutRate         float64       // PLAYHEAD_PUT_RATE; 0 turns the limit off
-	PutBurst        int           // PLAYHEAD_PUT_BURST
+	// CORSOrigins is PLAYHEAD_CORS_ORIGINS, parsed (httpserver.ParseOrigins); none: no CORS.
+	CORSOrigins []string
+	LogLevel    string  // PLAYHEAD_LOG_LEVEL
+	PutRate     float64 // PLAYHEAD_PUT_RATE; 0 turns the limit off
+	PutBurst    int     // PLAYHEAD_PUT_BURST
 
 	NodeID     string // PLAYHEAD_NODE_ID
 	StorageDir string // PLAYHEAD_STORAGE_DIR
@@ -192,6 +195,16 @@ func (e *env) int(name string) int { return e.intOr(name, 0) }
 // intOr reads an integer setting whose default loadConfig computes from other settings (def),
 // as its registered shown default says.
 func (e *env) intOr(name string, def int) int {
+// origins reads a comma-separated list of origins (httpserver.ParseOrigins); an entry that is
+// not one is reported with the variable's name.
+func (e *env) origins(name string) []string {
+	origins, err := httpserver.ParseOrigins(e.str(name))
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %w", name, err))
+	}
+	return origins
+}
+
 	return readSetting(e, name, typeInt, def, strconv.Atoi, "an integer")
 }
 
@@ -366,6 +379,7 @@ func (e *env) config(args []string) (Config, error) {
 	// like any value out of range, where 0 as "unset" quietly ran the default for an operator
 	// who asked for something else.
 	c.BufferMaxKeys = e.intOr("PLAYHEAD_BUFFER_MAX_KEYS", 20*c.BufferCapacity)
+	c.CORSOrigins = e.origins("PLAYHEAD_CORS_ORIGINS")
 	c.FlushAt = e.intOr("PLAYHEAD_FLUSH_AT_KEYS", min(c.FlushBatch, c.BufferMaxKeys))
 	var err error
 	if c.AudienceSchedule, err = jobqueue.Every(e.duration("PLAYHEAD_AUDIENCE_INTERVAL")); err != nil {

@@ -216,3 +216,27 @@ func TestConfig_EncodeRenditionJobs(t *testing.T) {
 		})
 	}
 }
+
+// TestConfig_CORSOrigins: unset, no origin (no CORS); a list is read as browsers send origins;
+// an entry that is not an origin stops the start, naming the variable and the entry.
+func TestConfig_CORSOrigins(t *testing.T) {
+	const name = "PLAYHEAD_CORS_ORIGINS"
+	for _, tc := range []struct {
+		value   string
+		want    []string
+		wantErr string
+	}{
+		{value: ""},
+		{value: "https://www.School.example, http://127.0.0.1:8081", want: []string{"https://www.school.example", "http://127.0.0.1:8081"}},
+		{value: "*", wantErr: name + `: "*": not an http or https origin`},
+		{value: "https://ok.example,https://www.school.example/", wantErr: name + `: "https://www.school.example/": an origin has no user, path`},
+		{value: "https://www.school.example:443", wantErr: name + `: "https://www.school.example:443": a browser leaves the default port out of Origin: write https://www.school.example`},
+	} {
+		t.Run(cmp.Or(tc.value, "unset"), func(t *testing.T) {
+			cfg, ok := loadTestConfig(t, map[string]string{name: tc.value}, tc.wantErr)
+			if ok && strings.Join(cfg.CORSOrigins, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("CORSOrigins %q, want %q", cfg.CORSOrigins, tc.want)
+			}
+		})
+	}
+}

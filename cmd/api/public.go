@@ -126,6 +126,8 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 		RequestContext: n.requests,
 		// The upload limits must hold from a body's first byte, not after fasthttp's 8 KiB.
 		FirstByteRoutes: append([]httpserver.Route{media.UploadRoute}, tus.FirstByteRoutes...),
+		// Integrators' pages on other origins call the API and fetch local storage's files.
+		CORSOrigins: cfg.CORSOrigins,
 	})
 	n.health.Register(app)
 	// The OpenAPI document, without a token like the health routes.

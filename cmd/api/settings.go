@@ -88,6 +88,8 @@ var settingGroups = []settingGroup{
 			doc: "How long reading one request's headers and body may take: a client that trickles them (slow loris) is cut. Uploads get `PLAYHEAD_UPLOAD_IDLE_TIMEOUT` and `PLAYHEAD_UPLOAD_TIMEOUT` instead once their handler runs, which is when the body's first bytes have arrived."},
 		{name: "PLAYHEAD_HTTP_IDLE_TIMEOUT", typ: typeDuration, def: "60s",
 			doc: "Keep-alive connections idle this long are closed."},
+		{name: "PLAYHEAD_CORS_ORIGINS", typ: typeString, shown: "none",
+			doc: "The other origins whose pages may call the API and fetch the encoded files served from local storage (CORS), comma-separated, each exactly as a browser sends it in `Origin`: `scheme://host[:port]`, such as `https://www.school.example,https://lms.school.example:8443` (no path, no wildcard, no default port; an international host in its `xn--` form). A listed origin's preflight is answered 204 without a token (`Authorization`, `Content-Type`, `Last-Event-ID`, `Range` and the tus headers allowed; `Retry-After`, `Location` and the tus headers exposed; kept 2 hours), and its requests carry `Access-Control-Allow-Origin` with that origin; cookies are never allowed. Any other origin gets no CORS header. Unset: no answer carries one. With S3 storage, players fetch segments from the store: set its own CORS rules for the same origins. See docs/api/player-sdk.md."},
 	}},
 	{name: "Identity", settings: []setting{
 		{name: "PLAYHEAD_JWT_SECRET", typ: typeString, shown: "none; required without `PLAYHEAD_OIDC_ISSUER`", secret: true,
