@@ -119,7 +119,8 @@ const retryWait = 2 * time.Second
 // (after marking their media for the audience rollups), the collections' last-finished
 // marks, the finishes and course completions not announced or announced (package completion),
 // forgotten items' tombstones, a paused history, the events addressed to them with
-// their webhook deliveries, their events' retention mark. The webhook endpoints, imports and
+// their webhook deliveries, their events' retention mark, their xAPI statements not yet
+// accepted by the LRS (package xapi: their jobs find nothing to send). The webhook endpoints, imports and
 // captions they created stay (an endpoint is the operator's integration, an import the
 // collections every member follows, a caption part of a media others play), without their
 // creator: created_by becomes 0 (no member has that id; the endpoints and captions' columns
@@ -143,6 +144,8 @@ WITH dirty AS (
 	DELETE FROM history_paused WHERE member_id = $1
 ), retention AS (
 	DELETE FROM outbox_retention WHERE member_id = $1
+), statements AS (
+	DELETE FROM xapi_statements WHERE member_id = $1
 ), endpoints AS (
 	UPDATE webhook_endpoints SET created_by = 0 WHERE created_by = $1
 ), imports AS (

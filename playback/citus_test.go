@@ -91,6 +91,9 @@ var citusPlan = map[string]placement{
 	// A provider's subjects: a row per member, written once at their first token with their
 	// members row (which it references), read by key when a node has not cached it, like members.
 	"member_subjects": {kind: reference},
+	// A completion's xAPI statement until the LRS takes it: written by the xAPI relay with its
+	// job, like webhook_deliveries.
+	"xapi_statements": {kind: coordinator},
 }
 
 // hotStatement is a statement checked against the plan. singleMember statements name one

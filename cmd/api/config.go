@@ -130,6 +130,9 @@ type Config struct {
 	WebhookMaxAttempts  int           // PLAYHEAD_WEBHOOK_MAX_ATTEMPTS
 	WebhookRetryCap     time.Duration // PLAYHEAD_WEBHOOK_RETRY_CAP
 
+	// XAPI is the xAPI settings (PLAYHEAD_XAPI_*); its Endpoint empty: xAPI off.
+	XAPI xapiConfig
+
 	EventsPerMember  int           // PLAYHEAD_EVENTS_PER_MEMBER
 	EventsMaxStreams int           // PLAYHEAD_EVENTS_MAX_STREAMS
 	EventsHeartbeat  time.Duration // PLAYHEAD_EVENTS_HEARTBEAT
@@ -192,9 +195,6 @@ func (e *env) str(name string) string { return e.value(name, typeString) }
 
 func (e *env) int(name string) int { return e.intOr(name, 0) }
 
-// intOr reads an integer setting whose default loadConfig computes from other settings (def),
-// as its registered shown default says.
-func (e *env) intOr(name string, def int) int {
 // origins reads a comma-separated list of origins (httpserver.ParseOrigins); an entry that is
 // not one is reported with the variable's name.
 func (e *env) origins(name string) []string {
@@ -205,6 +205,9 @@ func (e *env) origins(name string) []string {
 	return origins
 }
 
+// intOr reads an integer setting whose default loadConfig computes from other settings (def),
+// as its registered shown default says.
+func (e *env) intOr(name string, def int) int {
 	return readSetting(e, name, typeInt, def, strconv.Atoi, "an integer")
 }
 
@@ -358,6 +361,7 @@ func (e *env) config(args []string) (Config, error) {
 		WebhookTimeout:      e.duration("PLAYHEAD_WEBHOOK_TIMEOUT"),
 		WebhookMaxAttempts:  e.int("PLAYHEAD_WEBHOOK_MAX_ATTEMPTS"),
 		WebhookRetryCap:     e.duration("PLAYHEAD_WEBHOOK_RETRY_CAP"),
+		XAPI:                readXAPI(e),
 
 		EventsPerMember:  e.int("PLAYHEAD_EVENTS_PER_MEMBER"),
 		EventsMaxStreams: e.int("PLAYHEAD_EVENTS_MAX_STREAMS"),
@@ -375,11 +379,11 @@ func (e *env) config(args []string) (Config, error) {
 		IngestMaxBytes:        e.bytes("PLAYHEAD_INGEST_MAX_BYTES"),
 		IngestAttempts:        e.int("PLAYHEAD_INGEST_ATTEMPTS"),
 	}
+	c.CORSOrigins = e.origins("PLAYHEAD_CORS_ORIGINS")
 	// Both are read after what they default from: an explicit 0 is then refused by validate
 	// like any value out of range, where 0 as "unset" quietly ran the default for an operator
 	// who asked for something else.
 	c.BufferMaxKeys = e.intOr("PLAYHEAD_BUFFER_MAX_KEYS", 20*c.BufferCapacity)
-	c.CORSOrigins = e.origins("PLAYHEAD_CORS_ORIGINS")
 	c.FlushAt = e.intOr("PLAYHEAD_FLUSH_AT_KEYS", min(c.FlushBatch, c.BufferMaxKeys))
 	var err error
 	if c.AudienceSchedule, err = jobqueue.Every(e.duration("PLAYHEAD_AUDIENCE_INTERVAL")); err != nil {
@@ -461,6 +465,7 @@ func (c Config) validate(e *env) error {
 	e.check(c.WebhookTimeout > 0, "PLAYHEAD_WEBHOOK_TIMEOUT: must be positive")
 	e.check(c.WebhookMaxAttempts >= 1, "PLAYHEAD_WEBHOOK_MAX_ATTEMPTS: must be at least 1")
 	e.check(c.WebhookRetryCap >= c.JobRetryBase, "PLAYHEAD_WEBHOOK_RETRY_CAP: must be at least PLAYHEAD_JOB_RETRY_BASE")
+	c.XAPI.validate(e)
 	e.check(c.EventsPerMember >= 1 && c.EventsMaxStreams >= 1, "PLAYHEAD_EVENTS_PER_MEMBER/_MAX_STREAMS: must be at least 1")
 	e.check(c.EventsHeartbeat > 0, "PLAYHEAD_EVENTS_HEARTBEAT: must be positive")
 	e.check(c.IngestConcurrency >= 1, "PLAYHEAD_INGEST_CONCURRENCY: must be at least 1")

@@ -16,6 +16,7 @@ import (
 	"github.com/playhead/playhead/storage"
 	"github.com/playhead/playhead/tus"
 	"github.com/playhead/playhead/webhooks"
+	"github.com/playhead/playhead/xapi"
 )
 
 // jobKind is one kind of job the node knows, and all that the node makes of it: the queue's
@@ -97,6 +98,22 @@ var jobKinds = []jobKind{
 		retryCap:    func(cfg Config) time.Duration { return cfg.WebhookRetryCap },
 		settings: kindSettings{concurrency: "PLAYHEAD_WEBHOOK_CONCURRENCY", retryCap: "PLAYHEAD_WEBHOOK_RETRY_CAP",
 			attempts: "PLAYHEAD_WEBHOOK_MAX_ATTEMPTS", timeout: "PLAYHEAD_WEBHOOK_TIMEOUT"},
+	},
+	{
+		name:  xapi.KindSend,
+		doc:   "Sends one completion's xAPI statement to the Learning Record Store (`PLAYHEAD_XAPI_ENDPOINT`): stored or already there (409) ends it, a refusal (another 4xx) makes it DEAD at once.",
+		hooks: func(Config) jobqueue.Kind { return xapi.JobKind() },
+		worker: func(w workerParts) (jobqueue.Kind, error) {
+			cfg := w.node.cfg.XAPI
+			return xapi.NewSender(xapi.SenderConfig{
+				Pool: w.node.pool, Endpoint: cfg.Endpoint, Username: cfg.Username, Password: cfg.Password,
+				AllowPrivate: cfg.AllowPrivate, Timeout: cfg.Timeout, Metrics: xapi.NewMetrics(w.node.reg),
+			}).Kind(), nil
+		},
+		concurrency: func(Config) int { return 2 },
+		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
+		settings: kindSettings{retryCap: "PLAYHEAD_JOB_RETRY_CAP", attempts: "PLAYHEAD_XAPI_MAX_ATTEMPTS",
+			timeout: "PLAYHEAD_XAPI_TIMEOUT"},
 	},
 	{
 		// Periodic: the worker nodes' scheduler enqueues one run per PLAYHEAD_AUDIENCE_INTERVAL.

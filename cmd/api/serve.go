@@ -375,6 +375,7 @@ func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error
 	}
 	n.addWebhookRelay(listener)
 	n.addCompletionMover()
+	n.addXAPIRelay(listener)
 	n.add("job rescuer", jobqueue.NewRescuer(n.queue, jobqueue.RescuerConfig{Interval: 5 * cfg.JobPollInterval, Logger: n.logger, Metrics: metrics}))
 	// Enqueues the run times of the kinds that set Periodic, on every worker node: the cluster
 	// enqueues each run time once (jobqueue.Scheduler).
