@@ -411,6 +411,7 @@ func TestHostileInput(t *testing.T) {
 	counts[classAuth] += f.hostileErasure(t)
 	counts[classAuth] += f.hostileDeletion(t)
 	counts[classAuth] += f.hostileTokens(t)
+	counts[classAuth] += f.hostileOrigins(t)
 
 	total := 0
 	var summary []string
@@ -510,6 +511,7 @@ func setupHostile(t *testing.T) *hostileFixture {
 	// The node runs within a memory bound, as in a container: the compressed bodies' check
 	// reads its peak resident memory.
 	env["GOMEMLIMIT"] = "256MiB"
+	env["PLAYHEAD_CORS_ORIGINS"] = hostileCORSOrigin
 	provider := newTokenProvider(t)
 	maps.Copy(env, provider.env())
 	s := binarytest.Start(t, env)
