@@ -32,6 +32,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/playhead/playhead/httpserver"
+	playersdk "github.com/playhead/playhead/sdk/js"
 )
 
 //go:embed pages static
@@ -39,6 +40,10 @@ var files embed.FS
 
 // HLSAsset is the path, under static/, of the hls.js build that `make web` copies in.
 const HLSAsset = "vendor/hls.min.js"
+
+// PlayerSDKAsset is the path, under static/, of the player SDK (sdk/js, @playhead/player),
+// which the watch page reports positions with.
+const PlayerSDKAsset = "js/player-sdk.mjs"
 
 // contentSecurityPolicy is sent with every page and asset: scripts, styles, images and API
 // calls only from this origin; media also from blob: URLs (hls.js feeds the video element
@@ -170,6 +175,9 @@ func New(cfg Config) (*Handler, error) {
 			return nil, err
 		}
 	}
+	sum = sha256.Sum256(playersdk.Module)
+	h.static[PlayerSDKAsset] = asset{body: playersdk.Module, contentType: contentTypes[".mjs"],
+		etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`}
 	for _, page := range []string{"index.html", "watch.html", "course.html", "imports.html", "jobs.html", "insights.html", "signin.html"} {
 		if _, ok := h.pages[page]; !ok {
 			return nil, fmt.Errorf("web: page %s is not embedded", page)

@@ -54,7 +54,9 @@ func TestPagesAndAssets(t *testing.T) {
 		{"/signin/callback?code=x&state=y", "text/html; charset=utf-8", `src="/static/js/signin.mjs"`},
 		{"/signin.json", "application/json", `{"enabled":false}`},
 		{"/static/css/app.css", "text/css; charset=utf-8", ".player"},
-		{"/static/js/watch.mjs", "text/javascript; charset=utf-8", "keepalive"},
+		{"/static/js/watch.mjs", "text/javascript; charset=utf-8", "from './player-sdk.mjs'"},
+		// The player SDK (sdk/js), embedded from its one source.
+		{"/static/js/player-sdk.mjs", "text/javascript; charset=utf-8", "keepalive"},
 		{"/static/favicon.svg", "image/svg+xml", "<svg"},
 	} {
 		resp, body := get(t, app, http.MethodGet, tc.path, nil)

@@ -1,10 +1,8 @@
-// The player page, following the contract the API was built for:
-//   - on open: POST /v1/playback/{id}[?collection=…] and start at the resume point it returns;
-//     the collection is the one the page was opened from (/watch/{id}?collection=…, from an
-//     up-next item or a course page), which decides what comes next once the video is watched;
-//   - while playing: PUT /v1/playback/{id} {"position_ms"} every 5 s;
-//   - also on pause, seek, pagehide and when the page is hidden (fetch with keepalive, so the
-//     last report outlives the page).
+// The player page. Its position reports are the player SDK's (sdk/js, @playhead/player, served
+// as ./player-sdk.mjs), as on any integrator's page: it opens (POST /v1/playback/{id}
+// [?collection=…], the collection the page was opened from: /watch/{id}?collection=…, from an
+// up-next item or a course page, which decides what comes next once the video is watched),
+// gives the resume point the page starts at, and reports while playing and when the page goes.
 // HLS plays through hls.js (Media Source Extensions) where it can, and natively where the
 // browser plays HLS itself and has no MSE. A video still encoding plays as soon as its first
 // rendition is done (the API's "playable"): its master playlist lists the renditions finished
@@ -16,12 +14,11 @@
 // and during its credits, when the page was opened from a course with a lesson after this
 // one, a "Next lesson" link leads to it.
 
-import { api, APIError, clearNotice, clock, courseHref, describe, fail, initSession, showNotice, watchHref } from './common.mjs';
+import { api, APIError, authHeader, clearNotice, clock, courseHref, describe, fail, initSession, showNotice, watchHref } from './common.mjs';
 import { mountControls, parseStoryboard } from './controls.mjs';
+import { attach as attachReports } from './player-sdk.mjs';
 
-const REPORT_EVERY_MS = 5000;
 const STATUS_POLL_MS = 2000;
-const SEEK_SETTLE_MS = 400;
 const HLS_WORKER = '/static/vendor/hls.worker.js';
 
 const video = document.getElementById('video');
@@ -36,10 +33,8 @@ const mediaID = Number(location.pathname.split('/')[2]);
 // fromCollection is the collection the player was opened from, or null.
 const fromCollection = new URLSearchParams(location.search).get('collection');
 
-let durationMS = 0; // the API's duration: positions must not exceed it
-let started = false; // the resume point is applied: reports may start
-let timer = 0;
-let last = { ms: -1, at: 0 }; // the last report sent
+let durationMS = 0; // the API's duration
+let started = false; // the video played from its resume point
 let hls = null;
 let recoveries = 0;
 let renewals = 0; // fresh links asked for since a fragment last loaded
@@ -51,41 +46,10 @@ function setOverlay(text) {
   overlay.hidden = !text;
 }
 
-// report sends the current position. Reports before the resume point is applied would
-// overwrite it with 0, so there are none.
-function report(reason, keepalive = false) {
-  if (!started || !Number.isFinite(video.currentTime)) return;
-  let ms = Math.max(0, Math.round(video.currentTime * 1000));
-  if (durationMS > 0) ms = Math.min(ms, durationMS);
-  const now = performance.now();
-  // pagehide and visibilitychange come together when a tab closes: one report is enough.
-  if (reason !== 'interval' && ms === last.ms && now - last.at < 1000) return;
-  last = { ms, at: now };
-  api('PUT', `/v1/playback/${mediaID}`, { body: { position_ms: ms }, keepalive }).then(
-    () => {
-      saved.textContent = `Position saved at ${clock(ms)}`;
-      saved.dataset.positionMs = String(ms);
-    },
-    (err) => {
-      if (document.visibilityState === 'hidden' && keepalive) return; // the page is going away
-      fail(err, `Could not save your position (${clock(ms)})`);
-    });
-}
-
-function startReporting() {
-  if (!timer) timer = setInterval(() => report('interval'), REPORT_EVERY_MS);
-}
-
-function stopReporting() {
-  clearInterval(timer);
-  timer = 0;
-}
-
 function videoError() {
   const e = video.error;
   if (!e) return;
   const kinds = { 1: 'aborted', 2: 'network error', 3: 'decoding error', 4: 'format not supported' };
-  stopReporting();
   showNotice(`The video cannot be played: ${kinds[e.code] || 'error'}${e.message ? ` (${e.message})` : ''}`);
 }
 
@@ -117,7 +81,6 @@ function hlsError(_event, data) {
     renewLinks();
     return;
   }
-  stopReporting();
   showNotice(`Playback failed: ${data.details}${status}`);
   video.dataset.fatal = data.details;
   hls.destroy();
@@ -205,7 +168,6 @@ async function renewLinks() {
     if (!m.playable || !m.hls_url) throw new Error('the video is no longer playable');
     attach(m.hls_url, at);
   } catch (err) {
-    stopReporting();
     fail(err, 'Could not renew the links to the video');
   }
 }
@@ -366,59 +328,57 @@ async function upgrade() {
   }
 }
 
+// reportPositions starts the SDK's reports of the video and returns its resume point.
+function reportPositions() {
+  const session = attachReports(video, {
+    baseUrl: '',
+    mediaId: mediaID,
+    collection: fromCollection || undefined,
+    durationMs: durationMS,
+    getToken: () => authHeader().slice('Bearer '.length),
+    onSaved: (ms) => {
+      saved.textContent = `Position saved at ${clock(ms)}`;
+      saved.dataset.positionMs = String(ms);
+    },
+    onError: (err) => {
+      if (err.status === 0 && document.visibilityState === 'hidden') return; // the page is going away
+      fail(err, 'Could not save your position');
+    },
+  });
+  return session.ready;
+}
+
 async function open() {
   let m;
   let resume;
   try {
     m = await playableMedia();
     setOverlay('');
-    const from = fromCollection ? `?${new URLSearchParams({ collection: fromCollection })}` : '';
-    resume = await api('POST', `/v1/playback/${mediaID}${from}`);
+    durationMS = m.duration_ms || 0;
+    resume = await reportPositions();
   } catch (err) {
     unavailable();
-    if (err instanceof APIError && err.status === 404) {
+    if (err.status === 404) {
       showNotice(`Video ${mediaID} does not exist, or is not yours to play.`);
     } else {
       fail(err, 'Could not open the video');
     }
     return;
   }
-  durationMS = m.duration_ms || 0;
-  let resumeS = resume.position_ms / 1000;
-  const finished = durationMS > 0 && resume.position_ms >= durationMS - 1000;
-  if (finished) resumeS = 0; // watched to the end: start again
+  const resumeS = resume.positionMs / 1000;
+  const { finished } = resume;
   facts.textContent = [
     durationMS ? clock(durationMS) : null,
     m.visibility === 'PUBLIC' ? 'Public' : 'Private',
-    finished ? 'Watched to the end: starting over' : resume.position_ms > 0 ? `Resuming at ${clock(resume.position_ms)}` : 'Starting from the beginning',
+    finished ? 'Watched to the end: starting over' : resume.positionMs > 0 ? `Resuming at ${clock(resume.positionMs)}` : 'Starting from the beginning',
   ].filter(Boolean).join(' · ');
-  video.dataset.resumeMs = String(finished ? 0 : resume.position_ms);
+  video.dataset.resumeMs = String(resume.positionMs);
   controls = mountControls(controlsRoot, video, durationMS / 1000);
   controlsRoot.hidden = false;
   if (m.storyboard_url) loadStoryboard(m.storyboard_url);
   showChapters(m.chapters);
   showSkips(m);
-
-  video.addEventListener('playing', startReporting);
-  video.addEventListener('pause', () => {
-    stopReporting();
-    if (!video.ended) report('pause');
-  });
-  video.addEventListener('ended', () => {
-    stopReporting();
-    report('ended');
-  });
-  // Scrubbing seeks many times in a row: report where it settles.
-  let seekTimer = 0;
-  video.addEventListener('seeked', () => {
-    clearTimeout(seekTimer);
-    seekTimer = setTimeout(() => report('seek'), SEEK_SETTLE_MS);
-  });
   video.addEventListener('error', videoError);
-  window.addEventListener('pagehide', () => report('pagehide', true));
-  document.addEventListener('visibilitychange', () => {
-    if (document.visibilityState === 'hidden') report('hidden', true);
-  });
   attach(m.hls_url, resumeS);
   if (m.status !== 'READY') upgrade();
 }

@@ -1,0 +1,306 @@
+// @playhead/player: reports a <video> element's position to Playhead, as the API expects a
+// player to (docs/api/quickstart.md, "The rules a player keeps"). Any player that plays into a
+// media element (the native element, hls.js, video.js, Shaka Player) needs nothing else:
+//
+//   import { attach } from '@playhead/player';
+//   const session = attach(video, { baseUrl, mediaId, getToken });
+//   // later: await session.detach();
+//
+// What it does: opens (POST /v1/playback/{id}) and seeks to the resume point unless the member
+// finished the media; reports (PUT, {"position_ms"}) every 5 s while playing and on pause,
+// on a seek once it settles, at the end, on pagehide and when the page is hidden (the last two
+// with fetch's keepalive, so they outlive the page); waits out a 429 or 503's Retry-After and
+// then sends the newest position; on a 401 asks getToken for a new token and retries once;
+// keeps the last position not yet accepted in localStorage, one per media, and sends it when
+// the browser is back online or at the next attach; and lets one tab report a media at a time
+// (the Web Locks API: the tab that last started playing it).
+
+const REPORT_EVERY_MS = 5000;
+const SEEK_SETTLE_MS = 400;
+const PENDING_PREFIX = 'playhead:pending:';
+
+export function attach(video, options) {
+  const { baseUrl = '', mediaId, getToken, collection } = options;
+  const onSaved = options.onSaved || (() => {});
+  const onError = options.onError || ((err) => console.warn('@playhead/player:', err));
+  const every = options.reportEveryMs || REPORT_EVERY_MS;
+  if (!Number.isSafeInteger(mediaId) || mediaId <= 0) throw new TypeError('mediaId must be a positive integer');
+  if (typeof getToken !== 'function') throw new TypeError('getToken must be a function');
+  const base = baseUrl.replace(/\/+$/, '');
+  const playbackURL = `${base}/v1/playback/${mediaId}`;
+  const pendingKey = `${PENDING_PREFIX}${base}:${mediaId}`;
+  const lockName = `playhead:report:${base}:${mediaId}`;
+
+  let token = null;
+  let durationMS = 0;
+  let started = false; // the resume point is applied: reports may go out
+  let detached = false;
+  let timer = 0;
+  let seekTimer = 0;
+  let retryTimer = 0;
+  let backoffUntil = 0; // no report before this (performance.now()), from a Retry-After
+  let last = { ms: -1, at: 0 }; // the last report sent
+  let holding = !(typeof navigator !== 'undefined' && navigator.locks); // without Web Locks, every tab reports
+  let releaseLock = null;
+
+  const storage = safeStorage();
+
+  async function freshToken() {
+    token = await getToken();
+    return token;
+  }
+
+  // request sends one call with the token; a 401 gets a new token and one retry.
+  async function request(method, url, body, keepalive) {
+    for (let attempt = 0; ; attempt++) {
+      if (token === null || attempt > 0) await freshToken();
+      const headers = { Authorization: `Bearer ${token}` };
+      const init = { method, headers, keepalive, cache: 'no-store', mode: 'cors' };
+      if (body !== undefined) {
+        headers['Content-Type'] = 'application/json';
+        init.body = JSON.stringify(body);
+      }
+      const res = await fetch(url, init);
+      if (res.status === 401 && attempt === 0) continue;
+      return res;
+    }
+  }
+
+  function readPending() {
+    try {
+      const p = JSON.parse(storage.getItem(pendingKey) || 'null');
+      return p && Number.isSafeInteger(p.position_ms) && Number.isFinite(p.at) ? p : null;
+    } catch {
+      return null;
+    }
+  }
+
+  function writePending(ms) {
+    try {
+      storage.setItem(pendingKey, JSON.stringify({ position_ms: ms, at: Date.now() }));
+    } catch {
+      // storage full or refused: the report still goes out
+    }
+  }
+
+  function clearPending(ms) {
+    const p = readPending();
+    if (p && p.position_ms === ms) storage.removeItem(pendingKey);
+  }
+
+  // send PUTs ms; it stays pending (localStorage) until a 204 answers it.
+  async function send(ms, keepalive) {
+    writePending(ms);
+    const wait = backoffUntil - performance.now();
+    if (wait > 0) {
+      scheduleRetry(wait);
+      return;
+    }
+    let res;
+    try {
+      res = await request('PUT', playbackURL, { position_ms: ms }, keepalive);
+    } catch (err) {
+      // Offline, or the page is going away: the pending position goes out when back online.
+      if (!keepalive) onError(new PlayheadError(0, `the report did not reach Playhead (${err.message})`));
+      return;
+    }
+    if (res.status === 204) {
+      clearPending(ms);
+      onSaved(ms);
+      return;
+    }
+    if (res.status === 429 || res.status === 503) {
+      // Whole seconds; Playhead always sends it, a proxy's answer may not: a report's interval.
+      const header = res.headers.get('Retry-After');
+      const retryAfter = header !== null && Number(header) >= 0 ? Number(header) : every / 1000;
+      backoffUntil = performance.now() + retryAfter * 1000;
+      scheduleRetry(retryAfter * 1000);
+      return;
+    }
+    if (res.status >= 400 && res.status < 500) storage.removeItem(pendingKey); // refused: never accepted later
+    onError(await errorOf(res));
+  }
+
+  // scheduleRetry sends the newest position (the pending one) once the back-off is over.
+  function scheduleRetry(ms) {
+    clearTimeout(retryTimer);
+    retryTimer = setTimeout(() => {
+      retryTimer = 0;
+      const p = readPending();
+      if (p && !detached) send(p.position_ms, false);
+    }, ms);
+  }
+
+  function position() {
+    let ms = Math.max(0, Math.round(video.currentTime * 1000));
+    if (durationMS > 0) ms = Math.min(ms, durationMS);
+    return ms;
+  }
+
+  // report sends the current position. None before the resume point is applied (a 0 would
+  // overwrite it), and none from a tab that does not hold the media's lock.
+  function report(reason, keepalive = false) {
+    if (!started || !holding || !Number.isFinite(video.currentTime)) return;
+    const ms = position();
+    const now = performance.now();
+    // pagehide and visibilitychange come together when a tab closes: one report is enough.
+    if (reason !== 'interval' && ms === last.ms && now - last.at < 1000) return;
+    last = { ms, at: now };
+    send(ms, keepalive);
+  }
+
+  // claim takes the media's lock from any other tab: the tab where the member last played
+  // or seeked reports, the others stop.
+  function claim() {
+    if (holding || releaseLock || typeof navigator === 'undefined' || !navigator.locks) return;
+    navigator.locks.request(lockName, { steal: true }, () => new Promise((resolve) => {
+      holding = true;
+      releaseLock = resolve;
+    })).catch(() => {}).finally(() => {
+      holding = false;
+      releaseLock = null;
+    });
+  }
+
+  function release() {
+    if (releaseLock) releaseLock();
+  }
+
+  const on = {
+    playing: () => {
+      claim();
+      if (!timer) timer = setInterval(() => report('interval'), every);
+    },
+    pause: () => {
+      stopTimer();
+      if (!video.ended) report('pause');
+    },
+    ended: () => {
+      stopTimer();
+      report('ended');
+    },
+    seeking: () => {
+      if (started) claim();
+    },
+    // Scrubbing seeks many times in a row: report where it settles.
+    seeked: () => {
+      clearTimeout(seekTimer);
+      seekTimer = setTimeout(() => report('seek'), SEEK_SETTLE_MS);
+    },
+  };
+  const onPageHide = () => report('pagehide', true);
+  const onVisibility = () => {
+    if (document.visibilityState === 'hidden') report('hidden', true);
+  };
+  const onOnline = () => {
+    const p = readPending();
+    if (p && started) send(started && holding ? position() : p.position_ms, false);
+  };
+
+  function stopTimer() {
+    clearInterval(timer);
+    timer = 0;
+  }
+
+  // applyResume seeks to the resume point once the element knows its duration, and lets
+  // reports start when it is there.
+  function applyResume(seconds) {
+    const go = () => {
+      if (detached) return;
+      if (seconds > 0 && Math.abs(video.currentTime - seconds) > 0.5) {
+        video.addEventListener('seeked', () => { started = true; }, { once: true });
+        video.currentTime = seconds;
+      } else {
+        started = true;
+      }
+    };
+    if (video.readyState >= 1) go();
+    else video.addEventListener('loadedmetadata', go, { once: true });
+    // A player that starts at the resume point itself (hls.js's startPosition) plays from it.
+    video.addEventListener('playing', () => { started = true; }, { once: true });
+  }
+
+  // open flushes a position left pending by an earlier page, unless the server holds a newer
+  // one (another device reported since), then opens and applies the resume point.
+  async function open() {
+    const pending = readPending();
+    const from = collection ? `?${new URLSearchParams({ collection })}` : '';
+    let res = await request('POST', playbackURL + from, undefined, false);
+    if (!res.ok) throw await errorOf(res);
+    let resume = await res.json();
+    if (pending && !(Date.parse(resume.event_time) > pending.at)) {
+      const put = await request('PUT', playbackURL, { position_ms: pending.position_ms }, false);
+      if (put.status === 204 || (put.status >= 400 && put.status < 500 && put.status !== 429)) storage.removeItem(pendingKey);
+      if (put.status === 204) {
+        res = await request('POST', playbackURL + from, undefined, false);
+        if (!res.ok) throw await errorOf(res);
+        resume = await res.json();
+      }
+    } else if (pending) {
+      storage.removeItem(pendingKey);
+    }
+    durationMS = Number.isFinite(options.durationMs) ? options.durationMs : 0;
+    const finished = Boolean(resume.finished);
+    const positionMs = finished ? 0 : resume.position_ms;
+    applyResume(positionMs / 1000);
+    return { positionMs, finished };
+  }
+
+  for (const [name, fn] of Object.entries(on)) video.addEventListener(name, fn);
+  window.addEventListener('pagehide', onPageHide);
+  window.addEventListener('online', onOnline);
+  document.addEventListener('visibilitychange', onVisibility);
+  if (!video.paused) on.playing();
+
+  const ready = open();
+  ready.catch(onError);
+  return {
+    ready,
+    async detach() {
+      if (detached) return;
+      report('detach');
+      detached = true;
+      stopTimer();
+      clearTimeout(seekTimer);
+      clearTimeout(retryTimer);
+      for (const [name, fn] of Object.entries(on)) video.removeEventListener(name, fn);
+      window.removeEventListener('pagehide', onPageHide);
+      window.removeEventListener('online', onOnline);
+      document.removeEventListener('visibilitychange', onVisibility);
+      release();
+    },
+  };
+}
+
+/** An answer of Playhead's that is not a success, or a request that did not reach it (status 0). */
+export class PlayheadError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.name = 'PlayheadError';
+    this.status = status;
+  }
+}
+
+async function errorOf(res) {
+  let message = res.statusText || 'request failed';
+  try {
+    const data = await res.json();
+    if (data && data.error) message = data.error;
+  } catch {
+    // not JSON: the status text stands
+  }
+  return new PlayheadError(res.status, message);
+}
+
+// safeStorage is localStorage, or a stand-in where it is refused (private modes, sandboxed
+// frames): the pending position then lives only as long as the page.
+function safeStorage() {
+  try {
+    const s = window.localStorage;
+    s.getItem(PENDING_PREFIX);
+    return s;
+  } catch {
+    const m = new Map();
+    return { getItem: (k) => m.get(k) ?? null, setItem: (k, v) => m.set(k, String(v)), removeItem: (k) => m.delete(k) };
+  }
+}
