@@ -39,7 +39,7 @@ export function attach(video, options) {
   let seekTimer = 0;
   let retryTimer = 0;
   let backoffUntil = 0; // no report before this (performance.now()), from a Retry-After
-  let last = { ms: -1, at: 0 }; // the last report sent
+  let last = { ms: -1, at: 0, keepalive: false }; // the last report sent
   let holding = !(typeof navigator !== 'undefined' && navigator.locks); // without Web Locks, every tab reports
   let releaseLock = null;
 
@@ -143,9 +143,11 @@ export function attach(video, options) {
     if (!started || !holding || !Number.isFinite(video.currentTime)) return;
     const ms = position();
     const now = performance.now();
-    // pagehide and visibilitychange come together when a tab closes: one report is enough.
-    if (reason !== 'interval' && ms === last.ms && now - last.at < 1000) return;
-    last = { ms, at: now };
+    // pagehide and visibilitychange come together when a tab closes, a millisecond of playing
+    // apart: one report is enough.
+    const leaving = keepalive && last.keepalive && now - last.at < 1000;
+    if (leaving || (reason !== 'interval' && ms === last.ms && now - last.at < 1000)) return;
+    last = { ms, at: now, keepalive };
     send(ms, keepalive);
   }
 
