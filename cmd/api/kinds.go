@@ -167,7 +167,7 @@ var jobKinds = []jobKind{
 // expiry, built on the worker's store.
 var eraseKind = jobKind{
 	name:  erasure.KindErase,
-	doc:   "Deletes an erased member's data: their media (through `media_delete`, waiting for those jobs), their uploads with their bytes, positions, watched ranges, course progress, events and webhook deliveries, and last the member row; their media's audience figures are recomputed at the next rollup.",
+	doc:   "Deletes an erased member's data: their media (through `media_delete`, waiting for those jobs), their uploads with their bytes, positions, watched ranges, course progress, events, webhook deliveries and xAPI statements not yet sent, and last the member row; their media's audience figures are recomputed at the next rollup.",
 	hooks: func(Config) jobqueue.Kind { return erasure.Kind() },
 	worker: func(w workerParts) (jobqueue.Kind, error) {
 		objects, err := uploadObjects(w.store)
