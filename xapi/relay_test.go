@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/playhead/playhead/erasure"
 	"github.com/playhead/playhead/internal/pgtest"
@@ -261,7 +262,9 @@ func TestSend_RetriesAndRefusals(t *testing.T) {
 	if _, err := NewRelay(pool, RelayConfig{Activities: activities, Completion: media.DefaultCompletion}).RelayOnce(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	sender := NewSender(SenderConfig{Pool: pool, Endpoint: store.srv.URL, AllowPrivate: true})
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg)
+	sender := NewSender(SenderConfig{Pool: pool, Endpoint: store.srv.URL, AllowPrivate: true, Metrics: metrics})
 	errs := runJobs(t, pool, sender)
 	if len(errs) != 2 || jobqueue.IsPermanent(errs[0]) || jobqueue.IsPermanent(errs[1]) {
 		t.Fatalf("first attempts: %v, want two retryable errors", errs)
@@ -289,6 +292,7 @@ func TestSend_RetriesAndRefusals(t *testing.T) {
 	if len(first) != 2 {
 		t.Fatalf("%d statement ids in 4 requests, want 2 (each sent twice)", len(first))
 	}
+	wantCounts(t, reg, map[string]float64{resultUnavailable: 2, resultStored: 1, resultDuplicate: 1})
 	var left int
 	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM xapi_statements`).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("%d statements left (%v), want 0", left, err)
@@ -302,7 +306,7 @@ func TestSend_RetriesAndRefusals(t *testing.T) {
 	if _, err := NewRelay(pool, RelayConfig{Activities: activities, Completion: media.DefaultCompletion}).RelayOnce(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	refused := NewSender(SenderConfig{Pool: pool, Endpoint: refusing.srv.URL, AllowPrivate: true})
+	refused := NewSender(SenderConfig{Pool: pool, Endpoint: refusing.srv.URL, AllowPrivate: true, Metrics: metrics})
 	if errs := runJobs(t, pool, refused); len(errs) != 1 || !jobqueue.IsPermanent(errs[0]) || !strings.Contains(errs[0].Error(), "HTTP 400") {
 		t.Fatalf("a 400: %v, want one permanent error naming it", errs)
 	}
@@ -320,6 +324,43 @@ func TestSend_RetriesAndRefusals(t *testing.T) {
 	}
 	if errs := runJobs(t, pool, refused); len(errs) != 0 || len(refusing.received()) != 2 {
 		t.Fatalf("after the admin retry: %v, %d requests; want it stored at the second", errs, len(refusing.received()))
+	}
+	wantCounts(t, reg, map[string]float64{resultUnavailable: 2, resultStored: 2, resultDuplicate: 1, resultRejected: 1})
+
+	// A node with xAPI off that runs a statement's job: DEAD at once, nothing sent anywhere.
+	if err := media.Outbox(t.Context(), pool, 7, 1, media.OutboxCollectionCompleted, map[string]any{"collection_id": "Course C", "items": 1, "completed_at": time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewRelay(pool, RelayConfig{Activities: activities, Completion: media.DefaultCompletion}).RelayOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if errs := runJobs(t, pool, NewSender(SenderConfig{Pool: pool, Metrics: metrics})); len(errs) != 1 || !errors.Is(errs[0], errOff) || !jobqueue.IsPermanent(errs[0]) {
+		t.Fatalf("a job on a node with xAPI off: %v, want one permanent errOff", errs)
+	}
+	wantCounts(t, reg, map[string]float64{resultUnavailable: 2, resultStored: 2, resultDuplicate: 1, resultRejected: 1, resultOff: 1})
+}
+
+// wantCounts checks playhead_xapi_statements_total in reg by result: want's, and 0 for the
+// other results, every one of which must be there.
+func wantCounts(t *testing.T, reg *prometheus.Registry, want map[string]float64) {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "playhead_xapi_statements_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	for _, r := range []string{resultStored, resultDuplicate, resultRejected, resultUnavailable, resultUnreachable, resultRefused, resultOff} {
+		if v, ok := got[r]; !ok || v != want[r] {
+			t.Errorf("playhead_xapi_statements_total{result=%q} = %v (there: %v), want %v", r, v, ok, want[r])
+		}
 	}
 }
 
