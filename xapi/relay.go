@@ -211,7 +211,7 @@ func (r *Relay) store(ctx context.Context, tx pgx.Tx, e media.OutboxRow, s State
 		ON CONFLICT (outbox_id) DO NOTHING
 		RETURNING id`, e.ID, e.MemberID, s.ID, body).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil // the member is erased
+		return nil // the member is erased (the anti-join), or e has its statement already
 	}
 	if err != nil {
 		return fmt.Errorf("store the statement of completion %d: %w", e.ID, err)

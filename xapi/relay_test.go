@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/erasure"
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/jobqueue"
@@ -338,6 +339,17 @@ func TestSend_RetriesAndRefusals(t *testing.T) {
 		t.Fatalf("a job on a node with xAPI off: %v, want one permanent errOff", errs)
 	}
 	wantCounts(t, reg, map[string]float64{resultUnavailable: 2, resultStored: 2, resultDuplicate: 1, resultRejected: 1, resultOff: 1})
+
+	// A retry of a DEAD job whose statement is gone (pruned, or its member erased) is refused.
+	if err := pool.QueryRow(t.Context(), `SELECT id FROM jobs WHERE kind = $1 AND status = 'DEAD'`, KindSend).Scan(&job); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(t.Context(), `DELETE FROM xapi_statements WHERE status = 'DEAD'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.RetryDead(t.Context(), job); apperr.CodeOf(err) != apperr.Conflict {
+		t.Fatalf("retry of a DEAD job whose statement is gone = %v, want a conflict", err)
+	}
 }
 
 // wantCounts checks playhead_xapi_statements_total in reg by result: want's, and 0 for the
