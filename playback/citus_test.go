@@ -56,6 +56,9 @@ var citusPlan = map[string]placement{
 	// Captions: a few rows per media, written rarely, read with the media row when
 	// a master playlist is served.
 	"captions": {kind: reference},
+	// Chapters: a few rows per media, written rarely by its owner, read with the media row
+	// when its chapters JSON is served, like captions.
+	"media_chapters": {kind: reference},
 	// A view over reference tables only, so it is joinable from any shard like them.
 	"collection_items": {kind: reference},
 	// The pipeline: few rows a second, claimed with FOR UPDATE SKIP LOCKED (single-node only
