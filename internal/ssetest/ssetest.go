@@ -21,6 +21,9 @@ const WaitLimit = 60 * time.Second
 type Event struct {
 	ID, Name string
 	Data     media.Event
+	// Raw is the data line as sent: what Data cannot hold of an event that is not a media
+	// event's (a completion's).
+	Raw string
 }
 
 // Stream is an open stream read by a goroutine.
@@ -94,6 +97,7 @@ func (st *Stream) read() {
 					st.Err = err
 					return
 				}
+				e.Raw = data
 				st.Events <- e
 			}
 			e, data = Event{}, ""
