@@ -40,6 +40,8 @@ var (
 		"run a second Playhead with PLAYHEAD_WATCHED_RANGES=false (its own database, the same load) in each round (after Playhead in odd rounds, before it in even ones), and print both")
 	baseline = flag.String("baseline", "",
 		"run a second Playhead from this binary (an older build: its own database, migrated by it, the same load) in each round (after Playhead in odd rounds, before it in even ones), and print both; a relative path is from bench/putpath, where go test runs")
+	markers = flag.Bool("markers", false,
+		"mark an intro (the first 30 s) and credits (the last 8 minutes) on every media of the Playhead under test, so its flush and list read the credits into the resume rule; the second Playhead's media get none")
 	compareJWKS = flag.Bool("compare-jwks", false,
 		"run Playhead in the JWKS file mode, every member's token signed by an RS256 key (a provider's usual algorithm and its longest tokens), and a second Playhead, the same binary, with the shared secret's HS256 tokens (its own database, the same load) in each round, and print both")
 )
@@ -72,7 +74,7 @@ func TestPutPathSideBySide(t *testing.T) {
 		tokens = jwks.token
 	}
 	ph := binarytest.Start(t, jwks.env())
-	reports, script := writeLoad(t, ph, tokens)
+	reports, script := writeLoad(t, ph, tokens, *markers)
 	// The same load against a second Playhead, one that keeps no watched ranges or an
 	// older build: one member, one media and one position per request as in ph's, on a
 	// database of its own.
@@ -97,7 +99,7 @@ func TestPutPathSideBySide(t *testing.T) {
 		off, offName = binarytest.StartBinary(t, path, map[string]string{"DATABASE_URL": pgtest.EmptyURL(t)}), "baseline"
 	}
 	if off != nil {
-		offReports, offScript = writeLoad(t, off, secretTokens)
+		offReports, offScript = writeLoad(t, off, secretTokens, false)
 	}
 	t.Logf("servers up, %d tokens written after %s", *members, time.Since(began).Round(time.Millisecond))
 
@@ -349,8 +351,8 @@ func (r report) withBody() report {
 // writeLoad registers the media on Playhead and writes, as a Lua list for putpath.lua, one
 // formatted request per member (in random order): a PUT of a random position for a random
 // media with the member's own token from tokens. It returns the reports and the arguments for
-// wrk's -s.
-func writeLoad(t *testing.T, ph *binarytest.Server, tokens tokenFunc) ([]report, []string) {
+// wrk's -s. With markers, each media gets an intro and credits.
+func writeLoad(t *testing.T, ph *binarytest.Server, tokens tokenFunc, markers bool) ([]report, []string) {
 	admin, _, err := tokens(1, true)
 	if err != nil {
 		t.Fatal(err)
@@ -358,6 +360,12 @@ func writeLoad(t *testing.T, ph *binarytest.Server, tokens tokenFunc) ([]report,
 	media := make([]int64, *mediaN)
 	for i := range media {
 		media[i] = ph.CreateMedia(t, admin, fmt.Sprintf("bench %d", i))
+		if markers {
+			ph.MustDo(t, http.StatusOK, http.MethodPut, ph.URL("/v1/media/%d/markers", media[i]), admin, map[string]any{
+				"intro":   map[string]int{"start_ms": 0, "end_ms": 30_000},
+				"credits": map[string]int{"start_ms": binarytest.MediaDurationMS - 480_000, "end_ms": binarytest.MediaDurationMS},
+			})
+		}
 	}
 	reports := make([]report, *members)
 	for i, m := range rand.Perm(*members) {
