@@ -21,13 +21,14 @@ import (
 // mark and flushed after it changes nothing (its position loses to the event time, its
 // watched mark to marked_at). It records the media as its collections' last finished item
 // (keepLastFinishedSQL's rule), so up next follows it, and a row that was not finished as a
-// finish by hand (completedSQL's rule: playback_completions, how 'marked'). Rows are inserted in media order, so
-// concurrent marks lock them in one order.
+// finish by hand (completedSQL's rule: playback_completions, how 'marked'). A media deleted
+// since the handler's access check gets no row, as in the flush. Rows are inserted in media
+// order, so concurrent marks lock them in one order.
 const markWatchedSQL = `
 WITH written AS (
 	INSERT INTO playback AS p (member_id, media_id, position_ms, event_time, updated_at, watched_at, finished, finished_at, marked_at)
 	SELECT $1, m.id, least(coalesce(m.duration_ms, 0), 2147483647)::int, $3, $3, $3, true, $3, $3
-	FROM media m WHERE m.id = ANY($2::bigint[])
+	FROM media m WHERE m.id = ANY($2::bigint[]) AND m.status <> 'DELETED'
 	ORDER BY m.id
 	ON CONFLICT (member_id, media_id) DO UPDATE
 	SET position_ms = excluded.position_ms, event_time = excluded.event_time, updated_at = excluded.updated_at,
