@@ -249,7 +249,7 @@ var settingGroups = []settingGroup{
 		{name: "PLAYHEAD_JOB_LEASE", typ: typeDuration, def: "60s",
 			doc: "A claimed job's lease, the one value the queue, its heartbeats (every third of it, retried within a twentieth) and the run's local deadline use: a `kill -9`ed worker's job is taken over within about one lease."},
 		{name: "PLAYHEAD_JOB_POLL_INTERVAL", typ: typeDuration, def: "1s",
-			doc: "The workers' fallback poll; a `NOTIFY` on enqueue wakes them at once."},
+			doc: "The workers' fallback poll; a `NOTIFY` on enqueue wakes them at once. Also how often the completion mover looks for finishes to announce (`playback.completed`, `collection.completed`)."},
 		{name: "PLAYHEAD_JOB_MAX_ATTEMPTS", typ: typeInt, def: "3",
 			doc: "Attempts of each encode job before it is DEAD (also a CHECK constraint)."},
 		{name: "PLAYHEAD_JOB_RETRY_BASE", typ: typeDuration, def: "5s",
