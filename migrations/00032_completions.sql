@@ -11,15 +11,17 @@ UPDATE playback SET finished_at = coalesce(watched_at, event_time) WHERE finishe
 -- playback_completions holds the finishes the flush and the marks made, written in the
 -- transaction of the finish, until package completion moves them into notification_outbox
 -- (playback_completed) under the member's row lock, which the flush does not take. The key
--- (member, media, finish) makes a finish one row whatever writes it again.
+-- (member, media, finish) makes a finish one row whatever writes it again. Every key holds
+-- member_id: the table is written by the flush with playback, so it shards like it (Citus).
 CREATE TABLE playback_completions (
-    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id          bigint GENERATED ALWAYS AS IDENTITY,
     member_id   bigint      NOT NULL,
     media_id    bigint      NOT NULL,
     finished_at timestamptz NOT NULL,
     position_ms bigint      NOT NULL,
     duration_ms bigint,
     how         text        NOT NULL CHECK (how IN ('position', 'credits', 'marked')),
+    PRIMARY KEY (member_id, id),
     UNIQUE (member_id, media_id, finished_at)
 );
 

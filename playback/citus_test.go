@@ -46,6 +46,10 @@ var citusPlan = map[string]placement{
 	// Per-member progress: the hot, growing data, written by every flush.
 	"playback":               {distributed, "member_id"},
 	"playback_last_finished": {distributed, "member_id"},
+	// The finishes the flush records with the positions, until the completion mover moves
+	// them into the outbox, and the courses it found completed: a member's rows, like playback.
+	"playback_completions":   {distributed, "member_id"},
+	"collection_completions": {distributed, "member_id"},
 	// The catalogue every member's statements join: small next to playback, written rarely.
 	// members is here because media references it; import_rows and imports because the flush
 	// and the list join import_rows for every member (a collection's placements).
