@@ -94,16 +94,26 @@ func (h *Handler) response(key Key, pos Position, access media.Access, watchedAt
 		WatchedAt: watchedAt}
 }
 
+// allow takes one of member's tokens from Limit (none: no limit), or answers 429 with
+// Retry-After saying why (refused: what was refused, for the message).
+func (h *Handler) allow(c *fiber.Ctx, member int64, refused string) error {
+	if h.Limit == nil {
+		return nil
+	}
+	if ok, wait := h.Limit.Allow(member); !ok {
+		if h.RateLimited != nil {
+			h.RateLimited.Inc()
+		}
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(ratelimit.RetryAfterSeconds(wait)))
+		return apperr.Errorf(apperr.TooManyRequests, "%s", refused)
+	}
+	return nil
+}
+
 func (h *Handler) put(c *fiber.Ctx) error {
 	member := auth.From(c).MemberID
-	if h.Limit != nil {
-		if ok, wait := h.Limit.Allow(member); !ok {
-			if h.RateLimited != nil {
-				h.RateLimited.Inc()
-			}
-			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(ratelimit.RetryAfterSeconds(wait)))
-			return apperr.Errorf(apperr.TooManyRequests, "too many position reports; a player reports every 5 s")
-		}
+	if err := h.allow(c, member, "too many position reports; a player reports every 5 s"); err != nil {
+		return err
 	}
 	mediaID, err := httpserver.ParamID(c, "mediaID")
 	if err != nil {

@@ -107,10 +107,19 @@ func (s *Store) CollectionItems(ctx context.Context, name string) ([]int64, erro
 	return ids, nil
 }
 
+// marksRefused is the 429 of a mark past the member's rate.
+const marksRefused = "too many marks watched or unwatched; wait for Retry-After"
+
 // markMedia serves PUT (watched) and DELETE (unwatched) /v1/playback/{mediaID}/watched: the
-// member marks a media they may play, at the server's receive time.
+// member marks a media they may play, at the server's receive time. A mark takes a token of
+// the member's report limit: it writes straight to the database, and marking watched after
+// unwatched is a new finish, announced (completion events, xAPI) each time, so an unlimited
+// toggle would be an unlimited stream of writes and events.
 func (h *Handler) markMedia(watched bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
+		if err := h.allow(c, auth.From(c).MemberID, marksRefused); err != nil {
+			return err
+		}
 		key, _, err := h.playableKey(c)
 		if err != nil {
 			return err
@@ -123,9 +132,13 @@ func (h *Handler) markMedia(watched bool) fiber.Handler {
 }
 
 // markCollection serves PUT (watched) and DELETE (unwatched) /v1/collections/{collection}/watched:
-// every current item of the course, in one transaction. A collection with no item is 404.
+// every current item of the course, in one transaction, for one token of the member's report
+// limit as markMedia. A collection with no item is 404.
 func (h *Handler) markCollection(watched bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
+		if err := h.allow(c, auth.From(c).MemberID, marksRefused); err != nil {
+			return err
+		}
 		name, err := collection.NameParam(c)
 		if err != nil {
 			return err

@@ -104,7 +104,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 		playbackHandler.Limit = ratelimit.New(cfg.PutRate, cfg.PutBurst)
 		playbackHandler.RateLimited = prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "playhead", Subsystem: "playback", Name: "rate_limited_total",
-			Help: "Position reports refused with 429 because a member sent more than PLAYHEAD_PUT_RATE/BURST.",
+			Help: "Position reports and marks watched or unwatched refused with 429 because a member sent more than PLAYHEAD_PUT_RATE/BURST.",
 		})
 		n.reg.MustRegister(playbackHandler.RateLimited)
 		n.add("rate-limit sweeper", ratelimit.NewSweeper(playbackHandler.Limit, time.Minute))

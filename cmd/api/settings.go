@@ -123,7 +123,7 @@ var settingGroups = []settingGroup{
 	}},
 	{name: "Playback", settings: []setting{
 		{name: "PLAYHEAD_PUT_RATE", typ: typeNumber, def: "1",
-			doc: "Each member's sustained rate of position reports, per second; beyond it and the burst a `PUT` is answered 429 with `Retry-After`. `0` turns the limit off. A player sends one report every 5 s."},
+			doc: "Each member's sustained rate of position reports and marks watched or unwatched (one token each), per second; beyond it and the burst a `PUT` or a mark is answered 429 with `Retry-After`. `0` turns the limit off. A player sends one report every 5 s."},
 		{name: "PLAYHEAD_PUT_BURST", typ: typeInt, def: "10",
 			doc: "The burst of position reports a member may send above `PLAYHEAD_PUT_RATE`."},
 		{name: "PLAYHEAD_COMPLETION_RATIO", typ: typeNumber, def: strconv.FormatFloat(media.DefaultCompletion.Ratio, 'g', -1, 64),
