@@ -111,13 +111,19 @@ func testErasure(t *testing.T, srv *s3test.Server, bucket string) {
 		api2.MustDo(t, http.StatusNoContent, http.MethodPut, api2.URL("/v1/playback/%d", id), member, map[string]any{"position_ms": 20_000 + i})
 		api2.MustDo(t, http.StatusNoContent, http.MethodPut, api2.URL("/v1/playback/%d", id), otherTok, map[string]any{"position_ms": 30_000 + i})
 	}
+	// A finish, announced as playback.completed before the erasure (its outbox row, and the
+	// members row the completion mover locks, name the member).
+	api1.MustDo(t, http.StatusNoContent, http.MethodPut, api1.URL("/v1/playback/%d/watched", films[1]), member, nil)
+	waitCount(t, pool, "the member's playback.completed", `SELECT count(*) FROM notification_outbox WHERE member_id = $1 AND kind = 'playback_completed'`, erasedMember)
 	stream := ssetest.Open(t, &http.Client{Transport: api1.Client.Transport}, api1.URL("/v1/events"), member, "")
 	// Events for the member (the upload's) with deliveries the receiver refuses.
 	waitCount(t, pool, "the member's webhook deliveries", `SELECT count(*) FROM webhook_deliveries d JOIN notification_outbox o ON o.id = d.outbox_id WHERE o.member_id = $1`, erasedMember)
 
 	// The database goes away for api2, which stops and spills what it holds.
 	proxy.Partition()
-	api2.MustDo(t, http.StatusNoContent, http.MethodPut, api2.URL("/v1/playback/%d", films[0]), member, map[string]any{"position_ms": 25_000})
+	// A finishing report: replayed after the erasure, it must announce nothing either.
+	api2.MustDo(t, http.StatusNoContent, http.MethodPut, api2.URL("/v1/playback/%d", films[0]), member,
+		map[string]any{"position_ms": binarytest.MediaDurationMS - 1000})
 	api2.Signal(t, syscall.SIGTERM)
 	if code := api2.Wait(t, time.Minute); code != 0 {
 		t.Fatalf("api2 exited %d; stderr:\n%s", code, api2.Stderr)
