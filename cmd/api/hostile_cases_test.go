@@ -289,7 +289,7 @@ func webhookURLCases(r hostileRoute, tok string) []hostileCase {
 	for _, u := range hostileWebhookURLs {
 		add(classLink, map[string]any{"url": u, "events": []string{"media.ready"}}, 400)
 	}
-	for _, events := range []any{nil, []string{}, []string{"media.erased"}, []string{"media.ready", ""}, "media.ready", []int{1}, map[string]int{}} {
+	for _, events := range []any{nil, []string{}, []string{"media.erased"}, []string{"playback.complete"}, []string{"Collection.Completed"}, []string{"media.ready", ""}, "media.ready", []int{1}, map[string]int{}} {
 		add(classBody, map[string]any{"url": "https://8.8.8.8/hook", "events": events}, 400, 422)
 	}
 	return out
