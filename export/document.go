@@ -149,6 +149,12 @@ var sections = []section{
 SELECT collection, json_build_object('collection', collection, 'media_id', media_id, 'event_time', event_time)::text
 FROM playback_last_finished WHERE member_id = $1 AND ($2::text IS NULL OR collection > $2)
 ORDER BY collection LIMIT $3`},
+	{"course_completions", `
+SELECT collection || '/' || to_char(completed_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS'),
+       json_build_object('collection', collection, 'completed_at', completed_at)::text
+FROM collection_completions WHERE member_id = $1
+  AND ($2::text IS NULL OR collection || '/' || to_char(completed_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS') > $2)
+ORDER BY 1 LIMIT $3`},
 	{"uploads", `
 SELECT id::text, json_build_object('id', id, 'title', title, 'status', status, 'visibility', visibility,
        'duration_ms', duration_ms, 'failure_reason', failure_reason, 'created_at', created_at, 'updated_at', updated_at)::text

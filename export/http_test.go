@@ -29,6 +29,8 @@ func (b *bundle) seedTwoMembers(t *testing.T) {
 			FROM media WHERE status = 'READY'`, m)
 		b.exec(t, `INSERT INTO playback_last_finished (member_id, collection, media_id, event_time)
 			SELECT $1::bigint, 'course of ' || $1::bigint::text, id, statement_timestamp() FROM media WHERE owner_id = $1::bigint AND status = 'READY'`, m)
+		b.exec(t, `INSERT INTO collection_completions (member_id, collection, completed_at)
+			VALUES ($1::bigint, 'course of ' || $1::bigint::text, statement_timestamp())`, m)
 		b.exec(t, `INSERT INTO uploads (id, owner_id, upload_length, metadata, title, visibility, source_key, parts_id, expires_at)
 			VALUES (md5($1::bigint::text), $1::bigint, 1000, '{"filename": "clip.mp4"}', 'unfinished of ' || $1::bigint::text, 'PUBLIC', 'uploads/x', 'p',
 			        statement_timestamp() + interval '1 day')`, m)
@@ -83,7 +85,7 @@ func TestExport_OnlyTheCallersData(t *testing.T) {
 		if err := json.Unmarshal(raw, &sections); err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{"collection_progress", "uploads", "unfinished_uploads", "captions", "imports", "webhook_endpoints", "events"} {
+		for _, name := range []string{"collection_progress", "course_completions", "uploads", "unfinished_uploads", "captions", "imports", "webhook_endpoints", "events"} {
 			var items []map[string]any
 			if err := json.Unmarshal(sections[name], &items); err != nil {
 				t.Fatalf("%s: %v", name, err)
