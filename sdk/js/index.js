@@ -42,6 +42,7 @@ export function attach(video, options) {
   let last = { ms: -1, at: 0, keepalive: false }; // the last report sent
   let holding = !(typeof navigator !== 'undefined' && navigator.locks); // without Web Locks, every tab reports
   let releaseLock = null;
+  let claiming = false; // a lock request is pending: one at a time
 
   const storage = safeStorage();
 
@@ -152,13 +153,17 @@ export function attach(video, options) {
   }
 
   // claim takes the media's lock from any other tab: the tab where the member last played
-  // or seeked reports, the others stop.
+  // or seeked reports, the others stop (their request ends, stolen). One request at a time, so
+  // that the end of an older one never marks a newer one's lock as lost.
   function claim() {
-    if (holding || releaseLock || typeof navigator === 'undefined' || !navigator.locks) return;
+    if (holding || claiming || typeof navigator === 'undefined' || !navigator.locks) return;
+    claiming = true;
     navigator.locks.request(lockName, { steal: true }, () => new Promise((resolve) => {
+      claiming = false;
       holding = true;
       releaseLock = resolve;
     })).catch(() => {}).finally(() => {
+      claiming = false;
       holding = false;
       releaseLock = null;
     });
@@ -194,9 +199,12 @@ export function attach(video, options) {
   const onVisibility = () => {
     if (document.visibilityState === 'hidden') report('hidden', true);
   };
+  // Back online: the newest position goes, from the tab that reports; another tab's reports
+  // are newer than what this one kept.
   const onOnline = () => {
-    const p = readPending();
-    if (p && started) send(started && holding ? position() : p.position_ms, false);
+    if (!readPending() || !started) return;
+    if (holding) send(position(), false);
+    else storage.removeItem(pendingKey);
   };
 
   function stopTimer() {
