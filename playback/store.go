@@ -180,7 +180,8 @@ RETURNING p.member_id, p.media_id, p.finished_at`
 // changes it not at all). So a flush retried after a commit whose answer was lost, a spill
 // file replayed, or another node's flush of an older or newer report of a row already
 // finished records nothing: only a finish writes here, once. How says whether the position
-// passed the completion point or only reached the credits.
+// passed the completion point or only reached the credits. The first two conditions leave
+// the rows in progress, most of a batch, out of the join.
 const completedSQL = `
 completed AS (
 INSERT INTO playback_completions (member_id, media_id, finished_at, position_ms, duration_ms, how)
@@ -188,7 +189,7 @@ SELECT w.member_id, w.media_id, w.finished_at, t.position_ms, t.duration_ms,
        CASE WHEN t.position_ms >= playhead_completion_point(t.duration_ms, $6, $7) THEN 'position' ELSE 'credits' END
 FROM written w
 JOIN reported t ON t.member_id = w.member_id AND t.media_id = w.media_id
-WHERE w.finished_at = t.event_time
+WHERE w.finished_at IS NOT NULL AND t.finished AND w.finished_at = t.event_time
 ORDER BY w.member_id, w.media_id
 ON CONFLICT (member_id, media_id, finished_at) DO NOTHING
 )`
