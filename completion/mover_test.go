@@ -200,6 +200,29 @@ func TestMover_AnnouncesFinishesAndCourses(t *testing.T) {
 	if courses != 1 {
 		t.Errorf("a course whose items finished together completed %d times, want 1", courses)
 	}
+	all := b.outbox(t, member, 0)
+	last = all[len(all)-1].ID
+
+	// A third course marked watched as a whole: three finishes by hand, one completion.
+	third := []int64{b.lesson(t, "third", 1), b.lesson(t, "third", 2), b.lesson(t, "third", 3)}
+	marked := b.mark(t, member, third, true, 10*time.Minute)
+	if n := b.move(t); n != 3 {
+		t.Fatalf("a course of 3 marked watched: moved %d completions, want 3", n)
+	}
+	courses = 0
+	for _, r := range b.outbox(t, member, last) {
+		if r.Kind == media.OutboxCollectionCompleted {
+			courses++
+			if d := r.CollectionCompleted(); d.CollectionID != "third" || d.Items != 3 || !d.CompletedAt.Equal(marked) {
+				t.Errorf("the marked course's completion %+v", d)
+			}
+		} else if d := r.PlaybackCompleted(); d.How != media.FinishedByMark {
+			t.Errorf("a finish by the course's mark %+v", d)
+		}
+	}
+	if courses != 1 {
+		t.Errorf("a course marked watched completed %d times, want 1", courses)
+	}
 	if n := len(b.outbox(t, 8, 0)); n != 0 {
 		t.Errorf("another member has %d outbox rows", n)
 	}
