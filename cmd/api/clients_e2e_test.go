@@ -40,6 +40,9 @@ func clientFlowEnv(t *testing.T, node string) ([]byte, []string) {
 	env := pipelineEnv("all", node, t.TempDir(), t.TempDir(), "ultrafast")
 	env["PLAYHEAD_WEBHOOK_ALLOW_PRIVATE"] = "true" // the flow's receiver is on loopback
 	env["PLAYHEAD_FLUSH_INTERVAL"] = "200ms"       // continue watching reads flushed rows
+	// The flow's 2 s video is shorter than the resume rule's minimum duration, below which
+	// continue watching lists nothing; the flow reads its position back from that list.
+	env["PLAYHEAD_RESUME_MIN_DURATION"] = "0s"
 	s := binarytest.Start(t, env)
 	video := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 2, Width: 160, Height: 120})
 	return servedDocument(t, s), []string{
