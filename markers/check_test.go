@@ -54,6 +54,18 @@ func TestCheckSpan(t *testing.T) {
 	}
 }
 
+// TestCheckCreditsStart: credits start after the start of the media; none is fine.
+func TestCheckCreditsStart(t *testing.T) {
+	for _, s := range []*media.Span{nil, {StartMS: 1, EndMS: 2}} {
+		if err := checkCreditsStart(s); err != nil {
+			t.Errorf("%+v: %v", s, err)
+		}
+	}
+	if err := checkCreditsStart(&media.Span{StartMS: 0, EndMS: 10_000}); apperr.CodeOf(err) != apperr.Unprocessable {
+		t.Errorf("credits from 0: %v, want a 422", err)
+	}
+}
+
 // TestFromWebVTT: each cue is a chapter at its start, titled by its text without markup, its
 // lines joined; a file that is not WebVTT is a 422.
 func TestFromWebVTT(t *testing.T) {

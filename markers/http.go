@@ -96,7 +96,8 @@ func (h *Handler) putMarkers(c *fiber.Ctx) error {
 	if m.DurationMS <= 0 && (req.Intro != nil || req.Credits != nil) {
 		return apperr.Errorf(apperr.Conflict, "the duration of media %d is not known yet: mark its intro and credits once it is", m.ID)
 	}
-	if err := errors.Join(checkSpan("intro", req.Intro, m.DurationMS), checkSpan("credits", req.Credits, m.DurationMS)); err != nil {
+	if err := errors.Join(checkSpan("intro", req.Intro, m.DurationMS), checkSpan("credits", req.Credits, m.DurationMS),
+		checkCreditsStart(req.Credits)); err != nil {
 		return err
 	}
 	out, err := h.Store.SetMarkers(c.UserContext(), m.ID, owner, req)
@@ -118,6 +119,17 @@ func checkSpan(name string, s *media.Span, durationMS int64) error {
 		return apperr.Errorf(apperr.Unprocessable, "%s.end_ms must be after %s.start_ms", name, name)
 	case durationMS > 0 && s.EndMS > durationMS:
 		return apperr.Errorf(apperr.Unprocessable, "%s.end_ms is past the end of the media (%d ms)", name, durationMS)
+	}
+	return nil
+}
+
+// checkCreditsStart refuses credits from the very start. The resume rule reads a credits
+// start of 0 as no credits (playhead_progress, media.Completion.State: 0 is also what a media
+// without credits reads as), so such credits would be stored and shown but finish nothing;
+// and a media that is credits throughout has no point to resume from.
+func checkCreditsStart(s *media.Span) error {
+	if s != nil && s.StartMS == 0 {
+		return apperr.Errorf(apperr.Unprocessable, "credits.start_ms must be after the start of the media")
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/testvideo"
@@ -78,6 +79,7 @@ func TestMarkersChapters_ThroughTheBinary(t *testing.T) {
 		"start equal to end": map[string]any{"intro": map[string]int64{"start_ms": 1000, "end_ms": 1000}},
 		"negative":           map[string]any{"credits": map[string]int64{"start_ms": -1, "end_ms": 1000}},
 		"past the duration":  map[string]any{"credits": map[string]int64{"start_ms": 5000, "end_ms": 60_000}},
+		"credits from 0":     map[string]any{"credits": map[string]int64{"start_ms": 0, "end_ms": 6000}},
 	} {
 		status, out, err := s.Do(http.MethodPut, markers, owner, body)
 		if err != nil || status != http.StatusUnprocessableEntity || !strings.Contains(string(out), `"error"`) {
@@ -127,7 +129,8 @@ func TestMarkersChapters_ThroughTheBinary(t *testing.T) {
 		"intro": map[string]int64{"start_ms": 0, "end_ms": 2000}, "credits": map[string]int64{"start_ms": 4500, "end_ms": 6000}})
 
 	master := string(s.MustDo(t, http.StatusOK, http.MethodGet, s.URL("%s", v.HLSURL), "", nil))
-	m := regexp.MustCompile(`(?m)^#EXT-X-SESSION-DATA:DATA-ID="com\.apple\.hls\.chapters",URI="(/objects/hls/\d+/chapters\.json\?[^"]+)"$`).FindStringSubmatch(master)
+	entry := regexp.MustCompile(`(?m)^#EXT-X-SESSION-DATA:DATA-ID="com\.apple\.hls\.chapters",URI="(/objects/hls/\d+/chapters\.json\?[^"]+)"$`)
+	m := entry.FindStringSubmatch(master)
 	if m == nil || strings.Count(master, "#EXT-X-SESSION-DATA:") != 1 {
 		t.Fatalf("the master has no chapters entry:\n%s", master)
 	}
@@ -164,6 +167,25 @@ func TestMarkersChapters_ThroughTheBinary(t *testing.T) {
 	if status, _, _ := s.Do(http.MethodGet, s.URL("%s", strings.SplitN(m[1], "?", 2)[0]), "", nil); status == http.StatusOK {
 		t.Errorf("the chapters JSON is served without a signature")
 	}
+	// A link is checked for its member at each request, the chapters' like the playlists': the
+	// stranger's, issued while the media is public, is refused once the owner makes it private.
+	sm := entry.FindStringSubmatch(string(s.MustDo(t, http.StatusOK, http.MethodGet, s.URL("%s", mediaOf(t, s, stranger, id).HLSURL), "", nil)))
+	if sm == nil {
+		t.Fatal("the stranger's master has no chapters entry")
+	}
+	s.MustDo(t, http.StatusOK, http.MethodGet, s.URL("%s", sm[1]), "", nil)
+	s.MustDo(t, http.StatusOK, http.MethodPatch, s.URL("/v1/media/%d", id), owner, map[string]any{"visibility": "PRIVATE"})
+	// Every node's media cache drops the media on the change's notification: wait for it.
+	for deadline := time.Now().Add(encodeTimeout); ; time.Sleep(pollEvery) {
+		status, _, err := s.Do(http.MethodGet, s.URL("%s", sm[1]), "", nil)
+		if err == nil && status == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stranger's chapters link on a private media: %d %v, want 404", status, err)
+		}
+	}
+	s.MustDo(t, http.StatusOK, http.MethodPatch, s.URL("/v1/media/%d", id), owner, map[string]any{"visibility": "PUBLIC"})
 
 	// The duration cannot go below the credits' end (422, nothing changed), and a media whose
 	// duration is unknown gets no markers (409): its probe could find a shorter one.
