@@ -92,6 +92,36 @@ func TestFlush_RecordsEachFinishOnce(t *testing.T) {
 		}
 	})
 
+	// A member finishes on one device (node A) and starts over on another (node B) before A
+	// flushes: the finish is stored after the newer rewatch, as a late report that brings the
+	// first watched mark. It is still the row's one finish, in either order; a retry or a
+	// replay of the late report, or a late finish on a row already finished once, adds none.
+	t.Run("FinishFlushedAfterANewerRewatch", func(t *testing.T) {
+		for i, finishFirst := range []bool{true, false} {
+			key := playback.Key{Member: int64(35 + i), Media: b.createMedia(t, map[string]any{"title": "r", "duration_ms": 600_000})}
+			b.flushOne(t, key, at(base, 60*time.Second))
+			finish := playback.Position{PositionMS: 590_000, EventTime: base.Add(2 * time.Minute)}
+			rewatch := playback.Position{PositionMS: 5_000, EventTime: base.Add(2*time.Minute + 5*time.Second)}
+			b.flushFromTwoNodes(t, key, finish, rewatch, finishFirst)
+			b.flushOne(t, key, finish) // a retry, or a spill file replayed
+			if got, want := b.finishes(t, key), []string{finishAt("position", finish.EventTime)}; !slices.Equal(got, want) {
+				t.Errorf("finish flushed first = %v: finishes %v, want %v", finishFirst, got, want)
+			}
+		}
+		// A finish recorded (at 3:00), a rewatch, then a finished report from before it (2:00)
+		// arrives late and brings an earlier watched mark: flushed in order, 2:00 would have
+		// been the finish and 3:00 the same one, so it is not a second finish.
+		key := playback.Key{Member: 37, Media: b.createMedia(t, map[string]any{"title": "s", "duration_ms": 600_000})}
+		b.flushOne(t, key, at(base, 60*time.Second))
+		recorded := playback.Position{PositionMS: 580_000, EventTime: base.Add(3 * time.Minute)}
+		b.flushOne(t, key, recorded)
+		b.flushOne(t, key, playback.Position{PositionMS: 5_000, EventTime: base.Add(4 * time.Minute)})
+		b.flushOne(t, key, playback.Position{PositionMS: 590_000, EventTime: base.Add(2 * time.Minute)})
+		if got, want := b.finishes(t, key), []string{finishAt("position", recorded.EventTime)}; !slices.Equal(got, want) {
+			t.Errorf("a late finished report on a row finished since: finishes %v, want %v", got, want)
+		}
+	})
+
 	t.Run("Credits", func(t *testing.T) {
 		key := playback.Key{Member: 40, Media: b.createMedia(t, map[string]any{"title": "c", "duration_ms": 1_200_000})}
 		if _, err := b.pool.Exec(ctx, `UPDATE media SET credits_start_ms = 1000000, credits_end_ms = 1200000 WHERE id = $1`, key.Media); err != nil {

@@ -171,7 +171,7 @@ SET position_ms = CASE WHEN p.event_time < excluded.event_time THEN excluded.pos
     watched_bucket = CASE WHEN p.event_time < excluded.event_time THEN excluded.watched_bucket ELSE p.watched_bucket END
 WHERE p.event_time < excluded.event_time
    OR excluded.watched_at < coalesce(p.watched_at, 'infinity') AND excluded.event_time > coalesce(p.marked_at, '-infinity')
-RETURNING p.member_id, p.media_id, p.finished_at`
+RETURNING p.member_id, p.media_id, p.finished_at, p.finished, p.watched_at`
 
 // completedSQL is the CTE of both upserts that records the finishes they made in
 // playback_completions: a row they wrote whose finished_at is its report's own event time
@@ -179,17 +179,30 @@ RETURNING p.member_id, p.media_id, p.finished_at`
 // while a row stays finished and clears it when it is not; a report that is not newer
 // changes it not at all). So a flush retried after a commit whose answer was lost, a spill
 // file replayed, or another node's flush of an older or newer report of a row already
-// finished records nothing: only a finish writes here, once. How says whether the position
-// passed the completion point or only reached the credits. The first two conditions leave
-// the rows in progress, most of a batch, out of the join.
+// finished records nothing: only a finish writes here, once.
+//
+// One finish arrives as a report that is not newer: a member who finishes on one node and
+// starts over on another, whose rewatch is flushed first. The late finished report then
+// brings the row's first watched mark (watched_at becomes its event time, the row stays not
+// finished), and it is a finish no statement recorded when the row had no watched mark before
+// it, as the statement's snapshot shows (a finish always sets one; only a mark unwatched,
+// which a later report must follow, clears it). A row that had one may have been finished
+// since that report: that finish was recorded. Its retry finds the mark in place and writes
+// nothing. How says whether the position passed the completion point or only reached the
+// credits. The conditions on w alone leave the rows in progress, most of a batch, out of the
+// join; the snapshot's row is read only for a late finish.
 const completedSQL = `
 completed AS (
 INSERT INTO playback_completions (member_id, media_id, finished_at, position_ms, duration_ms, how)
-SELECT w.member_id, w.media_id, w.finished_at, t.position_ms, t.duration_ms,
+SELECT w.member_id, w.media_id, t.event_time, t.position_ms, t.duration_ms,
        CASE WHEN t.position_ms >= playhead_completion_point(t.duration_ms, $6, $7) THEN 'position' ELSE 'credits' END
 FROM written w
 JOIN reported t ON t.member_id = w.member_id AND t.media_id = w.media_id
-WHERE w.finished_at IS NOT NULL AND t.finished AND w.finished_at = t.event_time
+WHERE (w.finished_at IS NOT NULL OR (w.watched_at IS NOT NULL AND NOT w.finished)) AND t.finished
+  AND (w.finished_at = t.event_time
+       OR w.watched_at = t.event_time AND NOT w.finished
+          AND NOT EXISTS (SELECT 1 FROM playback b WHERE b.member_id = w.member_id AND b.media_id = w.media_id
+                          AND b.watched_at IS NOT NULL))
 ORDER BY w.member_id, w.media_id
 ON CONFLICT (member_id, media_id, finished_at) DO NOTHING
 )`
