@@ -2,6 +2,7 @@ package playback_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 
 // TestMark_StoresNothingItMustNot marks below the handler's checks, as a node that has not
 // heard of an erasure or a deletion yet would: an erased member's marks answer 401 and store
-// no row, a DELETED media gets no row, and a report made before a mark and flushed after the
-// member's erasure brings nothing back.
+// no row, a DELETED media gets no row, a course's mark leaves out another member's private item
+// placed in it, and a report made before a mark and flushed after the member's erasure brings
+// nothing back.
 func TestMark_StoresNothingItMustNot(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
@@ -49,6 +51,27 @@ func TestMark_StoresNothingItMustNot(t *testing.T) {
 		}
 		if n := b.rows(t, playback.Key{Member: 61, Media: gone}); n != 0 {
 			t.Errorf("a mark of a DELETED media stored %d rows", n)
+		}
+	})
+
+	t.Run("CourseWithAnotherMembersPrivateItem", func(t *testing.T) {
+		private := b.createMedia(t, map[string]any{"title": "theirs", "duration_ms": 600_000, "status": "READY", "visibility": "PRIVATE", "owner_id": 63})
+		public := b.createMedia(t, map[string]any{"title": "ours", "duration_ms": 600_000, "status": "READY", "visibility": "PUBLIC"})
+		if _, err := b.pool.Exec(ctx, `
+			WITH imp AS (INSERT INTO imports (created_by, filename, total_rows, accepted, rejected) VALUES (1, 'c.csv', 2, 2, 0) RETURNING id)
+			INSERT INTO import_rows (import_id, row_number, collection, chapter, position, video_url, media_id)
+			SELECT imp.id, n, 'mixed', 1, n, 'https://example.com/l.mp4', m FROM imp, unnest($1::bigint[]) WITH ORDINALITY AS l(m, n)`,
+			[]int64{private, public}); err != nil {
+			t.Fatal(err)
+		}
+		if status, body := b.do(t, http.MethodPut, "/v1/collections/mixed/watched", token(t, 62, false), nil); status != http.StatusNoContent {
+			t.Fatalf("PUT the course watched: %d %s", status, body)
+		}
+		if n := b.rows(t, playback.Key{Member: 62, Media: private}); n != 0 {
+			t.Errorf("the course's mark stored a row for another member's private item")
+		}
+		if n := b.rows(t, playback.Key{Member: 62, Media: public}); n != 1 {
+			t.Errorf("the course's public item: %d rows, want 1", n)
 		}
 	})
 
