@@ -177,6 +177,59 @@ SET views = excluded.views, viewers = excluded.viewers, released_viewers = exclu
     finished = excluded.finished, watched_buckets = excluded.watched_buckets, retention = excluded.retention,
     computed_at = excluded.computed_at`
 
+// qualitySQL writes the playback-quality figures of the media $1 into their media_audience rows
+// (rollupSQL has just written them) from their media_quality counters (package quality):
+// sessions, startup time p50 and p95 (the smallest startup bucket at or past that share of the
+// sessions that started; a bucket is rounded up to two significant digits), the rebuffering
+// ratio (time rebuffering / time played), the rebuffering events, the error rate (sessions
+// with a fatal error / sessions) and each rendition's share of the time played. A media whose
+// reports never carried quality keeps nulls. computed_at moves when one of them changes.
+const qualitySQL = `
+WITH q AS (
+    SELECT media_id, metric, bucket, value FROM media_quality WHERE media_id = ANY($1::bigint[])
+),
+sums AS (
+    SELECT media_id,
+           coalesce(sum(value) FILTER (WHERE metric = 'sessions'), 0) AS sessions,
+           coalesce(sum(value) FILTER (WHERE metric = 'errors'), 0) AS errors,
+           coalesce(sum(value) FILTER (WHERE metric = 'rebuffers'), 0) AS rebuffers,
+           coalesce(sum(value) FILTER (WHERE metric = 'rebuffer_ms'), 0) AS rebuffer_ms,
+           coalesce(sum(value) FILTER (WHERE metric = 'played_ms'), 0) AS played_ms
+    FROM q GROUP BY media_id
+),
+startup AS (
+    SELECT media_id, bucket,
+           sum(value) OVER (PARTITION BY media_id ORDER BY bucket) AS upto,
+           sum(value) OVER (PARTITION BY media_id) AS total
+    FROM q WHERE metric = 'startup'
+),
+pct AS (
+    SELECT media_id, min(bucket) FILTER (WHERE upto >= 0.5 * total) AS p50,
+           min(bucket) FILTER (WHERE upto >= 0.95 * total) AS p95
+    FROM startup GROUP BY media_id
+),
+shares AS (
+    SELECT r.media_id, jsonb_object_agg(r.bucket::text, round(r.value::numeric / r.total, 4) ORDER BY r.bucket) AS renditions
+    FROM (SELECT media_id, bucket, value, sum(value) OVER (PARTITION BY media_id) AS total
+          FROM q WHERE metric = 'played_ms') r
+    WHERE r.total > 0
+    GROUP BY r.media_id
+),
+figures AS (
+    SELECT s.media_id, s.sessions, p.p50, p.p95,
+           s.rebuffer_ms::float8 / nullif(s.played_ms, 0) AS rebuffer_ratio, s.rebuffers,
+           s.errors::float8 / nullif(s.sessions, 0) AS error_rate, sh.renditions
+    FROM sums s LEFT JOIN pct p ON p.media_id = s.media_id LEFT JOIN shares sh ON sh.media_id = s.media_id
+)
+UPDATE media_audience a
+SET quality_sessions = f.sessions, startup_p50_ms = f.p50, startup_p95_ms = f.p95, rebuffer_ratio = f.rebuffer_ratio,
+    rebuffers = f.rebuffers, error_rate = f.error_rate, renditions = f.renditions,
+    computed_at = CASE WHEN (a.quality_sessions, a.startup_p50_ms, a.startup_p95_ms, a.rebuffer_ratio, a.rebuffers, a.error_rate, a.renditions)
+                            IS DISTINCT FROM (f.sessions, f.p50, f.p95, f.rebuffer_ratio, f.rebuffers, f.error_rate, f.renditions)
+                       THEN statement_timestamp() ELSE a.computed_at END
+FROM figures f
+WHERE a.media_id = f.media_id`
+
 // maxRollupBatches bounds one run: 40 000 media. The next period goes on with the rest.
 const maxRollupBatches = 2000
 
@@ -229,6 +282,10 @@ func rollup(ctx context.Context, pool *pgxpool.Pool, fill func([]float64)) (int6
 			}
 			tag, err := tx.Exec(ctx, rollupSQL, ids, noise, MinViewers, releaseGrowth)
 			total += tag.RowsAffected()
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, qualitySQL, ids)
 			return err
 		})
 		if err != nil {

@@ -1,9 +1,12 @@
 package audience
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,8 +55,38 @@ type Media struct {
 	// Retention is, for each 1 % of the video, the share of viewers who watched it, with noise
 	// (σ 10 viewers over FiguresViewers); null also when FiguresViewers < MinCurveViewers.
 	Retention []float64 `json:"retention"`
+	// Quality is the playback quality the players reported; null before their reports carried
+	// any, and while fewer than MinViewers sessions did.
+	Quality *Quality `json:"quality"`
 	// ComputedAt is when a figure here last changed; nil before the first rollup.
 	ComputedAt *time.Time `json:"computed_at"`
+}
+
+// Quality is a media's playback quality as the players measured it (package quality), exact:
+// it tells how the media was delivered (the network, the device), not what anyone watched,
+// which the figures above protect; it is withheld below MinViewers sessions all the same.
+type Quality struct {
+	// Sessions are the sessions that started, or failed before their first frame.
+	Sessions int64 `json:"sessions"`
+	// StartupP50MS and StartupP95MS are the median and 95th percentile of the time to first
+	// frame, within 10 % (rounded up to two significant digits); null when no session started.
+	StartupP50MS *int32 `json:"startup_p50_ms"`
+	StartupP95MS *int32 `json:"startup_p95_ms"`
+	// RebufferRatio is the time spent rebuffering over the time played; null before any time
+	// played was reported. Rebuffers counts the stalls.
+	RebufferRatio *float64 `json:"rebuffer_ratio"`
+	Rebuffers     int64    `json:"rebuffers"`
+	// ErrorRate is the share of sessions that ended on a fatal error.
+	ErrorRate float64 `json:"error_rate"`
+	// Renditions are the renditions played (by height, 0 when the player did not say) with
+	// their share of the time played, from the lowest.
+	Renditions []Rendition `json:"renditions"`
+}
+
+// Rendition is one rendition's share of the time played.
+type Rendition struct {
+	Height int     `json:"height"`
+	Share  float64 `json:"share"`
 }
 
 // Lesson is one place of a collection with its audience.
@@ -99,10 +132,16 @@ func (s *Store) Media(ctx context.Context, id int64, who auth.Identity) (Media, 
 	var owner int64
 	var views, viewers, released, finished, buckets *int64
 	var retention []int64
+	var q Quality
+	var sessions, rebuffers *int64
+	var errorRate *float64
+	var renditions map[string]float64
 	err := s.pool.QueryRow(ctx, `
-		SELECT m.owner_id, m.duration_ms, a.views, a.viewers, a.released_viewers, a.finished, a.watched_buckets, a.retention, a.computed_at
+		SELECT m.owner_id, m.duration_ms, a.views, a.viewers, a.released_viewers, a.finished, a.watched_buckets, a.retention, a.computed_at,
+		       a.quality_sessions, a.startup_p50_ms, a.startup_p95_ms, a.rebuffer_ratio, a.rebuffers, a.error_rate, a.renditions
 		FROM media m LEFT JOIN media_audience a ON a.media_id = m.id WHERE m.id = $1 AND m.status <> 'DELETED'`, id).
-		Scan(&owner, &a.DurationMS, &views, &viewers, &released, &finished, &buckets, &retention, &a.ComputedAt)
+		Scan(&owner, &a.DurationMS, &views, &viewers, &released, &finished, &buckets, &retention, &a.ComputedAt,
+			&sessions, &q.StartupP50MS, &q.StartupP95MS, &q.RebufferRatio, &rebuffers, &errorRate, &renditions)
 	if errors.Is(err, pgx.ErrNoRows) || err == nil && owner != who.MemberID && !who.Admin {
 		return Media{}, notFound("media")
 	}
@@ -114,6 +153,10 @@ func (s *Store) Media(ctx context.Context, id int64, who auth.Identity) (Media, 
 		return a, nil
 	}
 	a.Views, a.Viewers = *views, *viewers
+	if sessions != nil && *sessions >= MinViewers {
+		q.Sessions, q.Rebuffers, q.ErrorRate, q.Renditions = *sessions, *rebuffers, *errorRate, renditionShares(renditions)
+		a.Quality = &q
+	}
 	// Figures never released are not shown, whatever the viewers: rollupSQL releases them as
 	// the viewers reach MinViewers, so this is a second fence.
 	if a.Viewers < MinViewers || *released < MinViewers {
@@ -188,4 +231,18 @@ func (s *Store) Collection(ctx context.Context, name string, who auth.Identity) 
 		}
 	}
 	return c, nil
+}
+
+// renditionShares lists the rollup's map of height → share from the lowest height.
+func renditionShares(m map[string]float64) []Rendition {
+	list := make([]Rendition, 0, len(m))
+	for h, share := range m {
+		height, err := strconv.Atoi(h)
+		if err != nil {
+			continue // the rollup writes only integers
+		}
+		list = append(list, Rendition{Height: height, Share: share})
+	}
+	slices.SortFunc(list, func(a, b Rendition) int { return cmp.Compare(a.Height, b.Height) })
+	return list
 }

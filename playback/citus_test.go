@@ -81,8 +81,11 @@ var citusPlan = map[string]placement{
 	"media_renditions": {kind: reference},
 	// The audience: media marked by every flush (a statement of its own, reading
 	// only its parameters) and their rollups, one row per media, like media.
-	"audience_dirty":   {kind: coordinator},
-	"media_audience":   {kind: reference},
+	"audience_dirty": {kind: coordinator},
+	"media_audience": {kind: reference},
+	// Playback-quality counters: a few rows per media, added to by each API node once a
+	// period (one statement, not per report) and read by the rollup, like media_audience.
+	"media_quality":    {kind: reference},
 	"goose_db_version": {kind: coordinator},
 	// Resumable uploads: a row per upload in flight, written a few times a second
 	// per upload and committed with its media and encode job; locked by advisory locks.

@@ -2,9 +2,9 @@ package playback
 
 import "time"
 
-// ParsePositionJSON exposes the encoding/json reader, the reference the plain reader must agree
+// ParseReportJSON exposes the encoding/json reader, the reference the plain reader must agree
 // with.
-var ParsePositionJSON = parsePositionJSON
+var ParseReportJSON = parseReportJSON
 
 // ListSQL lets the plan test explain the list statement the store runs.
 const ListSQL = listSQL

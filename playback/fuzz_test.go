@@ -6,16 +6,19 @@ import (
 
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/playback"
+	"github.com/playhead/playhead/quality"
 )
 
 // FuzzParsePosition: any body gets a position ≥ 0 or a client error, never a panic or a 500.
 func FuzzParsePosition(f *testing.F) {
+	f.Add([]byte(`{"position_ms": 1, "quality": {"startup_ms": 900, "played_ms": 5000, "rendition_height": 720, "error": "decode"}}`))
+	f.Add([]byte(`{"position_ms": 1, "quality": {"rebuffer_ms": -1}}`))
 	for _, seed := range []string{`{"position_ms": 61000}`, `{"position_ms": -1}`, `{"position_ms": 1.5}`, `{}`, `null`, ``,
 		`{"position_ms": 1}}`, `{"position_ms": "7"}`, `{"position_ms": 1e400}`, `[{"position_ms": 1}]`, "{\"position_ms\":\x00}"} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		pos, err := playback.ParsePosition(body)
+		pos, _, err := playback.ParseReport(body)
 		if err == nil {
 			if pos < 0 {
 				t.Fatalf("accepted a negative position %d from %q", pos, body)
@@ -30,7 +33,7 @@ func FuzzParsePosition(f *testing.F) {
 	})
 }
 
-// FuzzParsePositionPlainAgrees checks that ParsePosition, which reads the common body without
+// FuzzParsePositionPlainAgrees checks that ParseReport, which reads the common body without
 // encoding/json, answers every body exactly as encoding/json alone does: the same position, or
 // the same error.
 func FuzzParsePositionPlainAgrees(f *testing.F) {
@@ -53,26 +56,26 @@ func FuzzParsePositionPlainAgrees(f *testing.F) {
 		if len(body) > playback.MaxBodyBytes {
 			return
 		}
-		got, gotErr := playback.ParsePosition(body)
-		want, wantErr := playback.ParsePositionJSON(body)
-		if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || apperr.CodeOf(gotErr) != apperr.CodeOf(wantErr) {
+		got, gotQ, gotErr := playback.ParseReport(body)
+		want, wantQ, wantErr := playback.ParseReportJSON(body)
+		if got != want || gotQ != wantQ || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || apperr.CodeOf(gotErr) != apperr.CodeOf(wantErr) {
 			t.Fatalf("%q: ParsePosition gave %d, %v; encoding/json gives %d, %v", body, got, gotErr, want, wantErr)
 		}
 	})
 }
 
-// BenchmarkParsePosition reads a player's body with ParsePosition (the plain reader) and with
+// BenchmarkParsePosition reads a player's body with ParseReport (the plain reader) and with
 // encoding/json alone (the reader before it, still the fallback), in the same run.
 func BenchmarkParsePosition(b *testing.B) {
 	body := []byte(`{"position_ms": 1834000}`)
 	for _, bc := range []struct {
 		name  string
-		parse func([]byte) (int64, error)
-	}{{"plain", playback.ParsePosition}, {"encoding-json", playback.ParsePositionJSON}} {
+		parse func([]byte) (int64, quality.Report, error)
+	}{{"plain", playback.ParseReport}, {"encoding-json", playback.ParseReportJSON}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if pos, err := bc.parse(body); pos != 1834000 || err != nil {
+				if pos, _, err := bc.parse(body); pos != 1834000 || err != nil {
 					b.Fatalf("%d, %v", pos, err)
 				}
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/playhead/playhead/collection"
 	"github.com/playhead/playhead/httpserver"
 	"github.com/playhead/playhead/media"
+	"github.com/playhead/playhead/quality"
 	"github.com/playhead/playhead/ratelimit"
 )
 
@@ -54,6 +55,9 @@ type Handler struct {
 	ForgetsUnsettled prometheus.Counter
 	// Links signs the list items' thumbnail URLs for the member asking.
 	Links *media.Links
+	// Quality adds up the playback quality reports carry. Optional: without it, their quality
+	// is validated and not kept.
+	Quality *quality.Aggregator
 }
 
 // Register adds the playback routes (/playback…, and the marks of a whole collection) to
@@ -119,7 +123,7 @@ func (h *Handler) put(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	raw, err := ParsePosition(c.Body())
+	raw, q, err := ParseReport(c.Body())
 	if err != nil {
 		return err
 	}
@@ -132,6 +136,11 @@ func (h *Handler) put(c *fiber.Ctx) error {
 		return err
 	}
 	key, value := Key{Member: member, Media: mediaID}, Position{PositionMS: pos, EventTime: now()}
+	// The quality is counted once the whole report passed its checks: a refused report leaves
+	// nothing behind. It is per media, not per member, so it has no row of its own to guard.
+	if h.Quality != nil {
+		h.Quality.Add(mediaID, q)
+	}
 	if h.Mode == ModeSync {
 		if err := h.Store.UpsertOne(c.UserContext(), key, value); err != nil {
 			return err

@@ -20,6 +20,7 @@ import (
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/media"
 	"github.com/playhead/playhead/playback"
+	"github.com/playhead/playhead/quality"
 	"github.com/playhead/playhead/ratelimit"
 )
 
@@ -40,6 +41,8 @@ type bundle struct {
 	baseURL string
 	admin   string // an admin token (member 1)
 	links   *media.Links
+	// quality adds up the reports' quality; the tests write it (Write) when they need to.
+	quality *quality.Aggregator
 }
 
 type options struct {
@@ -96,8 +99,11 @@ func setup(t *testing.T, opts options) *bundle {
 	b.links = &media.Links{Signer: signer, TTL: time.Hour}
 	forgetsUnsettled := prometheus.NewCounter(prometheus.CounterOpts{Name: "forgets_unsettled_total"})
 	b.reg.MustRegister(forgetsUnsettled)
+	if b.quality, err = quality.New(quality.Config{Pool: pool}); err != nil {
+		t.Fatal(err)
+	}
 	(&playback.Handler{Store: b.store, Access: b.cache, Buffer: b.buf, Mode: playback.ModeWriteBehind, Limit: opts.limit, Links: b.links,
-		ForgetsUnsettled: forgetsUnsettled}).Register(api)
+		ForgetsUnsettled: forgetsUnsettled, Quality: b.quality}).Register(api)
 	(&media.AdminHandler{Store: b.media}).Register(api.Group("/admin", auth.RequireAdmin))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

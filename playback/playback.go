@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/playhead/playhead/apperr"
+	"github.com/playhead/playhead/quality"
 )
 
 // Key identifies one playback row.
@@ -41,48 +42,55 @@ const MaxPositionMS = 24 * 60 * 60 * 1000
 // MaxBodyBytes bounds a position report's body. A real one is about 25 bytes.
 const MaxBodyBytes = 1024
 
-// ParsePosition reads a PUT body {"position_ms": <int>}. Malformed JSON is apperr.Invalid; a
-// missing, non-integer or negative position is apperr.Unprocessable. The upper bound depends
-// on the media and is checked by CheckRange.
-func ParsePosition(body []byte) (int64, error) {
+// ParseReport reads a PUT body {"position_ms": <int>, "quality": {…}}, the quality optional
+// (quality.Parse). Malformed JSON is apperr.Invalid; a missing, non-integer or negative
+// position, or a quality field of the wrong type or out of bounds, is apperr.Unprocessable,
+// and nothing of the report is kept. The position's upper bound depends on the media and is
+// checked by CheckRange.
+func ParseReport(body []byte) (int64, quality.Report, error) {
 	if len(body) > MaxBodyBytes {
-		return 0, apperr.Errorf(apperr.TooLarge, "body over %d bytes", MaxBodyBytes)
+		return 0, quality.Report{}, apperr.Errorf(apperr.TooLarge, "body over %d bytes", MaxBodyBytes)
 	}
 	if pos, ok := parsePlainPosition(body); ok {
-		return pos, nil
+		return pos, quality.Report{}, nil
 	}
-	return parsePositionJSON(body)
+	return parseReportJSON(body)
 }
 
-// parsePositionJSON is ParsePosition through encoding/json: every body the plain reader does
-// not take, so every error, goes through it.
-func parsePositionJSON(body []byte) (int64, error) {
+// parseReportJSON is ParseReport through encoding/json: every body the plain reader does not
+// take (a report with quality, and every error) goes through it.
+func parseReportJSON(body []byte) (int64, quality.Report, error) {
 	var req struct {
 		PositionMS json.RawMessage `json:"position_ms"`
+		Quality    json.RawMessage `json:"quality"`
 	}
 	// Unmarshal, not a Decoder: it also refuses trailing data, and allocates less on the
 	// hottest path of the service.
 	if err := json.Unmarshal(body, &req); err != nil {
-		return 0, apperr.Errorf(apperr.Invalid, "malformed JSON body: %v", err)
+		return 0, quality.Report{}, apperr.Errorf(apperr.Invalid, "malformed JSON body: %v", err)
 	}
 	raw := req.PositionMS
 	if len(raw) == 0 || string(raw) == "null" {
-		return 0, apperr.Errorf(apperr.Unprocessable, "position_ms is required")
+		return 0, quality.Report{}, apperr.Errorf(apperr.Unprocessable, "position_ms is required")
 	}
 	pos, err := strconv.ParseInt(string(raw), 10, 64)
 	if err != nil {
-		return 0, apperr.Errorf(apperr.Unprocessable, "position_ms must be an integer number of milliseconds")
+		return 0, quality.Report{}, apperr.Errorf(apperr.Unprocessable, "position_ms must be an integer number of milliseconds")
 	}
 	if pos < 0 {
-		return 0, apperr.Errorf(apperr.Unprocessable, "position_ms must not be negative")
+		return 0, quality.Report{}, apperr.Errorf(apperr.Unprocessable, "position_ms must not be negative")
 	}
-	return pos, nil
+	q, err := quality.Parse(req.Quality)
+	if err != nil {
+		return 0, quality.Report{}, err
+	}
+	return pos, q, nil
 }
 
 // parsePlainPosition reads the body every player sends, {"position_ms": N} with N a JSON
 // integer of up to 18 digits (no sign, no leading zero) and JSON whitespace anywhere between
 // the tokens, without encoding/json's reflection (a sixth of the PUT handler's CPU). Any other
-// body, valid or not, is left to parsePositionJSON (ok false), so both give the same answer
+// body, valid or not, is left to parseReportJSON (ok false), so both give the same answer
 // for every body (FuzzParsePositionPlainAgrees).
 func parsePlainPosition(body []byte) (pos int64, ok bool) {
 	rest, ok := bytes.CutPrefix(trimJSONSpace(body), []byte("{"))

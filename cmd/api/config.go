@@ -123,6 +123,10 @@ type Config struct {
 	WatchedRanges bool // PLAYHEAD_WATCHED_RANGES
 	// AudienceSchedule is every PLAYHEAD_AUDIENCE_INTERVAL.
 	AudienceSchedule jobqueue.Schedule
+	// QualityInterval is how often playback-quality sums are written (PLAYHEAD_QUALITY_INTERVAL).
+	QualityInterval time.Duration
+	// QualityMaxMedia bounds the media a node holds quality sums for (PLAYHEAD_QUALITY_MAX_MEDIA).
+	QualityMaxMedia int
 
 	WebhookAllowPrivate bool          // PLAYHEAD_WEBHOOK_ALLOW_PRIVATE
 	WebhookConcurrency  int           // PLAYHEAD_WEBHOOK_CONCURRENCY
@@ -355,6 +359,8 @@ func (e *env) config(args []string) (Config, error) {
 		OutboxRetention:     e.duration("PLAYHEAD_OUTBOX_RETENTION"),
 		HistoryRetention:    e.duration("PLAYHEAD_HISTORY_RETENTION"),
 		WatchedRanges:       e.bool("PLAYHEAD_WATCHED_RANGES"),
+		QualityInterval:     e.duration("PLAYHEAD_QUALITY_INTERVAL"),
+		QualityMaxMedia:     e.int("PLAYHEAD_QUALITY_MAX_MEDIA"),
 
 		WebhookAllowPrivate: e.bool("PLAYHEAD_WEBHOOK_ALLOW_PRIVATE"),
 		WebhookConcurrency:  e.int("PLAYHEAD_WEBHOOK_CONCURRENCY"),
@@ -404,6 +410,8 @@ func (c Config) validate(e *env) error {
 	c.validateIdentity(e)
 	c.validateSignIn(e)
 	e.check(c.ErasureFreshToken >= time.Second, "PLAYHEAD_ERASURE_FRESH_TOKEN: must be at least 1s")
+	e.check(c.QualityInterval > 0, "PLAYHEAD_QUALITY_INTERVAL: must be positive")
+	e.check(c.QualityMaxMedia > 0, "PLAYHEAD_QUALITY_MAX_MEDIA: must be positive")
 	e.check(c.BufferCapacity > 0, "PLAYHEAD_BUFFER_CAPACITY: must be positive")
 	e.check(c.BufferMaxKeys >= c.BufferCapacity, "PLAYHEAD_BUFFER_MAX_KEYS: must be at least PLAYHEAD_BUFFER_CAPACITY (%d)", c.BufferCapacity)
 	e.check(c.FlushBatch > 0, "PLAYHEAD_FLUSH_BATCH: must be positive")

@@ -30,6 +30,7 @@ import (
 	memberids "github.com/playhead/playhead/members"
 	"github.com/playhead/playhead/notify"
 	"github.com/playhead/playhead/playback"
+	"github.com/playhead/playhead/quality"
 	"github.com/playhead/playhead/ratelimit"
 	"github.com/playhead/playhead/storage"
 	"github.com/playhead/playhead/tus"
@@ -100,6 +101,16 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 		}
 		playbackHandler.Buffer = n.playbackBuffer
 	}
+	// Quality sums are written on the request pool every PLAYHEAD_QUALITY_INTERVAL: one small
+	// statement per period, never on a request's path. Listed after the buffer, so stopped
+	// before it, after the HTTP server has stopped taking reports.
+	qualitySums, err := quality.New(quality.Config{Pool: n.pool, Interval: cfg.QualityInterval, MaxMedia: cfg.QualityMaxMedia,
+		Logger: n.logger, Registerer: n.reg})
+	if err != nil {
+		return nil, err
+	}
+	n.add("playback quality", qualitySums)
+	playbackHandler.Quality = qualitySums
 	if cfg.PutRate > 0 {
 		playbackHandler.Limit = ratelimit.New(cfg.PutRate, cfg.PutBurst)
 		playbackHandler.RateLimited = prometheus.NewCounter(prometheus.CounterOpts{

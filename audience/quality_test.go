@@ -1,0 +1,67 @@
+package audience_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/playhead/playhead/audience"
+	"github.com/playhead/playhead/auth"
+	"github.com/playhead/playhead/quality"
+)
+
+// Ten sessions' quality reports, through an Aggregator's write, rolled up: startup times of
+// 100, 200, … 900 ms and one session failed before its first frame; 60 s played at 720 lines
+// and 20 s at 360 with 4 s rebuffering in 2 stalls. By hand: p50 the 5th of 9 startups (500),
+// p95 the 9th (900), rebuffering 4/80 = 0.05, error rate 1/10, renditions 360: 0.25, 720: 0.75.
+// With four sessions (fewer than audience.MinViewers) another media shows none.
+func TestRollup_PlaybackQuality(t *testing.T) {
+	t.Parallel()
+	v := setup(t)
+	ctx := context.Background()
+	const owner = 7
+	id, few := v.video(t, owner, "lecture"), v.video(t, owner, "few")
+	agg, err := quality.New(quality.Config{Pool: v.pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ms := int32(100); ms <= 900; ms += 100 {
+		agg.Add(id, quality.Report{StartupMS: ms, Has: quality.HasStartup})
+	}
+	agg.Add(id, quality.Report{StartupMS: 5000, Error: 2, Has: quality.HasStartup | quality.HasError})
+	for range 12 {
+		agg.Add(id, quality.Report{PlayedMS: 5000, Height: 720, Has: quality.HasPlayed | quality.HasHeight})
+	}
+	for range 4 {
+		agg.Add(id, quality.Report{PlayedMS: 5000, Height: 360, Has: quality.HasPlayed | quality.HasHeight})
+	}
+	agg.Add(id, quality.Report{RebufferCount: 2, RebufferMS: 4000, Has: quality.HasRebufferCount | quality.HasRebufferMS})
+	for range 4 {
+		agg.Add(few, quality.Report{StartupMS: 100, Has: quality.HasStartup})
+	}
+	if err := agg.Write(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := audience.RollupWithoutNoise(ctx, v.pool); err != nil {
+		t.Fatal(err)
+	}
+	a, err := audience.NewStore(v.pool).Media(ctx, id, auth.Identity{MemberID: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := a.Quality
+	if q == nil {
+		t.Fatalf("no quality: %+v", a)
+	}
+	if q.Sessions != 10 || q.StartupP50MS == nil || *q.StartupP50MS != 500 || q.StartupP95MS == nil || *q.StartupP95MS != 900 ||
+		q.RebufferRatio == nil || *q.RebufferRatio != 0.05 || q.Rebuffers != 2 || q.ErrorRate != 0.1 {
+		t.Errorf("quality %+v (p50 %v, p95 %v, ratio %v); want 10 sessions, p50 500, p95 900, ratio 0.05, 2 rebuffers, error rate 0.1",
+			q, deref(q.StartupP50MS), deref(q.StartupP95MS), deref(q.RebufferRatio))
+	}
+	want := []audience.Rendition{{Height: 360, Share: 0.25}, {Height: 720, Share: 0.75}}
+	if len(q.Renditions) != 2 || q.Renditions[0] != want[0] || q.Renditions[1] != want[1] {
+		t.Errorf("renditions %+v; want %+v", q.Renditions, want)
+	}
+	if a, err := audience.NewStore(v.pool).Media(ctx, few, auth.Identity{MemberID: owner}); err != nil || a.Quality != nil {
+		t.Errorf("four sessions: quality %+v, %v; want withheld (null)", a.Quality, err)
+	}
+}

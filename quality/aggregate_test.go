@@ -1,0 +1,154 @@
+package quality_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/quality"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// setup returns a database with two READY media of member 1, an Aggregator on it that writes
+// only when told (an hour's interval), and the media ids.
+func setup(t *testing.T) (*pgxpool.Pool, *quality.Aggregator, [2]int64) {
+	t.Helper()
+	pool, _ := pgtest.Pool(t)
+	var ids [2]int64
+	for i := range ids {
+		if err := pool.QueryRow(context.Background(), `
+			WITH m AS (INSERT INTO members (id) VALUES (1) ON CONFLICT DO NOTHING)
+			INSERT INTO media (owner_id, title, status, visibility, duration_ms) VALUES (1, 'v', 'READY', 'PUBLIC', 600000) RETURNING id`).
+			Scan(&ids[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := quality.New(quality.Config{Pool: pool, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, a, ids
+}
+
+// counters reads media_quality as metric/bucket → value for mediaID.
+func counters(t *testing.T, pool *pgxpool.Pool, mediaID int64) map[string]int64 {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT metric || '/' || bucket, value FROM media_quality WHERE media_id = $1`, mediaID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var v int64
+		if err := rows.Scan(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+		got[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func equal(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// The sums of many reports are written as one row per (media, metric, bucket), added to what is
+// there, the media marked for the rollup; Stop writes what the period had not.
+func TestAggregator_StopWritesTheSums(t *testing.T) {
+	t.Parallel()
+	pool, a, ids := setup(t)
+	ctx := context.Background()
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.Add(ids[0], quality.Report{StartupMS: 1234, Has: quality.HasStartup})
+	a.Add(ids[0], quality.Report{StartupMS: 880, PlayedMS: 5000, Height: 720, Has: quality.HasStartup | quality.HasPlayed | quality.HasHeight})
+	a.Add(ids[0], quality.Report{PlayedMS: 4000, RebufferCount: 1, RebufferMS: 1000, Height: 360,
+		Has: quality.HasPlayed | quality.HasRebufferCount | quality.HasRebufferMS | quality.HasHeight})
+	a.Add(ids[0], quality.Report{PlayedMS: 2000, Has: quality.HasPlayed})
+	// A session that failed before its first frame: a session and an error, no startup time.
+	a.Add(ids[1], quality.Report{StartupMS: 300, Error: 2, Has: quality.HasStartup | quality.HasError})
+	a.Add(ids[1], quality.Report{})
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want0 := map[string]int64{"sessions/0": 2, "startup/1300": 1, "startup/880": 1, "played_ms/720": 5000, "played_ms/360": 4000,
+		"played_ms/0": 2000, "rebuffers/0": 1, "rebuffer_ms/0": 1000}
+	if got := counters(t, pool, ids[0]); !equal(got, want0) {
+		t.Errorf("media 0: %v; want %v", got, want0)
+	}
+	want1 := map[string]int64{"sessions/0": 1, "errors/2": 1}
+	if got := counters(t, pool, ids[1]); !equal(got, want1) {
+		t.Errorf("media 1: %v; want %v", got, want1)
+	}
+	var marked int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM audience_dirty WHERE media_id = ANY($1)`, ids[:]).Scan(&marked); err != nil || marked != 2 {
+		t.Errorf("%d media marked for the rollup, %v; want 2", marked, err)
+	}
+
+	// A second node (or period) adds to the counters.
+	b, err := quality.New(quality.Config{Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Add(ids[1], quality.Report{StartupMS: 300, Has: quality.HasStartup})
+	if err := b.Write(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want1 = map[string]int64{"sessions/0": 2, "errors/2": 1, "startup/300": 1}
+	if got := counters(t, pool, ids[1]); !equal(got, want1) {
+		t.Errorf("media 1 after a second write: %v; want %v", got, want1)
+	}
+}
+
+// A write that fails keeps its sums for the next one, merged with what came meanwhile; a
+// media deleted meanwhile is skipped.
+func TestAggregator_AFailedWriteIsKept(t *testing.T) {
+	t.Parallel()
+	pool, a, ids := setup(t)
+	ctx := context.Background()
+	a.Add(ids[0], quality.Report{RebufferCount: 2, Has: quality.HasRebufferCount})
+	a.Add(ids[1], quality.Report{RebufferCount: 1, Has: quality.HasRebufferCount})
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := a.Write(cancelled); err == nil {
+		t.Fatal("a write with a cancelled context succeeded")
+	}
+	a.Add(ids[0], quality.Report{RebufferCount: 3, Has: quality.HasRebufferCount})
+	if _, err := pool.Exec(ctx, `UPDATE media SET status = 'DELETED' WHERE id = $1`, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Write(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := counters(t, pool, ids[0]), map[string]int64{"rebuffers/0": 5}; !equal(got, want) {
+		t.Errorf("media 0: %v; want %v", got, want)
+	}
+	if got := counters(t, pool, ids[1]); len(got) != 0 {
+		t.Errorf("the deleted media got counters: %v", got)
+	}
+}
+
+func TestStartupBucket(t *testing.T) {
+	for ms, want := range map[int32]int32{0: 0, 7: 7, 99: 99, 100: 100, 101: 110, 1234: 1300, 1300: 1300, 15001: 16000, 600000: 600000} {
+		if got := quality.StartupBucket(ms); got != want {
+			t.Errorf("StartupBucket(%d) = %d, want %d", ms, got, want)
+		}
+	}
+}
