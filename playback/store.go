@@ -153,13 +153,24 @@ func finishedSQL(position, m string) string {
 // report marks what was played since the row's last one in its watched ranges
 // (playhead_watched, migration 00018): the range between them when they are consecutive, else
 // the bucket it landed in.
+//
+// One finish arrives as a report that is not newer: a member who finishes on one node and
+// starts over on another, whose rewatch is flushed first. The late finished report brings the
+// row's first watched mark, and when the row had none (a finish always sets one; only a mark
+// unwatched, which a later report must follow, clears it) no statement recorded that finish:
+// the clause sets finished_at to the report's event time, on a row that stays not finished,
+// so that completedSQL records it. (That finished_at is cleared by the next newer report, and
+// replaced by the next finish.) A row that had a watched mark was finished at that later time,
+// and that finish was recorded. The clause reads the row as it is (the newest version, under
+// its lock), so two nodes' concurrent flushes see each other.
 const upsertConflictSQL = `ON CONFLICT (member_id, media_id) DO UPDATE
 SET position_ms = CASE WHEN p.event_time < excluded.event_time THEN excluded.position_ms ELSE p.position_ms END,
     event_time  = greatest(p.event_time, excluded.event_time),
     updated_at  = excluded.updated_at,
     watched_at  = least(p.watched_at, excluded.watched_at),
     finished    = CASE WHEN p.event_time < excluded.event_time THEN excluded.finished ELSE p.finished END,
-    finished_at = CASE WHEN p.event_time >= excluded.event_time THEN p.finished_at
+    finished_at = CASE WHEN p.event_time >= excluded.event_time
+                       THEN CASE WHEN p.watched_at IS NULL AND NOT p.finished THEN excluded.finished_at ELSE p.finished_at END
                        WHEN NOT excluded.finished THEN NULL
                        WHEN p.finished THEN p.finished_at
                        ELSE excluded.finished_at END,
@@ -171,38 +182,25 @@ SET position_ms = CASE WHEN p.event_time < excluded.event_time THEN excluded.pos
     watched_bucket = CASE WHEN p.event_time < excluded.event_time THEN excluded.watched_bucket ELSE p.watched_bucket END
 WHERE p.event_time < excluded.event_time
    OR excluded.watched_at < coalesce(p.watched_at, 'infinity') AND excluded.event_time > coalesce(p.marked_at, '-infinity')
-RETURNING p.member_id, p.media_id, p.finished_at, p.finished, p.watched_at`
+RETURNING p.member_id, p.media_id, p.finished_at`
 
 // completedSQL is the CTE of both upserts that records the finishes they made in
 // playback_completions: a row they wrote whose finished_at is its report's own event time
 // went from not finished to finished with that report (the conflict clause keeps finished_at
 // while a row stays finished and clears it when it is not; a report that is not newer
-// changes it not at all). So a flush retried after a commit whose answer was lost, a spill
-// file replayed, or another node's flush of an older or newer report of a row already
-// finished records nothing: only a finish writes here, once.
-//
-// One finish arrives as a report that is not newer: a member who finishes on one node and
-// starts over on another, whose rewatch is flushed first. The late finished report then
-// brings the row's first watched mark (watched_at becomes its event time, the row stays not
-// finished), and it is a finish no statement recorded when the row had no watched mark before
-// it, as the statement's snapshot shows (a finish always sets one; only a mark unwatched,
-// which a later report must follow, clears it). A row that had one may have been finished
-// since that report: that finish was recorded. Its retry finds the mark in place and writes
-// nothing. How says whether the position passed the completion point or only reached the
-// credits. The conditions on w alone leave the rows in progress, most of a batch, out of the
-// join; the snapshot's row is read only for a late finish.
+// changes it only for a late finish, below). So a flush retried after a commit whose answer
+// was lost, a spill file replayed, or another node's flush of an older or newer report of a
+// row already finished records nothing: only a finish writes here, once. How says whether the
+// position passed the completion point or only reached the credits. The first two conditions
+// leave the rows in progress, most of a batch, out of the join.
 const completedSQL = `
 completed AS (
 INSERT INTO playback_completions (member_id, media_id, finished_at, position_ms, duration_ms, how)
-SELECT w.member_id, w.media_id, t.event_time, t.position_ms, t.duration_ms,
+SELECT w.member_id, w.media_id, w.finished_at, t.position_ms, t.duration_ms,
        CASE WHEN t.position_ms >= playhead_completion_point(t.duration_ms, $6, $7) THEN 'position' ELSE 'credits' END
 FROM written w
 JOIN reported t ON t.member_id = w.member_id AND t.media_id = w.media_id
-WHERE (w.finished_at IS NOT NULL OR (w.watched_at IS NOT NULL AND NOT w.finished)) AND t.finished
-  AND (w.finished_at = t.event_time
-       OR w.watched_at = t.event_time AND NOT w.finished
-          AND NOT EXISTS (SELECT 1 FROM playback b WHERE b.member_id = w.member_id AND b.media_id = w.media_id
-                          AND b.watched_at IS NOT NULL))
+WHERE w.finished_at IS NOT NULL AND t.finished AND w.finished_at = t.event_time
 ORDER BY w.member_id, w.media_id
 ON CONFLICT (member_id, media_id, finished_at) DO NOTHING
 )`
