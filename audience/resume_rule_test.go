@@ -20,6 +20,8 @@ type step struct {
 	// it (or the whole course, course set) watched or unwatched.
 	open, report, mark, course, watched bool
 	pos                                 int32
+	// credits marks the lesson's credits from this ms to its end (the owner's PUT markers).
+	credits int64
 }
 
 // TestResumeRule_ListUpNextCourseAndAudienceAgree runs the scripted cases of the resume rule
@@ -78,6 +80,12 @@ func TestResumeRule_ListUpNextCourseAndAudienceAgree(t *testing.T) {
 		{name: "finished, unmarked, then a late finished report from another device", duration: lesson,
 			steps: []step{{at: 0, report: true, pos: 1_190_000}, {at: 20, mark: true}, {at: 10, report: true, pos: 1_195_000}},
 			state: collection.NotStarted},
+		{name: "credits marked after the report, which is in them: in progress until the next report", duration: lesson,
+			steps:  []step{{at: 0, report: true, pos: 1_100_000}, {at: 5, credits: 1_000_000}},
+			listed: true, state: collection.InProgress, position: 1_100_000},
+		{name: "credits marked after the report, then the next report", duration: lesson,
+			steps:  []step{{at: 0, report: true, pos: 1_100_000}, {at: 5, credits: 1_000_000}, {at: 10, report: true, pos: 1_105_000}},
+			upNext: true, state: collection.Watched, position: 1_105_000, finished: 1},
 		{name: "course marked watched", duration: lesson, steps: []step{{at: 0, report: true, pos: 600_000}, {at: 10, mark: true, course: true, watched: true}},
 			state: collection.Watched, position: int32(lesson), finished: 1},
 	}
@@ -101,6 +109,8 @@ func TestResumeRule_ListUpNextCourseAndAudienceAgree(t *testing.T) {
 			at := start.Add(time.Duration(s.at) * time.Second)
 			var err error
 			switch {
+			case s.credits > 0:
+				_, err = v.pool.Exec(ctx, `UPDATE media SET credits_start_ms = $2, credits_end_ms = duration_ms WHERE id = $1`, first, s.credits)
 			case s.open:
 				_, err = v.store.Open(ctx, key, at, course)
 			case s.report:

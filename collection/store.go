@@ -31,10 +31,14 @@ func (s *Store) WithCompletion(c media.Completion) *Store {
 	return s
 }
 
-// resumeSQL is the member's resume point in the item: the position when playhead_progress (at
-// the thresholds from $from on, media.Completion.Args) says in progress, else 0.
+// resumeSQL is the member's resume point in an item not stored as finished: the position when
+// playhead_progress (at the thresholds from $from on, media.Completion.Args) says in progress,
+// else 0. It also says finished for a row written before the credits were marked (or the
+// completion point moved) that is past them now: the finish is the flush's to store, at the
+// row's next report, and until then the row stays in progress at its position, as in the
+// continue-watching list, not reset to not started.
 func resumeSQL(from int) string {
-	return fmt.Sprintf(`CASE WHEN playhead_progress(p.position_ms, m.duration_ms, m.credits_start_ms, $%d, $%d, $%d, $%d, $%d) = 1
+	return fmt.Sprintf(`CASE WHEN playhead_progress(p.position_ms, m.duration_ms, m.credits_start_ms, $%d, $%d, $%d, $%d, $%d) >= 1
 	THEN p.position_ms ELSE 0 END`, from, from+1, from+2, from+3, from+4)
 }
 

@@ -50,9 +50,10 @@ type Cursor struct {
 
 // listSQL reads one page of the continue-watching list in one statement. It reads the
 // member's rows in two runs of playback_continue_idx, whose key puts finished after member:
-//   - in progress: rows with a resume point (playhead_progress 1 at the store's thresholds,
-//     $5–$9: past the resume minimum, before the completion point and the credits, of a media
-//     long enough), newest first, at most a page of them;
+//   - in progress: rows not finished with a resume point (playhead_progress not 0 at the
+//     store's thresholds, $5–$9: past the resume minimum of a media long enough; a row written
+//     before the credits were marked or the completion point moved, and past them now, stays
+//     until its next report stores the finish), newest first, at most a page of them;
 //   - up next: the member's rows of playback_last_finished, the newest finished item of each
 //     collection as the flush recorded it (one row per collection, not one per finished
 //     lesson). A row goes on while its playback row is still that finished position (not
@@ -138,7 +139,7 @@ in_progress AS (
 	FROM playback p
 	JOIN media m ON m.id = p.media_id
 	WHERE p.member_id = $1 AND NOT p.finished AND NOT p.hidden
-	  AND playhead_progress(p.position_ms, m.duration_ms, m.credits_start_ms, $5, $6, $7, $8, $9) = 1
+	  AND playhead_progress(p.position_ms, m.duration_ms, m.credits_start_ms, $5, $6, $7, $8, $9) <> 0
 	  AND ($2::timestamptz IS NULL OR (p.listed_at <= playhead_list_bucket($2) AND (p.event_time, p.media_id) < ($2, $3)))
 	  AND m.status = 'READY' AND (m.visibility = 'PUBLIC' OR m.owner_id = $1)
 	ORDER BY p.listed_at DESC, p.event_time DESC, p.media_id DESC
