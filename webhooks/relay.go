@@ -35,10 +35,9 @@ type RelayConfig struct {
 // Relay turns outbox rows into deliveries, one per matching endpoint, and enqueues the head of
 // each (endpoint, media) chain as a job.
 type Relay struct {
-	pool *pgxpool.Pool
-	cfg  RelayConfig
-	wake chan struct{}
-	loop lifecycle.Loop
+	pool    *pgxpool.Pool
+	cfg     RelayConfig
+	batches lifecycle.Batches
 }
 
 // NewRelay returns a Relay on pool. It does nothing until Start.
@@ -49,45 +48,22 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig) *Relay {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Relay{pool: pool, cfg: cfg, wake: make(chan struct{}, 1)}
+	return &Relay{pool: pool, cfg: cfg}
 }
 
 // Wake makes the relay run now. The listener calls it for every outbox notification.
-func (r *Relay) Wake() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
+func (r *Relay) Wake() { r.batches.Wake() }
 
-// Start launches the relay loop.
-func (r *Relay) Start(ctx context.Context) error { return r.loop.Start(ctx, r.run) }
+// Start launches the relay loop: batch after batch while there is a backlog, then at each
+// Wake or Interval.
+func (r *Relay) Start(ctx context.Context) error {
+	return r.batches.Start(ctx, r.cfg.Interval, r.cfg.Batch, r.RelayOnce,
+		func(err error) { r.cfg.Logger.Warn("webhook relay failed", "err", err) }, nil)
+}
 
 // Stop ends the relay loop; a relay transaction in flight rolls back (its rows are relayed by
 // the next run, here or on another node).
-func (r *Relay) Stop(ctx context.Context) error { return r.loop.Stop(ctx) }
-
-func (r *Relay) run(ctx context.Context) {
-	ticker := time.NewTicker(r.cfg.Interval)
-	defer ticker.Stop()
-	for {
-		for range 100 { // a backlog is relayed batch after batch, boundedly per wake-up
-			n, err := r.RelayOnce(ctx)
-			if err != nil && ctx.Err() == nil {
-				r.cfg.Logger.Warn("webhook relay failed", "err", err)
-			}
-			if err != nil || n < r.cfg.Batch {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wake:
-		case <-ticker.C:
-		}
-	}
-}
+func (r *Relay) Stop(ctx context.Context) error { return r.batches.Stop(ctx) }
 
 // chain is the deliveries of one media item to one endpoint.
 type chain struct{ endpoint, media int64 }
