@@ -44,10 +44,9 @@ type RelayConfig struct {
 
 // Relay turns the completions of the outbox into statements, each with its job.
 type Relay struct {
-	pool *pgxpool.Pool
-	cfg  RelayConfig
-	wake chan struct{}
-	loop lifecycle.Loop
+	pool    *pgxpool.Pool
+	cfg     RelayConfig
+	batches lifecycle.Batches
 	// pruned is when the loop last pruned DEAD statements; only the loop's goroutine reads and
 	// writes it.
 	pruned time.Time
@@ -62,53 +61,35 @@ func NewRelay(pool *pgxpool.Pool, cfg RelayConfig) *Relay {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Relay{pool: pool, cfg: cfg, wake: make(chan struct{}, 1)}
+	return &Relay{pool: pool, cfg: cfg}
 }
 
 // Wake makes the relay run now. The listener calls it for every outbox notification.
-func (r *Relay) Wake() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
+func (r *Relay) Wake() { r.batches.Wake() }
 
-// Start launches the relay loop.
-func (r *Relay) Start(ctx context.Context) error { return r.loop.Start(ctx, r.run) }
+// Start launches the relay loop: batch after batch while there is a backlog, then at each
+// Wake or Interval, pruning DEAD statements every pruneEvery.
+func (r *Relay) Start(ctx context.Context) error {
+	return r.batches.Start(ctx, r.cfg.Interval, r.cfg.Batch, r.RelayOnce,
+		func(err error) { r.cfg.Logger.Warn("xAPI relay failed", "err", err) }, r.pruneDue)
+}
 
 // Stop ends the relay loop; a relay transaction in flight rolls back (its rows are relayed by
 // the next run, here or on another node).
-func (r *Relay) Stop(ctx context.Context) error { return r.loop.Stop(ctx) }
+func (r *Relay) Stop(ctx context.Context) error { return r.batches.Stop(ctx) }
 
 // pruneEvery is how often the loop prunes DEAD statements past KeepDead.
 const pruneEvery = 10 * time.Minute
 
-func (r *Relay) run(ctx context.Context) {
-	ticker := time.NewTicker(r.cfg.Interval)
-	defer ticker.Stop()
-	for {
-		for range 100 { // a backlog is relayed batch after batch, boundedly per wake-up
-			n, err := r.RelayOnce(ctx)
-			if err != nil && ctx.Err() == nil {
-				r.cfg.Logger.Warn("xAPI relay failed", "err", err)
-			}
-			if err != nil || n < r.cfg.Batch {
-				break
-			}
-		}
-		if time.Since(r.pruned) >= pruneEvery {
-			if _, err := r.PruneDead(ctx); err != nil && ctx.Err() == nil {
-				r.cfg.Logger.Warn("xAPI statement retention failed", "err", err)
-			}
-			r.pruned = time.Now()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wake:
-		case <-ticker.C:
-		}
+// pruneDue prunes DEAD statements when pruneEvery has passed since the last time.
+func (r *Relay) pruneDue(ctx context.Context) {
+	if time.Since(r.pruned) < pruneEvery {
+		return
 	}
+	if _, err := r.PruneDead(ctx); err != nil && ctx.Err() == nil {
+		r.cfg.Logger.Warn("xAPI statement retention failed", "err", err)
+	}
+	r.pruned = time.Now()
 }
 
 // RelayOnce relays up to Batch completion rows of the outbox in one transaction and returns
