@@ -190,7 +190,8 @@ BENCH_DURATION ?= 10s
 # More flags for bench/putpath, e.g. BENCH_PUT_FLAGS=-cpuprofile=/tmp/playhead.prof, or
 # BENCH_PUT_FLAGS=-compare-watched-ranges (a second Playhead with PLAYHEAD_WATCHED_RANGES=false),
 # or BENCH_PUT_FLAGS=-compare-jwks (Playhead in the JWKS file mode with RS256 tokens, and the same
-# binary beside it with the shared secret's HS256 tokens)
+# binary beside it with the shared secret's HS256 tokens), or BENCH_PUT_FLAGS=-compare-quality
+# (reports with the optional playback-quality fields, and the same binary's reports without them)
 BENCH_PUT_FLAGS ?=
 bench-put: system-deps build ## The PUT path beside a bare Fiber server (about 3 minutes)
 	cd bench && $(GO) build -o ../bin/barefiber ./cmd/barefiber

@@ -42,6 +42,8 @@ var (
 		"run a second Playhead from this binary (an older build: its own database, migrated by it, the same load) in each round (after Playhead in odd rounds, before it in even ones), and print both; a relative path is from bench/putpath, where go test runs")
 	markers = flag.Bool("markers", false,
 		"mark an intro (the first 30 s) and credits (the last 8 minutes) on every media of the Playhead under test, so its flush and list read the credits into the resume rule; the second Playhead's media get none")
+	compareQuality = flag.Bool("compare-quality", false,
+		"make the reports to Playhead carry the optional playback-quality fields (time played and the rendition in each, stalls in one member's in 20), and run a second Playhead, the same binary, whose reports carry none (its own database, the same load) in each round, and print both")
 	compareJWKS = flag.Bool("compare-jwks", false,
 		"run Playhead in the JWKS file mode, every member's token signed by an RS256 key (a provider's usual algorithm and its longest tokens), and a second Playhead, the same binary, with the shared secret's HS256 tokens (its own database, the same load) in each round, and print both")
 )
@@ -74,7 +76,7 @@ func TestPutPathSideBySide(t *testing.T) {
 		tokens = jwks.token
 	}
 	ph := binarytest.Start(t, jwks.env())
-	reports, script := writeLoad(t, ph, tokens, *markers)
+	reports, script := writeLoad(t, ph, tokens, *markers, *compareQuality)
 	// The same load against a second Playhead, one that keeps no watched ranges or an
 	// older build: one member, one media and one position per request as in ph's, on a
 	// database of its own.
@@ -83,10 +85,12 @@ func TestPutPathSideBySide(t *testing.T) {
 	var offScript []string
 	offName := ""
 	switch {
-	case *noRanges && *baseline != "", *noRanges && *compareJWKS, *baseline != "" && *compareJWKS:
-		t.Fatal("-compare-watched-ranges, -baseline and -compare-jwks each ask for the second Playhead: choose one")
+	case btoi(*noRanges)+btoi(*baseline != "")+btoi(*compareJWKS)+btoi(*compareQuality) > 1:
+		t.Fatal("-compare-watched-ranges, -baseline, -compare-jwks and -compare-quality each ask for the second Playhead: choose one")
 	case *compareJWKS:
 		off, offName = binarytest.Start(t, nil), "HS256"
+	case *compareQuality:
+		off, offName = binarytest.Start(t, nil), "no quality"
 	case *noRanges:
 		off, offName = binarytest.Start(t, map[string]string{"PLAYHEAD_WATCHED_RANGES": "false"}), "ranges off"
 	case *baseline != "":
@@ -99,7 +103,7 @@ func TestPutPathSideBySide(t *testing.T) {
 		off, offName = binarytest.StartBinary(t, path, map[string]string{"DATABASE_URL": pgtest.EmptyURL(t)}), "baseline"
 	}
 	if off != nil {
-		offReports, offScript = writeLoad(t, off, secretTokens, false)
+		offReports, offScript = writeLoad(t, off, secretTokens, false, false)
 	}
 	t.Logf("servers up, %d tokens written after %s", *members, time.Since(began).Round(time.Millisecond))
 
@@ -197,6 +201,8 @@ func TestPutPathSideBySide(t *testing.T) {
 			fmt.Println("Watched ranges, the same rounds: Playhead with them on (the column above) and off")
 		case *compareJWKS:
 			fmt.Println("The same rounds: Playhead in the JWKS file mode, RS256 tokens (the column above), and in the shared secret's mode, HS256 tokens")
+		case *compareQuality:
+			fmt.Println("The same rounds: reports with the playback-quality fields (the column above) and the same binary's reports without them")
 		default:
 			fmt.Printf("The same rounds: Playhead under test (the column above) and the baseline, %s\n", *baseline)
 		}
@@ -340,19 +346,37 @@ type report struct {
 	// subject is the token's sub in the JWKS mode (then member is the id the node gave it,
 	// set by resolveMembers), "" with the secret.
 	subject string
+	// quality makes the body carry the playback-quality fields @playhead/player sends with a
+	// report while playing: the time played and the rendition, and for one member in 20 a stall.
+	quality bool
 }
 
-// withBody returns r with the body of its position.
+// withBody returns r with the body of its position (and its quality).
 func (r report) withBody() report {
-	r.body = fmt.Sprintf(`{"position_ms": %d}`, r.position)
+	switch {
+	case !r.quality:
+		r.body = fmt.Sprintf(`{"position_ms": %d}`, r.position)
+	case r.member%20 == 0:
+		r.body = fmt.Sprintf(`{"position_ms": %d, "quality": {"played_ms": 4200, "rebuffer_count": 1, "rebuffer_ms": 800, "rendition_height": 720}}`, r.position)
+	default:
+		r.body = fmt.Sprintf(`{"position_ms": %d, "quality": {"played_ms": 5000, "rendition_height": 720}}`, r.position)
+	}
 	return r
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // writeLoad registers the media on Playhead and writes, as a Lua list for putpath.lua, one
 // formatted request per member (in random order): a PUT of a random position for a random
 // media with the member's own token from tokens. It returns the reports and the arguments for
-// wrk's -s. With markers, each media gets an intro and credits.
-func writeLoad(t *testing.T, ph *binarytest.Server, tokens tokenFunc, markers bool) ([]report, []string) {
+// wrk's -s. With markers, each media gets an intro and credits; with quality, each report
+// carries the playback-quality fields.
+func writeLoad(t *testing.T, ph *binarytest.Server, tokens tokenFunc, markers, quality bool) ([]report, []string) {
 	admin, _, err := tokens(1, true)
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +394,7 @@ func writeLoad(t *testing.T, ph *binarytest.Server, tokens tokenFunc, markers bo
 	reports := make([]report, *members)
 	for i, m := range rand.Perm(*members) {
 		reports[i] = report{member: int64(1000 + m), media: media[rand.IntN(len(media))],
-			position: 1000 + rand.IntN(binarytest.MediaDurationMS-2000)}.withBody()
+			position: 1000 + rand.IntN(binarytest.MediaDurationMS-2000), quality: quality}.withBody()
 	}
 	// Signing 150 000 RS256 tokens takes minutes on one core: on every core.
 	var wg sync.WaitGroup

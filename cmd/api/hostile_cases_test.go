@@ -236,6 +236,38 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 	if r.method == "POST" && r.pattern == "/v1/admin/webhooks" {
 		out = append(out, webhookURLCases(r, tok)...)
 	}
+	if r.method == "PUT" && r.pattern == "/v1/playback/:mediaID" {
+		out = append(out, qualityCases(target, tok)...)
+	}
+	return out
+}
+
+// hostileQuality are values of each optional quality field of a position report (as written
+// in the JSON) that must refuse the whole report (422): wrong types, out of bounds, numbers
+// past 64 bits, codes not in the list.
+var hostileQuality = map[string][]string{
+	"startup_ms":       {"-1", "600001", `"850"`, "1.5", "1e3", "9223372036854775808", "true", "[]", "{}"},
+	"played_ms":        {"-1", "600001", `"5000"`, "5000.5", "99999999999999999999"},
+	"rebuffer_count":   {"-1", "1001", `"1"`, "1.0", "false"},
+	"rebuffer_ms":      {"-1", "600001", "-0.5", `"x"`},
+	"rendition_height": {"0", "-720", "8641", `"720p"`, "720.0", "2147483648"},
+	"error":            {`"DECODE"`, `""`, `"decode "`, `"\u0000"`, `"` + strings.Repeat("x", 500) + `"`, "3", "true", `["decode"]`},
+}
+
+// qualityCases are position reports to target with a hostile value in one quality field, or
+// a quality that is no object: each refused whole (422).
+func qualityCases(target, tok string) []hostileCase {
+	var out []hostileCase
+	for _, field := range slices.Sorted(maps.Keys(hostileQuality)) {
+		for _, v := range hostileQuality[field] {
+			out = append(out, hostileCase{class: classBody, method: "PUT", target: target, header: jsonHeader(tok),
+				body: []byte(`{"position_ms":1000,"quality":{"` + field + `":` + v + `}}`), want: []int{422}})
+		}
+	}
+	for _, q := range []string{"5", `"fast"`, "[]", "true"} {
+		out = append(out, hostileCase{class: classBody, method: "PUT", target: target, header: jsonHeader(tok),
+			body: []byte(`{"position_ms":1000,"quality":` + q + `}`), want: []int{422}})
+	}
 	return out
 }
 

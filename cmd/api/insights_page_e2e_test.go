@@ -12,10 +12,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,6 +41,8 @@ type insightsPageEvent struct {
 	Title         string            `json:"title"`
 	Figures       map[string]string `json:"figures"`
 	Retention     []string          `json:"retention"`
+	Quality       map[string]string `json:"quality"`
+	Renditions    [][]string        `json:"renditions"`
 	Note          string            `json:"note"`
 	CurveShown    bool              `json:"curveShown"`
 	Lessons       [][]string        `json:"lessons"`
@@ -120,6 +124,14 @@ func TestInsightsPage_RetentionAndFunnelInChromium(t *testing.T) {
 	const lectureViewers = 112
 	lectureEnds := viewers(lectureViewers, func(k int) int { return 99 - 4*k/5 })
 	lecture := video("lecture")
+	// Its players' quality counters, as the nodes' writes leave them (before its mark, so that
+	// its first rollup reads them): 20 sessions, 19 started at 400 ms and one at 3 000 ms, one
+	// failed; 400 s played, 300 at 720 lines and 100 at 360, with 4 stalls of 20 s in all.
+	if _, err := pool.Exec(ctx, `INSERT INTO media_quality (media_id, metric, bucket, value) VALUES
+		($1, 'sessions', 0, 20), ($1, 'startup', 400, 18), ($1, 'startup', 3000, 1), ($1, 'errors', 3, 1),
+		($1, 'played_ms', 720, 300000), ($1, 'played_ms', 360, 100000), ($1, 'rebuffers', 0, 4), ($1, 'rebuffer_ms', 0, 20000)`, lecture); err != nil {
+		t.Fatal(err)
+	}
 	watched(lecture, 100, lectureEnds)
 	// A short talk with 40 viewers: figures, but too few viewers for a curve.
 	smallEnds := viewers(40, func(k int) int { return 99 - 2*k })
@@ -196,6 +208,16 @@ func TestInsightsPage_RetentionAndFunnelInChromium(t *testing.T) {
 	if m.Title != fmt.Sprintf("Media #%d", lecture) || m.Figures["Views"] != "112" || m.Figures["Viewers"] != "112" ||
 		m.Figures["Figures cover"] != "112 viewers" {
 		t.Errorf("the media's figures: %q %v; want 112 views and viewers, figures covering 112", m.Title, m.Figures)
+	}
+	// Its playback quality beside the curve: exact. 19 startups: the 10th (median) and the
+	// 19th (95th percentile, 18.05 of 19) in order; 20 s stalled in 400 s played.
+	wantQuality := map[string]string{"Sessions": "20", "Startup time (median)": "400 ms", "Startup time (95th percentile)": "3000 ms",
+		"Rebuffering": "5.0 % of the time played", "Stalls": "4", "Sessions ended by an error": "5.0 %"}
+	if !maps.Equal(m.Quality, wantQuality) || !slices.EqualFunc(m.Renditions, [][]string{{"360p", "25.0 %"}, {"720p", "75.0 %"}}, slices.Equal) {
+		t.Errorf("the playback quality: %v, renditions %v; want %v and 360p 25 %%, 720p 75 %%", m.Quality, m.Renditions, wantQuality)
+	}
+	if sm := events["small"]; len(sm.Quality) != 0 || len(sm.Renditions) != 0 {
+		t.Errorf("a media whose players sent no quality shows %v, %v; want none", sm.Quality, sm.Renditions)
 	}
 	finished := finishedOf(lectureEnds)
 	checkFinished(t, "the lecture", m.Figures["Finished"], finished, lectureViewers)

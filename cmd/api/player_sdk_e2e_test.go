@@ -4,10 +4,12 @@ package main
 // loopback port, served here), Playhead's API on another that lists it in
 // PLAYHEAD_CORS_ORIGINS. Chromium, driven by web/e2e/sdk.mjs, plays a Playhead media with
 // each player (the native element, hls.js, video.js, Shaka Player), pauses, seeks, closes the
-// page while playing and opens it again.
+// page while playing and opens it again; sdk-faults.mjs adds the network's faults and
+// sdk-stall.mjs a stall, seen in the audience rollup.
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -17,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/testvideo"
@@ -96,8 +100,17 @@ func TestPlayerSDK_AcrossOriginsInChromium(t *testing.T) {
 				// The pagehide report is a keepalive PUT with Authorization: preflighted, sent as
 				// the page goes. Wait for it to be stored (the node's buffer answers GET at once).
 				lastMS := int64(math.Round(ev.Last * 1000))
-				for stored = storedPosition(t, s, token, id); stored < lastMS-5; stored = storedPosition(t, s, token, id) {
-					time.Sleep(20 * time.Millisecond) // a poll's pace, not a bound: the wait is for the report
+				for polls := 0; ; polls++ {
+					if stored = storedPosition(t, s, token, id); stored >= lastMS-5 {
+						break
+					}
+					// A bound in polls, not a deadline: 3 000 polls are a minute at their pace,
+					// hundreds of times what a keepalive report takes to arrive.
+					if polls == sdkClosePolls {
+						t.Fatalf("%s: the report sent as the page closed never arrived: the stored position is %d ms after %d polls, the element's last was %d ms",
+							player, stored, polls, lastMS)
+					}
+					time.Sleep(20 * time.Millisecond) // a poll's pace, not a bound
 				}
 				fmt.Fprintln(script.Stdin, "reopen")
 			}
@@ -124,6 +137,9 @@ func TestPlayerSDK_AcrossOriginsInChromium(t *testing.T) {
 		})
 	}
 }
+
+// sdkClosePolls bounds the polls for the report a closing page sends.
+const sdkClosePolls = 3000
 
 // storedPosition is GET /v1/playback/{id}'s position_ms for token's member (0 without one).
 func storedPosition(t *testing.T, s *binarytest.Server, token string, id int64) int64 {
@@ -235,5 +251,94 @@ func TestPlayerSDK_FaultsInChromium(t *testing.T) {
 	}
 	if got := storedPosition(t, s, token, id); got < 10000 {
 		t.Errorf("stored position %d ms; want the reporting tab's, past 10 s", got)
+	}
+}
+
+// sdkRollupPolls bounds the polls for a media's quality in its audience rollup.
+const sdkRollupPolls = 3000
+
+// TestPlayerSDK_StallInTheRollupInChromium: web/e2e/sdk-stall.mjs holds the media's encoded
+// files from the player for a while mid-film (request interception), so that hls.js, its
+// buffer kept short, stalls; the SDK's reports carry the stall, the node adds it up and writes
+// it every second, and the audience rollup (every second too) shows rebuffering for that media.
+func TestPlayerSDK_StallInTheRollupInChromium(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := requireBrowser(t, root)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageOrigin := "http://" + ln.Addr().String()
+	integratorPage(t, root, ln)
+	env := pipelineEnv("all", "e2e-sdk-stall", t.TempDir(), t.TempDir(), "ultrafast")
+	env["PLAYHEAD_CORS_ORIGINS"] = pageOrigin
+	env["PLAYHEAD_RESUME_MIN_DURATION"] = "0s"
+	env["PLAYHEAD_AUDIENCE_INTERVAL"] = "1s"
+	env["PLAYHEAD_QUALITY_INTERVAL"] = "1s"
+	s := binarytest.Start(t, env)
+	pool := s.Pool(t)
+	token := binarytest.Token(t, 95, false)
+	src := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 20, Width: 320, Height: 240, FPS: 25, Audio: true})
+	id := s.Upload(t, token, binarytest.Upload{Path: src, Title: "SDK stall", Visibility: "PRIVATE"})
+	waitMedia(t, s, token, id, media.StatusReady)
+
+	script := startBrowserScript(t, root, node, "sdk-stall.mjs", "PLAYHEAD_PAGE="+pageOrigin, "PLAYHEAD_URL="+s.HTTPURL,
+		"PLAYHEAD_TOKEN="+token, "PLAYHEAD_MEDIA="+strconv.FormatInt(id, 10))
+	var stalled struct {
+		Event     string   `json:"event"`
+		Message   string   `json:"message"`
+		StalledAt float64  `json:"stalledAt"`
+		Bodies    []string `json:"bodies"`
+	}
+	for {
+		var ev = stalled
+		if !script.next(t, &ev) {
+			break
+		}
+		stalled = ev
+	}
+	if _, err := script.wait(); err != nil || stalled.Event != "stalled" {
+		t.Fatalf("sdk-stall.mjs failed (%v): %s", err, stalled.Message)
+	}
+	t.Logf("stalled at %.1f s; reports with quality: %s", stalled.StalledAt, strings.Join(stalled.Bodies, " "))
+	var rebufferMS int64
+	for _, b := range stalled.Bodies {
+		var r struct {
+			Quality struct {
+				RebufferMS int64 `json:"rebuffer_ms"`
+			} `json:"quality"`
+		}
+		if err := json.Unmarshal([]byte(b), &r); err == nil {
+			rebufferMS += r.Quality.RebufferMS
+		}
+	}
+	// The files were held 3 s after the element began to wait: at least that long stalled.
+	if rebufferMS < 3000 {
+		t.Errorf("the reports carried %d ms of rebuffering; want the 3 s the files were held, or more", rebufferMS)
+	}
+
+	var sessions, rebuffers *int64
+	var ratio *float64
+	for polls := 0; ; polls++ {
+		if err := pool.QueryRow(t.Context(), `SELECT quality_sessions, rebuffers, rebuffer_ratio FROM media_audience WHERE media_id = $1`, id).
+			Scan(&sessions, &rebuffers, &ratio); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if rebuffers != nil && *rebuffers >= 1 {
+			break
+		}
+		// A bound in polls, not a deadline: 3 000 polls at 20 ms are a minute, many rollups.
+		if polls == sdkRollupPolls {
+			t.Fatalf("after %d polls the rollup of media %d shows no rebuffering (rebuffers %v)", polls, id, rebuffers)
+		}
+		time.Sleep(20 * time.Millisecond) // a poll's pace, not a bound
+	}
+	if sessions == nil || *sessions != 1 || ratio == nil || *ratio <= 0 {
+		t.Errorf("rollup: sessions %v, rebuffering ratio %v; want the one session and a ratio above 0", sessions, ratio)
+	} else {
+		t.Logf("rollup: %d rebuffering events, ratio %.3f", *rebuffers, *ratio)
 	}
 }

@@ -16,6 +16,8 @@ export interface AttachOptions {
   onError?: (error: PlayheadError) => void;
   /** The interval of reports while playing, in milliseconds. Default 5000, what Playhead expects. */
   reportEveryMs?: number;
+  /** Whether reports carry the playback quality (time to first frame, stalls, rendition, a fatal error's code). Default true. */
+  quality?: boolean;
 }
 
 /** Where the member resumes, once the open answered. */

@@ -14,10 +14,16 @@
 // keeps the last position not yet accepted in localStorage, one per media, and sends it when
 // the browser is back online or at the next attach; and lets one tab report a media at a time
 // (the Web Locks API: the tab that last started playing it).
+//
+// Each report also carries the playback quality of the interval ({"quality"}, off with
+// quality: false): the session's time to first frame (once), the time played, the stalls
+// ('waiting' while not seeking) and their time, the rendition (the element's videoHeight)
+// and a fatal error's MediaError code. Playhead adds them up per media for the audience.
 
 const REPORT_EVERY_MS = 5000;
 const SEEK_SETTLE_MS = 400;
 const PENDING_PREFIX = 'playhead:pending:';
+const ERRORS = [, 'aborted', 'network', 'decode', 'src_not_supported'];
 
 export function attach(video, options) {
   const { baseUrl = '', mediaId, getToken, collection } = options;
@@ -43,6 +49,17 @@ export function attach(video, options) {
   let holding = !(typeof navigator !== 'undefined' && navigator.locks); // without Web Locks, every tab reports
   let releaseLock = null;
   let claiming = false; // a lock request is pending: one at a time
+  let resumeMS = 0;
+
+  // The quality of the interval since the last report: q the sums to send, asked when play
+  // was asked for (0: not yet), stalledAt when a stall began (0: none), lastTime the
+  // currentTime played up to.
+  const measure = options.quality !== false;
+  let q = {};
+  let asked = 0;
+  let startup = 0; // 0 waiting for the first frame, 1 measured, 2 sent
+  let stalledAt = 0;
+  let lastTime = -1;
 
   const storage = safeStorage();
 
@@ -89,6 +106,34 @@ export function attach(video, options) {
     if (p && p.position_ms === ms) storage.removeItem(pendingKey);
   }
 
+  function add(name, n) {
+    q[name] = (q[name] || 0) + n;
+  }
+
+  // takeQuality hands the interval's quality to a report (none when there is nothing to say),
+  // giveBack returns it when the report was not accepted, for the next one.
+  function takeQuality() {
+    if (!measure) return undefined;
+    const now = performance.now();
+    if (stalledAt) {
+      add('rebuffer_ms', Math.round(now - stalledAt));
+      stalledAt = now;
+    }
+    if (video.videoHeight > 0) q.rendition_height = video.videoHeight;
+    const taken = q;
+    q = {};
+    if (taken.startup_ms !== undefined) startup = 2;
+    for (const k of ['played_ms', 'rebuffer_ms', 'startup_ms']) if (k in taken) taken[k] = Math.min(600000, Math.round(taken[k]));
+    return Object.keys(taken).length ? taken : undefined;
+  }
+
+  function giveBack(taken) {
+    if (!taken) return;
+    for (const k of ['played_ms', 'rebuffer_count', 'rebuffer_ms']) if (taken[k]) add(k, taken[k]);
+    for (const k of ['startup_ms', 'error']) if (k in taken && !(k in q)) q[k] = taken[k];
+    if ('startup_ms' in taken) startup = 1;
+  }
+
   // send PUTs ms; it stays pending (localStorage) until a 204 answers it.
   async function send(ms, keepalive) {
     writePending(ms);
@@ -97,14 +142,17 @@ export function attach(video, options) {
       scheduleRetry(wait);
       return;
     }
+    const quality = takeQuality();
     let res;
     try {
-      res = await request('PUT', playbackURL, { position_ms: ms }, keepalive);
+      res = await request('PUT', playbackURL, quality ? { position_ms: ms, quality } : { position_ms: ms }, keepalive);
     } catch (err) {
       // Offline, or the page is going away: the pending position goes out when back online.
+      giveBack(quality);
       if (!keepalive) onError(new PlayheadError(0, `the report did not reach Playhead (${err.message})`));
       return;
     }
+    if (res.status !== 204) giveBack(quality);
     if (res.status === 204) {
       clearPending(ms);
       onSaved(ms);
@@ -174,6 +222,44 @@ export function attach(video, options) {
   }
 
   const on = {
+    play: () => {
+      if (!asked) asked = performance.now();
+    },
+    waiting: () => {
+      if (startup && !video.seeking && !stalledAt) {
+        stalledAt = performance.now();
+        add('rebuffer_count', 1);
+      }
+    },
+    // The first frame is the first currentTime that moves after play was asked for; a stall
+    // ends when it moves again. Only the time moved while playing, not a seek, counts played.
+    timeupdate: () => {
+      const t = video.currentTime;
+      const now = performance.now();
+      if (lastTime >= 0 && t > lastTime && t - lastTime < 2 && !video.seeking) {
+        add('played_ms', (t - lastTime) * 1000);
+        if (!startup && asked) {
+          startup = 1;
+          q.startup_ms = now - asked;
+        }
+        if (stalledAt) {
+          add('rebuffer_ms', now - stalledAt);
+          stalledAt = 0;
+        }
+      }
+      lastTime = t;
+    },
+    // A fatal error goes out at once, with the startup time if the session never played.
+    error: () => {
+      if (!measure || !video.error) return;
+      q.error = ERRORS[video.error.code] || 'other';
+      if (!startup) {
+        startup = 1;
+        q.startup_ms = performance.now() - (asked || attachedAt);
+      }
+      if (started) report('error');
+      else if (holding) send(resumeMS, false);
+    },
     playing: () => {
       claim();
       if (!timer) timer = setInterval(() => report('interval'), every);
@@ -252,15 +338,20 @@ export function attach(video, options) {
     durationMS = Number.isFinite(options.durationMs) ? options.durationMs : 0;
     const finished = Boolean(resume.finished);
     const positionMs = finished ? 0 : resume.position_ms;
+    resumeMS = positionMs;
     applyResume(positionMs / 1000);
     return { positionMs, finished };
   }
 
+  const attachedAt = performance.now();
   for (const [name, fn] of Object.entries(on)) video.addEventListener(name, fn);
   window.addEventListener('pagehide', onPageHide);
   window.addEventListener('online', onOnline);
   document.addEventListener('visibilitychange', onVisibility);
-  if (!video.paused) on.playing();
+  if (!video.paused) {
+    asked = attachedAt;
+    on.playing();
+  }
 
   const ready = open();
   ready.catch(onError);

@@ -11,7 +11,8 @@
 //   PLAYHEAD_SHOTS       where to save the screenshot
 //   CHROMIUM             the browser, /usr/bin/chromium unless set
 //
-// Events: media (the figures, the retention table and note, whether the chart was drawn),
+// Events: media (the figures, the retention table and note, whether the chart was drawn, the
+// playback quality and the renditions),
 // small (the same for the media without a curve), course (the funnel table and its chart),
 // done (axe-core's violations, problems). Any failure: an "error" event, and exit status 1.
 // A step waits for what it needs as long as it takes (timeout 0): the Go test's -timeout
@@ -51,6 +52,8 @@ const mediaView = async (page) => ({
   retention: await page.$$eval('#retention-body tr', (trs) => trs.map((tr) => tr.querySelector('td').textContent)),
   note: await page.textContent('#retention-note'),
   curveShown: await page.isVisible('#retention-chart') && await page.isVisible('#retention-table'),
+  quality: await page.$$eval('#quality-figures dd', (dds) => Object.fromEntries(dds.map((dd) => [dd.dataset.quality, dd.textContent]))),
+  renditions: await page.$$eval('#renditions-body tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('th, td')].map((c) => c.textContent))),
   chart: await drawn(page, 'retention-chart'),
 });
 

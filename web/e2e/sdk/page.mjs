@@ -14,12 +14,16 @@ const player = q.get('player');
 const state = { saved: [], errors: [], tokenCalls: 0, resume: null, engine: player, fatal: '', startedAt: -1 };
 window.sdk = state;
 
+// The request bodies the SDK sent (the script reads their quality).
+state.bodies = [];
+
 // Every request the SDK sends to the API, timed by the page's own clock.
 state.requests = [];
 const pageFetch = window.fetch;
 window.fetch = async (url, init = {}) => {
   const r = { method: init.method || 'GET', url: String(url), start: performance.now(), end: 0, status: 0 };
   if (r.url.startsWith(api)) state.requests.push(r);
+  if (r.url.startsWith(api) && init.body) state.bodies.push(String(init.body));
   try {
     const res = await pageFetch(url, init);
     r.status = res.status;
@@ -69,7 +73,9 @@ async function main() {
     case 'hls.js': {
       session = attachTo(video);
       const { positionMs } = await session.ready;
-      const hls = new window.Hls({ startPosition: positionMs / 1000 });
+      // ?buffer= keeps hls.js's buffer that short (seconds), so that held segments stall it.
+      const buffer = Number(q.get('buffer')) || undefined;
+      const hls = new window.Hls({ startPosition: positionMs / 1000, maxBufferLength: buffer, maxMaxBufferLength: buffer });
       hls.on(window.Hls.Events.ERROR, (_e, data) => { if (data.fatal) state.fatal = data.details; });
       hls.loadSource(hlsURL);
       hls.attachMedia(video);

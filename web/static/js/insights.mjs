@@ -1,5 +1,5 @@
 // Insights (owners and admins): what a media's viewers played (views, viewers, completion,
-// watch time, the retention curve) and a collection's funnel (started, finished and the drop
+// watch time, the retention curve, and beside it the playback quality) and a collection's funnel (started, finished and the drop
 // per lesson), drawn with Chart.js (web/static/vendor/chart.min.js, a classic script that
 // defines window.Chart) and given as tables too. The media and collection are in the address
 // (?media=, ?collection=), so a view can be linked to. Views and viewers are exact; the other
@@ -60,6 +60,7 @@ function showMedia(a) {
   // Without a curve, neither an empty chart nor an empty table: the note says why.
   $('retention-chart').parentElement.hidden = !a.retention;
   $('retention-table').hidden = !a.retention;
+  showQuality(a.quality);
   $('media').hidden = false;
   charts['retention-chart']?.destroy();
   delete charts['retention-chart'];
@@ -71,6 +72,23 @@ function showMedia(a) {
     options: { animation: false, maintainAspectRatio: false, plugins: { legend: { labels: { color: axisColor } } },
       scales: { x: scale('Point of the video'), y: scale('Share of viewers (%)', { min: 0, max: 100 }) } },
   });
+}
+
+// showQuality gives the playback quality the players measured (exact: it tells how the media
+// was delivered, not what anyone watched), from MIN_VIEWERS sessions.
+function showQuality(q) {
+  const figures = q ? [['Sessions', q.sessions],
+    ['Startup time (median)', q.startup_p50_ms === null ? '—' : `${q.startup_p50_ms} ms`],
+    ['Startup time (95th percentile)', q.startup_p95_ms === null ? '—' : `${q.startup_p95_ms} ms`],
+    ['Rebuffering', q.rebuffer_ratio === null ? '—' : `${percent(q.rebuffer_ratio)} of the time played`],
+    ['Stalls', q.rebuffers], ['Sessions ended by an error', percent(q.error_rate)]] : [];
+  $('quality-figures').replaceChildren(...figures.flatMap(([k, v]) => [el('dt', {}, k), el('dd', { dataset: { quality: k } }, v)]));
+  const renditions = q?.renditions ?? [];
+  $('renditions-body').replaceChildren(...renditions.map((r) => el('tr', {},
+    el('th', { scope: 'row' }, r.height ? `${r.height}p` : 'unknown'), el('td', {}, percent(r.share)))));
+  $('renditions-wrap').hidden = renditions.length === 0;
+  $('quality-note').textContent = q ? 'Measured by the players (time to first frame, stalls, the rendition, fatal errors) and exact.'
+    : `Shown once players that send it (the player SDK does) have reported ${MIN_VIEWERS} sessions.`;
 }
 
 function showCollection(c) {
