@@ -305,3 +305,42 @@ func TestMover_LeavesErasedMembersAlone(t *testing.T) {
 		t.Errorf("erased member: %d outbox rows, %d members rows", rows, members)
 	}
 }
+
+// TestMover_FailedMoveKeepsTheFinish: a move that fails after writing the outbox rows (a node
+// killed, the database gone before the commit) keeps the finish it had claimed: the claim's
+// delete and the outbox rows commit together or not at all, and the next run moves the finish
+// once. The failure is a trigger that refuses the completion's outbox row, so the claim has
+// run when the transaction fails.
+func TestMover_FailedMoveKeepsTheFinish(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 100)
+	ctx := context.Background()
+	lesson := b.lesson(t, "", 0)
+	b.report(t, 11, lesson, 590_000, 0)
+	if _, err := b.pool.Exec(ctx, `
+		CREATE FUNCTION refuse_completion() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'refused'; END $$;
+		CREATE TRIGGER refuse_completion BEFORE INSERT ON notification_outbox
+		FOR EACH ROW WHEN (NEW.kind = '`+media.OutboxPlaybackCompleted+`') EXECUTE FUNCTION refuse_completion()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.mover.MoveOnce(ctx); err == nil {
+		t.Fatal("the move succeeded through the refusing trigger")
+	}
+	var kept int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM playback_completions WHERE member_id = 11`).Scan(&kept); err != nil {
+		t.Fatal(err)
+	}
+	if kept != 1 {
+		t.Fatalf("after a failed move: %d finishes of member 11 left to move, want 1", kept)
+	}
+	if _, err := b.pool.Exec(ctx, `DROP TRIGGER refuse_completion ON notification_outbox`); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.move(t); n != 1 {
+		t.Fatalf("moved %d, want 1", n)
+	}
+	if got := b.outbox(t, 11, 0); len(got) != 1 || got[0].Kind != media.OutboxPlaybackCompleted {
+		t.Fatalf("outbox %+v: want one playback_completed", got)
+	}
+}
