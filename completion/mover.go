@@ -120,6 +120,15 @@ WITH created AS (
 )
 SELECT id FROM members WHERE id = ANY($1) ORDER BY id FOR UPDATE`
 
+// liveMediaSQL locks the rows of the media $1 that are not DELETED (FOR KEY SHARE, after the
+// members' rows, as the pipeline orders its locks: members → media) and returns their ids. A
+// finish of a media deleted since it was recorded is claimed but not announced: the deletion
+// removes the media's events but media.deleted, and a playback.completed written after it
+// would follow it. The lock holds a deletion back until the move commits (it takes the media
+// row FOR UPDATE, then its job removes what the move wrote); a deletion that committed first
+// is seen (READ COMMITTED rechecks a locked row's newest version).
+const liveMediaSQL = `SELECT id FROM media WHERE id = ANY($1) AND status <> 'DELETED' ORDER BY id FOR KEY SHARE`
+
 // playbackOutboxSQL writes one playback_completed outbox row per completion $1 … (the rows
 // claimSQL returned, as arrays), in (member, finish) order. Collections are the collections
 // the media is an item of now (collection_items, read through import_rows' media index).
@@ -178,7 +187,8 @@ type completions struct {
 	how                        []string
 }
 
-// MoveOnce moves up to Batch completions in one transaction and returns how many. It does
+// MoveOnce moves up to Batch completions in one transaction and returns how many it took
+// (those of media deleted since are taken and not announced: liveMediaSQL). It does
 // nothing (0) while another node holds the mover's lock. A node that dies in the middle rolls
 // everything back: the completions stay, and are moved once by whoever runs next.
 func (m *Mover) MoveOnce(ctx context.Context) (int, error) {
@@ -216,6 +226,10 @@ func (m *Mover) MoveOnce(ctx context.Context) (int, error) {
 		if _, err := tx.Exec(ctx, lockMembersSQL, members); err != nil {
 			return fmt.Errorf("lock members: %w", err)
 		}
+		c, err = c.ofLiveMedia(ctx, tx)
+		if err != nil || len(c.members) == 0 {
+			return err
+		}
 		if _, err := tx.Exec(ctx, playbackOutboxSQL, c.members, c.medias, c.finished, c.positions, c.durations, c.how); err != nil {
 			return fmt.Errorf("outbox playback completions: %w", err)
 		}
@@ -228,6 +242,28 @@ func (m *Mover) MoveOnce(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("move completions: %w", err)
 	}
 	return moved, nil
+}
+
+// ofLiveMedia returns the completions of c whose media is not DELETED (liveMediaSQL), in
+// their order.
+func (c completions) ofLiveMedia(ctx context.Context, tx pgx.Tx) (completions, error) {
+	rows, err := tx.Query(ctx, liveMediaSQL, slices.Compact(slices.Sorted(slices.Values(c.medias))))
+	if err != nil {
+		return completions{}, fmt.Errorf("lock media: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return completions{}, fmt.Errorf("lock media: %w", err)
+	}
+	var live completions
+	for i, mediaID := range c.medias {
+		if _, found := slices.BinarySearch(ids, mediaID); !found {
+			continue
+		}
+		live.members, live.medias, live.finished = append(live.members, c.members[i]), append(live.medias, mediaID), append(live.finished, c.finished[i])
+		live.positions, live.durations, live.how = append(live.positions, c.positions[i]), append(live.durations, c.durations[i]), append(live.how, c.how[i])
+	}
+	return live, nil
 }
 
 // notifyMembers sends each member's outbox notification: the event streams and the relays

@@ -344,3 +344,24 @@ func TestMover_FailedMoveKeepsTheFinish(t *testing.T) {
 		t.Fatalf("outbox %+v: want one playback_completed", got)
 	}
 }
+
+// TestMover_DropsFinishesOfDeletedMedia: a finish recorded before its media was deleted is
+// taken but not announced (its media.deleted would come first); another media's finish in the
+// same batch is.
+func TestMover_DropsFinishesOfDeletedMedia(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 100)
+	ctx := context.Background()
+	deleted, kept := b.lesson(t, "", 0), b.lesson(t, "", 0)
+	b.report(t, 12, deleted, 590_000, 0)
+	b.report(t, 12, kept, 590_000, time.Second)
+	if _, err := b.pool.Exec(ctx, `UPDATE media SET status = 'DELETED' WHERE id = $1`, deleted); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.move(t); n != 2 {
+		t.Fatalf("took %d finishes, want 2", n)
+	}
+	if got := b.outbox(t, 12, 0); len(got) != 1 || got[0].MediaID != kept {
+		t.Fatalf("outbox %+v: want only media %d's playback_completed", got, kept)
+	}
+}
