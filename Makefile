@@ -68,8 +68,9 @@ ceiling: system-deps build ## Measure what one PostgreSQL takes through the clus
 # The end-to-end suite with every playhead serve behind PgBouncer in transaction mode
 # (internal/pgtest starts it: PLAYHEAD_TEST_PGBOUNCER=1; docs/operations/clusters.md): playback
 # under load and its graceful stop, upload to READY, import, the lists, cache invalidation
-# across nodes, metrics. PGBOUNCER_TESTS=. runs every test of cmd/api that way.
-PGBOUNCER_TESTS ?= ^(TestServe_MetricsExposed|TestServe_SIGTERMDrainsEveryAcceptedPosition|TestPipeline_UploadBecomesPlayable|TestPipeline_SIGTERMReleasesForAnotherWorker|TestImport_SheetBecomesPlayable|TestLists_ThroughTheBinary|TestCache_PrivateThroughOneNodeRefusedByAnother|TestServe_OrphanSweepWaitsForTheLock|TestWebhooks_DeliveredSignedRetriedDead|TestEvents_StreamFollowsAnEncodeOnAnotherNodeEndsOnStopAndResumes|TestErasure_FindsNothingAfterwards)$$
+# across nodes, metrics, completion events (the mover's transaction-scoped advisory lock).
+# PGBOUNCER_TESTS=. runs every test of cmd/api that way.
+PGBOUNCER_TESTS ?= ^(TestServe_MetricsExposed|TestServe_SIGTERMDrainsEveryAcceptedPosition|TestPipeline_UploadBecomesPlayable|TestPipeline_SIGTERMReleasesForAnotherWorker|TestImport_SheetBecomesPlayable|TestLists_ThroughTheBinary|TestCache_PrivateThroughOneNodeRefusedByAnother|TestServe_OrphanSweepWaitsForTheLock|TestWebhooks_DeliveredSignedRetriedDead|TestEvents_StreamFollowsAnEncodeOnAnotherNodeEndsOnStopAndResumes|TestErasure_FindsNothingAfterwards|TestCompletions_DeliveredOncePerFinishUnderChaos|TestCompletions_StreamedToTheMemberOnly)$$
 .PHONY: test-pgbouncer
 test-pgbouncer: system-deps ## Run the end-to-end tests behind PgBouncer in transaction mode
 	@out=$$(mktemp); PLAYHEAD_TEST_PGBOUNCER=1 $(GO) test -count=1 -timeout 30m -run '$(PGBOUNCER_TESTS)' -v ./cmd/api >$$out 2>&1; status=$$?; \
