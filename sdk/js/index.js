@@ -23,6 +23,10 @@
 const REPORT_EVERY_MS = 5000;
 const SEEK_SETTLE_MS = 400;
 const PENDING_PREFIX = 'playhead:pending:';
+// A Retry-After is kept within these (ms): a proxy's 0 or empty one would otherwise resend at
+// once for as long as it refuses, and one past a timer's range (24.8 days) fires at once.
+const MIN_RETRY_MS = 1000;
+const MAX_RETRY_MS = 3600 * 1000;
 const ERRORS = [, 'aborted', 'network', 'decode', 'src_not_supported'];
 
 export function attach(video, options) {
@@ -46,6 +50,7 @@ export function attach(video, options) {
   let retryTimer = 0;
   let backoffUntil = 0; // no report before this (performance.now()), from a Retry-After
   let last = { ms: -1, at: 0, keepalive: false }; // the last report sent
+  let savedMS = -1; // the last position Playhead accepted
   let holding = !(typeof navigator !== 'undefined' && navigator.locks); // without Web Locks, every tab reports
   let releaseLock = null;
   let claiming = false; // a lock request is pending: one at a time
@@ -154,16 +159,16 @@ export function attach(video, options) {
     }
     if (res.status !== 204) giveBack(quality);
     if (res.status === 204) {
+      savedMS = ms;
       clearPending(ms);
       onSaved(ms);
       return;
     }
     if (res.status === 429 || res.status === 503) {
-      // Whole seconds; Playhead always sends it, a proxy's answer may not: a report's interval.
-      const header = res.headers.get('Retry-After');
-      const retryAfter = header !== null && Number(header) >= 0 ? Number(header) : every / 1000;
-      backoffUntil = performance.now() + retryAfter * 1000;
-      scheduleRetry(retryAfter * 1000);
+      // Playhead always sends Retry-After; a proxy's answer may not, or send one out of range.
+      const wait = retryAfterMs(res.headers.get('Retry-After'), every);
+      backoffUntil = performance.now() + wait;
+      scheduleRetry(wait);
       return;
     }
     if (res.status >= 400 && res.status < 500) storage.removeItem(pendingKey); // refused: never accepted later
@@ -173,6 +178,7 @@ export function attach(video, options) {
   // scheduleRetry sends the newest position (the pending one) once the back-off is over.
   function scheduleRetry(ms) {
     clearTimeout(retryTimer);
+    if (detached) return;
     retryTimer = setTimeout(() => {
       retryTimer = 0;
       const p = readPending();
@@ -186,16 +192,25 @@ export function attach(video, options) {
     return ms;
   }
 
+  // loaded: the element has a position of the media. Once its source is replaced (video.src,
+  // a player's destroy), it reads 0 with nothing loaded (readyState HAVE_NOTHING), which is
+  // not where the member was; a live stream's or an unloaded element's time is not finite.
+  function loaded() {
+    return video.readyState >= 1 && Number.isFinite(video.currentTime);
+  }
+
   // report sends the current position. None before the resume point is applied (a 0 would
   // overwrite it), and none from a tab that does not hold the media's lock.
   function report(reason, keepalive = false) {
-    if (!started || !holding || !Number.isFinite(video.currentTime)) return;
+    if (!started || !holding || !loaded()) return;
     const ms = position();
     const now = performance.now();
     // pagehide and visibilitychange come together when a tab closes, a millisecond of playing
-    // apart: one report is enough.
+    // apart: one report is enough. A paused element whose position Playhead accepted has
+    // nothing new to say: hiding its tab, again and again, sends nothing.
     const leaving = keepalive && last.keepalive && now - last.at < 1000;
-    if (leaving || (reason !== 'interval' && ms === last.ms && now - last.at < 1000)) return;
+    const same = (ms === last.ms && now - last.at < 1000) || (video.paused && ms === savedMS && reason !== 'error');
+    if (leaving || (reason !== 'interval' && same)) return;
     last = { ms, at: now, keepalive };
     send(ms, keepalive);
   }
@@ -206,7 +221,8 @@ export function attach(video, options) {
   function claim() {
     if (holding || claiming || typeof navigator === 'undefined' || !navigator.locks) return;
     claiming = true;
-    navigator.locks.request(lockName, { steal: true }, () => new Promise((resolve) => {
+    // Granted after a detach: let go at once.
+    navigator.locks.request(lockName, { steal: true }, () => detached ? undefined : new Promise((resolve) => {
       claiming = false;
       holding = true;
       releaseLock = resolve;
@@ -275,6 +291,8 @@ export function attach(video, options) {
     seeking: () => {
       if (started) claim();
     },
+    // The source is replaced: no interval reports until the element plays again.
+    emptied: stopTimer,
     // Scrubbing seeks many times in a row: report where it settles.
     seeked: () => {
       clearTimeout(seekTimer);
@@ -288,7 +306,7 @@ export function attach(video, options) {
   // Back online: the newest position goes, from the tab that reports; another tab's reports
   // are newer than what this one kept.
   const onOnline = () => {
-    if (!readPending() || !started) return;
+    if (!readPending() || !started || !loaded()) return;
     if (holding) send(position(), false);
     else storage.removeItem(pendingKey);
   };
@@ -299,21 +317,26 @@ export function attach(video, options) {
   }
 
   // applyResume seeks to the resume point once the element knows its duration, and lets
-  // reports start when it is there.
+  // reports start when it is there. Its listeners go at detach if they have not fired.
+  const resumeListeners = [];
+  function once(name, fn) {
+    resumeListeners.push([name, fn]);
+    video.addEventListener(name, fn, { once: true });
+  }
   function applyResume(seconds) {
+    const start = () => { started = true; };
     const go = () => {
-      if (detached) return;
       if (seconds > 0 && Math.abs(video.currentTime - seconds) > 0.5) {
-        video.addEventListener('seeked', () => { started = true; }, { once: true });
+        once('seeked', start);
         video.currentTime = seconds;
       } else {
         started = true;
       }
     };
     if (video.readyState >= 1) go();
-    else video.addEventListener('loadedmetadata', go, { once: true });
+    else once('loadedmetadata', go);
     // A player that starts at the resume point itself (hls.js's startPosition) plays from it.
-    video.addEventListener('playing', () => { started = true; }, { once: true });
+    once('playing', start);
   }
 
   // open flushes a position left pending by an earlier page, unless the server holds a newer
@@ -324,6 +347,8 @@ export function attach(video, options) {
     let res = await request('POST', playbackURL + from, undefined, false);
     if (!res.ok) throw await errorOf(res);
     let resume = await res.json();
+    // Detached meanwhile: nothing more is sent or applied.
+    if (detached) return { positionMs: 0, finished: Boolean(resume.finished) };
     if (pending && !(Date.parse(resume.event_time) > pending.at)) {
       const put = await request('PUT', playbackURL, { position_ms: pending.position_ms }, false);
       if (put.status === 204 || (put.status >= 400 && put.status < 500 && put.status !== 429)) storage.removeItem(pendingKey);
@@ -337,9 +362,9 @@ export function attach(video, options) {
     }
     durationMS = Number.isFinite(options.durationMs) ? options.durationMs : 0;
     const finished = Boolean(resume.finished);
-    const positionMs = finished ? 0 : resume.position_ms;
+    const positionMs = !finished && Number.isSafeInteger(resume.position_ms) && resume.position_ms > 0 ? resume.position_ms : 0;
     resumeMS = positionMs;
-    applyResume(positionMs / 1000);
+    if (!detached) applyResume(positionMs / 1000);
     return { positionMs, finished };
   }
 
@@ -364,7 +389,7 @@ export function attach(video, options) {
       stopTimer();
       clearTimeout(seekTimer);
       clearTimeout(retryTimer);
-      for (const [name, fn] of Object.entries(on)) video.removeEventListener(name, fn);
+      for (const [name, fn] of [...Object.entries(on), ...resumeListeners]) video.removeEventListener(name, fn);
       window.removeEventListener('pagehide', onPageHide);
       window.removeEventListener('online', onOnline);
       document.removeEventListener('visibilitychange', onVisibility);
@@ -380,6 +405,16 @@ export class PlayheadError extends Error {
     this.name = 'PlayheadError';
     this.status = status;
   }
+}
+
+// retryAfterMs reads a Retry-After (seconds, or an HTTP date) within MIN_RETRY_MS and
+// MAX_RETRY_MS; without one (a proxy's answer), a report's interval.
+function retryAfterMs(header, every) {
+  const value = (header || '').trim();
+  let ms = every;
+  if (/^\d+$/.test(value)) ms = Number(value) * 1000;
+  else if (/ GMT$/.test(value) && Number.isFinite(Date.parse(value))) ms = Date.parse(value) - Date.now();
+  return Math.min(MAX_RETRY_MS, Math.max(MIN_RETRY_MS, ms));
 }
 
 async function errorOf(res) {
