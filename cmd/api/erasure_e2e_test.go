@@ -112,9 +112,17 @@ func testErasure(t *testing.T, srv *s3test.Server, bucket string) {
 		api2.MustDo(t, http.StatusNoContent, http.MethodPut, api2.URL("/v1/playback/%d", id), otherTok, map[string]any{"position_ms": 30_000 + i})
 	}
 	// A finish, announced as playback.completed before the erasure (its outbox row, and the
-	// members row the completion mover locks, name the member).
+	// members row the completion mover locks, name the member). The film is a course's one
+	// lesson, so the finish completes the course too (collection_completions names the member).
+	if _, err := pool.Exec(context.Background(), `
+		WITH imp AS (INSERT INTO imports (created_by, filename, total_rows, accepted, rejected) VALUES (1, 'course.csv', 1, 1, 0) RETURNING id)
+		INSERT INTO import_rows (import_id, row_number, collection, chapter, position, video_url, media_id)
+		SELECT imp.id, 2, 'erasure-course', 1, 1, 'https://example.com/v.mp4', $1 FROM imp`, films[1]); err != nil {
+		t.Fatal(err)
+	}
 	api1.MustDo(t, http.StatusNoContent, http.MethodPut, api1.URL("/v1/playback/%d/watched", films[1]), member, nil)
 	waitCount(t, pool, "the member's playback.completed", `SELECT count(*) FROM notification_outbox WHERE member_id = $1 AND kind = 'playback_completed'`, erasedMember)
+	waitCount(t, pool, "the member's course completion", `SELECT count(*) FROM collection_completions WHERE member_id = $1`, erasedMember)
 	stream := ssetest.Open(t, &http.Client{Transport: api1.Client.Transport}, api1.URL("/v1/events"), member, "")
 	// Events for the member (the upload's) with deliveries the receiver refuses.
 	waitCount(t, pool, "the member's webhook deliveries", `SELECT count(*) FROM webhook_deliveries d JOIN notification_outbox o ON o.id = d.outbox_id WHERE o.member_id = $1`, erasedMember)
