@@ -378,7 +378,11 @@ export function attach(video, options) {
     on.playing();
   }
 
-  const ready = open();
+  // What fails the open is a PlayheadError, as index.d.ts says: getToken's own error, or an
+  // answer that is not Playhead's JSON (a proxy's HTML page with a 200), included.
+  const ready = open().catch((err) => {
+    throw err instanceof PlayheadError ? err : new PlayheadError(0, `the open failed (${err && err.message})`);
+  });
   ready.catch(onError);
   return {
     ready,

@@ -230,6 +230,38 @@ run('sdk-hostile.mjs', () => withBrowser({}, async (context) => {
     return sentAny(page, 'of a paused video');
   });
 
+  // Broken answers: an open whose 200 is a proxy's HTML page, or JSON without its fields;
+  // getToken throwing; a report answered by a proxy's HTML 502. Each is a PlayheadError for
+  // onError (as index.d.ts types it), the open of JSON without fields resumes at 0, and the
+  // refused report's position stays pending.
+  await each('broken answers', async (page) => {
+    const problems = [];
+    answer = (method) => method === 'POST' && { status: 200, contentType: 'text/html', body: '<html>proxy</html>' };
+    let got = await page.evaluate(() => window.attachNow().ready.then((r) => `resolved ${JSON.stringify(r)}`, (e) => `${e.name} ${e.status}`));
+    if (got !== 'PlayheadError 0') problems.push(`an open answered with HTML: ${got}; want a PlayheadError`);
+    answer = (method) => method === 'POST' && { status: 200, contentType: 'application/json', body: '{}' };
+    got = await page.evaluate(() => window.attachNow().ready.then((r) => JSON.stringify(r), (e) => `${e.name}: ${e.message}`));
+    if (got !== '{"positionMs":0,"finished":false}') problems.push(`an open answered {}: ${got}; want {"positionMs":0,"finished":false}`);
+    answer = null;
+    got = await page.evaluate(() => window.attachNow({ getToken: () => { throw new Error('no session'); } }).ready
+      .then(() => 'resolved', (e) => `${e.name} ${e.status}`));
+    if (got !== 'PlayheadError 0') problems.push(`getToken throwing: ${got}; want a PlayheadError`);
+    answer = (method) => method === 'PUT' && { status: 502, contentType: 'text/html', body: '<html>Bad gateway</html>' };
+    got = await page.evaluate(async () => {
+      window.errors = [];
+      const session = window.attachNow();
+      await session.ready;
+      await window.play(60);
+      window.video.paused = true;
+      window.video.fire('pause');
+      while (!window.errors.length) await new Promise((r) => setTimeout(r, 10));
+      await session.detach();
+      return `${window.errors.join(', ')}; pending ${localStorage.getItem('playhead:pending::7') !== null}`;
+    });
+    if (!got.startsWith('PlayheadError 502') || !got.endsWith('pending true')) problems.push(`a report answered with an HTML 502: ${got}`);
+    return problems;
+  });
+
   // Back online with a position pending while the element has none (NaN: nothing loaded).
   await each('back online, nothing loaded', async (page) => {
     await page.evaluate(async () => {
