@@ -9,10 +9,11 @@ import (
 	"github.com/playhead/playhead/quality"
 )
 
-// Ten sessions' quality reports, through an Aggregator's write, rolled up: startup times of
-// 100, 200, … 900 ms and one session failed before its first frame; 60 s played at 720 lines
-// and 20 s at 360 with 4 s rebuffering in 2 stalls. By hand: p50 the 5th of 9 startups (500),
-// p95 the 9th (900), rebuffering 4/80 = 0.05, error rate 1/10, renditions 360: 0.25, 720: 0.75.
+// Twenty sessions' quality reports, through an Aggregator's write, rolled up: startup times of
+// 100, 200, … 1 900 ms and one session failed before its first frame; 60 s played at 720 lines
+// and 20 s at 360 with 4 s rebuffering in 2 stalls. By hand: p50 the 10th of 19 startups
+// (1 000), p95 the 19th (18.05 of 19: 1 900; the 90th percentile would be the 18th),
+// rebuffering 4/80 = 0.05, error rate 1/20, renditions 360: 0.25, 720: 0.75.
 // With four sessions (fewer than audience.MinViewers) another media shows none.
 func TestRollup_PlaybackQuality(t *testing.T) {
 	t.Parallel()
@@ -24,7 +25,7 @@ func TestRollup_PlaybackQuality(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for ms := int32(100); ms <= 900; ms += 100 {
+	for ms := int32(100); ms <= 1900; ms += 100 {
 		agg.Add(id, quality.Report{StartupMS: ms, Has: quality.HasStartup})
 	}
 	agg.Add(id, quality.Report{StartupMS: 5000, Error: 2, Has: quality.HasStartup | quality.HasError})
@@ -52,9 +53,9 @@ func TestRollup_PlaybackQuality(t *testing.T) {
 	if q == nil {
 		t.Fatalf("no quality: %+v", a)
 	}
-	if q.Sessions != 10 || q.StartupP50MS == nil || *q.StartupP50MS != 500 || q.StartupP95MS == nil || *q.StartupP95MS != 900 ||
-		q.RebufferRatio == nil || *q.RebufferRatio != 0.05 || q.Rebuffers != 2 || q.ErrorRate != 0.1 {
-		t.Errorf("quality %+v (p50 %v, p95 %v, ratio %v); want 10 sessions, p50 500, p95 900, ratio 0.05, 2 rebuffers, error rate 0.1",
+	if q.Sessions != 20 || q.StartupP50MS == nil || *q.StartupP50MS != 1000 || q.StartupP95MS == nil || *q.StartupP95MS != 1900 ||
+		q.RebufferRatio == nil || *q.RebufferRatio != 0.05 || q.Rebuffers != 2 || q.ErrorRate != 0.05 {
+		t.Errorf("quality %+v (p50 %v, p95 %v, ratio %v); want 20 sessions, p50 1000, p95 1900, ratio 0.05, 2 rebuffers, error rate 0.05",
 			q, deref(q.StartupP50MS), deref(q.StartupP95MS), deref(q.RebufferRatio))
 	}
 	want := []audience.Rendition{{Height: 360, Share: 0.25}, {Height: 720, Share: 0.75}}
