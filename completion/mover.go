@@ -47,10 +47,9 @@ type Config struct {
 
 // Mover moves completions into the outbox.
 type Mover struct {
-	pool *pgxpool.Pool
-	cfg  Config
-	wake chan struct{}
-	loop lifecycle.Loop
+	pool    *pgxpool.Pool
+	cfg     Config
+	batches lifecycle.Batches
 }
 
 // NewMover returns a Mover on pool. It does nothing until Start.
@@ -60,45 +59,22 @@ func NewMover(pool *pgxpool.Pool, cfg Config) *Mover {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Mover{pool: pool, cfg: cfg, wake: make(chan struct{}, 1)}
+	return &Mover{pool: pool, cfg: cfg}
 }
 
 // Wake makes the mover run now.
-func (m *Mover) Wake() {
-	select {
-	case m.wake <- struct{}{}:
-	default:
-	}
-}
+func (m *Mover) Wake() { m.batches.Wake() }
 
-// Start launches the mover's loop.
-func (m *Mover) Start(ctx context.Context) error { return m.loop.Start(ctx, m.run) }
+// Start launches the mover's loop: batch after batch while there is a backlog, then at each
+// Wake or Interval.
+func (m *Mover) Start(ctx context.Context) error {
+	return m.batches.Start(ctx, m.cfg.Interval, m.cfg.Batch, m.MoveOnce,
+		func(err error) { m.cfg.Logger.Warn("completion mover failed", "err", err) }, nil)
+}
 
 // Stop ends the loop; a move in flight rolls back (its completions are moved by the next run,
 // here or on another node).
-func (m *Mover) Stop(ctx context.Context) error { return m.loop.Stop(ctx) }
-
-func (m *Mover) run(ctx context.Context) {
-	ticker := time.NewTicker(m.cfg.Interval)
-	defer ticker.Stop()
-	for {
-		for range 100 { // a backlog is moved batch after batch, boundedly per wake-up
-			n, err := m.MoveOnce(ctx)
-			if err != nil && ctx.Err() == nil {
-				m.cfg.Logger.Warn("completion mover failed", "err", err)
-			}
-			if err != nil || n < m.cfg.Batch {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-m.wake:
-		case <-ticker.C:
-		}
-	}
-}
+func (m *Mover) Stop(ctx context.Context) error { return m.batches.Stop(ctx) }
 
 // claimSQL deletes up to $1 completions, oldest first, and returns them, leaving those of
 // erased members to the erasure job (their members row cannot be created again: the trigger
