@@ -1,7 +1,7 @@
 /** What attach needs to report one media's position to Playhead. */
 export interface AttachOptions {
-  /** Playhead's origin and any path before /v1, such as "https://playhead.school.example"; "" for the page's own origin. */
-  baseUrl: string;
+  /** Playhead's origin and any path before /v1, such as "https://playhead.school.example"; "" (the default) for the page's own origin. */
+  baseUrl?: string;
   /** The media's id, as GET /v1/media/{id} names it. */
   mediaId: number;
   /** Returns the member's bearer token: called at the start and again whenever Playhead answers 401 (then the request is retried once). */
