@@ -136,15 +136,11 @@ func (h *Handler) put(c *fiber.Ctx) error {
 		return err
 	}
 	key, value := Key{Member: member, Media: mediaID}, Position{PositionMS: pos, EventTime: now()}
-	// The quality is counted once the whole report passed its checks: a refused report leaves
-	// nothing behind. It is per media, not per member, so it has no row of its own to guard.
-	if h.Quality != nil {
-		h.Quality.Add(mediaID, q)
-	}
 	if h.Mode == ModeSync {
 		if err := h.Store.UpsertOne(c.UserContext(), key, value); err != nil {
 			return err
 		}
+		h.countQuality(mediaID, q)
 		return c.SendStatus(fiber.StatusNoContent)
 	}
 	// A drop (buffer full) still answers 204: it is counted and logged, and the player
@@ -152,7 +148,18 @@ func (h *Handler) put(c *fiber.Ctx) error {
 	if _, err := h.Buffer.Offer(key, value); errors.Is(err, buffer.ErrClosed) {
 		return apperr.Errorf(apperr.Unavailable, "shutting down")
 	}
+	h.countQuality(mediaID, q)
 	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// countQuality adds a report's quality once the report is answered 204: a refused report
+// (a failed check, a 503 while the node stops or the database is down) is sent again by its
+// player, quality included, and would otherwise be counted twice. The quality is per media,
+// not per member, so it has no row of its own to guard.
+func (h *Handler) countQuality(mediaID int64, q quality.Report) {
+	if h.Quality != nil {
+		h.Quality.Add(mediaID, q)
+	}
 }
 
 // open serves POST /v1/playback/{mediaID}[?collection=name]: the player opened the media,

@@ -56,3 +56,28 @@ func TestPlayback_PutQualityIsCountedOnlyWithItsReport(t *testing.T) {
 		t.Errorf("refused reports left %d counters", n)
 	}
 }
+
+// A report refused because the node is stopping (503) is sent again by its player, quality
+// included, to another node: its quality is not counted here, or it would count twice.
+func TestPlayback_PutQualityOfARefusedReportIsNotCounted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	id := b.createMedia(t, map[string]any{"title": "film", "duration_ms": 60_000})
+	tok := token(t, 42, false)
+	path := fmt.Sprintf("/v1/playback/%d", id)
+	if status, resp := b.do(t, http.MethodPut, path, tok, `{"position_ms": 5000, "quality": {"rebuffer_count": 1}}`); status != 204 {
+		t.Fatalf("PUT: %d %s", status, resp)
+	}
+	if err := b.buf.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if status, resp := b.do(t, http.MethodPut, path, tok, `{"position_ms": 9000, "quality": {"rebuffer_count": 50}}`); status != 503 {
+		t.Fatalf("PUT while stopping: %d %s; want 503", status, resp)
+	}
+	if err := b.quality.Write(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count(t, `SELECT coalesce(sum(value), 0) FROM media_quality WHERE media_id = $1 AND metric = 'rebuffers'`, id); n != 1 {
+		t.Errorf("rebuffers = %d, want 1 (the refused report's 50 not counted)", n)
+	}
+}
