@@ -84,7 +84,7 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	a := &Aggregator{cfg: cfg, pending: map[int64]*sums{},
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "playhead", Subsystem: "quality", Name: "dropped_total",
-			Help: "Playback-quality reports dropped because the node held sums for PLAYHEAD_QUALITY_MAX_MEDIA media already."})}
+			Help: "Playback-quality reports, and media of a failed write given back, dropped because the node held sums for PLAYHEAD_QUALITY_MAX_MEDIA media already."})}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(a.dropped); err != nil {
 			return nil, err
@@ -208,13 +208,20 @@ func (a *Aggregator) Write(ctx context.Context) error {
 	return nil
 }
 
-// giveBack merges sums a failed write held into what arrived meanwhile.
+// giveBack merges sums a failed write held into what arrived meanwhile, within MaxMedia: the
+// reports of other media fill the node's map while a write waits on a database that is down,
+// so the media of a failed write past MaxMedia are dropped and counted, as Add does, or every
+// failed write would let the map grow by another MaxMedia.
 func (a *Aggregator) giveBack(held map[int64]*sums) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id, old := range held {
 		s := a.pending[id]
 		if s == nil {
+			if len(a.pending) >= a.cfg.MaxMedia {
+				a.dropped.Inc()
+				continue
+			}
 			a.pending[id] = old
 			continue
 		}

@@ -2,10 +2,12 @@ package quality_test
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/quality"
@@ -143,6 +145,69 @@ func TestAggregator_AFailedWriteIsKept(t *testing.T) {
 	if got := counters(t, pool, ids[1]); len(got) != 0 {
 		t.Errorf("the deleted media got counters: %v", got)
 	}
+}
+
+// While a write waits on a database that does not answer, reports of other media fill the
+// node's map again; the failed write's media are given back only within MaxMedia, the rest
+// dropped and counted, so a long outage holds at most MaxMedia media, not one more MaxMedia
+// per failed write.
+func TestAggregator_AFailedWriteKeepsTheMemoryBound(t *testing.T) {
+	t.Parallel()
+	// A "database" that takes the connection and never answers: the write waits for its context.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	pool, err := pgxpool.New(context.Background(), "postgres://u@"+ln.Addr().String()+"/db?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	reg := prometheus.NewRegistry()
+	a, err := quality.New(quality.Config{Pool: pool, Interval: time.Hour, MaxMedia: 2, Timeout: time.Hour, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := quality.Report{RebufferCount: 1, Has: quality.HasRebufferCount}
+	a.Add(1, r)
+	a.Add(2, r)
+	ctx, cancel := context.WithCancel(context.Background())
+	failed := make(chan error, 1)
+	go func() { failed <- a.Write(ctx) }()
+	conn := <-accepted // the write took media 1 and 2 and is waiting
+	defer conn.Close()
+	a.Add(3, r)
+	a.Add(4, r)
+	cancel()
+	if err := <-failed; err == nil {
+		t.Fatal("the write to a database that never answered succeeded")
+	}
+	if got := dropped(t, reg); got != 2 {
+		t.Errorf("dropped %v media of the failed write; want 2 (the node held media 3 and 4, MaxMedia 2)", got)
+	}
+}
+
+// dropped reads playhead_quality_dropped_total from reg.
+func dropped(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "playhead_quality_dropped_total" {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("no playhead_quality_dropped_total")
+	return 0
 }
 
 func TestStartupBucket(t *testing.T) {
