@@ -14,13 +14,22 @@ import (
 // and 20 s at 360 with 4 s rebuffering in 2 stalls. By hand: p50 the 10th of 19 startups
 // (1 000), p95 the 19th (18.05 of 19: 1 900; the 90th percentile would be the 18th),
 // rebuffering 4/80 = 0.05, error rate 1/20, renditions 360: 0.25, 720: 0.75.
-// With four sessions (fewer than audience.MinViewers) another media shows none.
+// The figures are withheld with the audience's, below audience.MinViewers viewers: another
+// media with ten sessions reported by one member's player shows none, nor one with four
+// sessions.
 func TestRollup_PlaybackQuality(t *testing.T) {
 	t.Parallel()
 	v := setup(t)
 	ctx := context.Background()
 	const owner = 7
-	id, few := v.video(t, owner, "lecture"), v.video(t, owner, "few")
+	id, few, one := v.video(t, owner, "lecture"), v.video(t, owner, "few"), v.video(t, owner, "one viewer")
+	var reports []report
+	for member := int64(100); member < 100+audience.MinViewers; member++ {
+		reports, _ = play(reports, member, id, 0, 0, 20)
+		reports, _ = play(reports, member, few, 0, 0, 20)
+	}
+	reports, _ = play(reports, 100, one, 0, 0, 20)
+	v.flush(t, reports)
 	agg, err := quality.New(quality.Config{Pool: v.pool})
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +47,9 @@ func TestRollup_PlaybackQuality(t *testing.T) {
 	agg.Add(id, quality.Report{RebufferCount: 2, RebufferMS: 4000, Has: quality.HasRebufferCount | quality.HasRebufferMS})
 	for range 4 {
 		agg.Add(few, quality.Report{StartupMS: 100, Has: quality.HasStartup})
+	}
+	for range 10 {
+		agg.Add(one, quality.Report{StartupMS: 600_000, Has: quality.HasStartup})
 	}
 	if err := agg.Write(ctx); err != nil {
 		t.Fatal(err)
@@ -64,5 +76,8 @@ func TestRollup_PlaybackQuality(t *testing.T) {
 	}
 	if a, err := audience.NewStore(v.pool).Media(ctx, few, auth.Identity{MemberID: owner}); err != nil || a.Quality != nil {
 		t.Errorf("four sessions: quality %+v, %v; want withheld (null)", a.Quality, err)
+	}
+	if a, err := audience.NewStore(v.pool).Media(ctx, one, auth.Identity{MemberID: owner}); err != nil || a.Quality != nil || !a.Withheld {
+		t.Errorf("ten sessions of one viewer: quality %+v, withheld %v, %v; want withheld (null)", a.Quality, a.Withheld, err)
 	}
 }

@@ -56,15 +56,16 @@ type Media struct {
 	// (σ 10 viewers over FiguresViewers); null also when FiguresViewers < MinCurveViewers.
 	Retention []float64 `json:"retention"`
 	// Quality is the playback quality the players reported; null before their reports carried
-	// any, and while fewer than MinViewers sessions did.
+	// any, while fewer than MinViewers sessions did, and while the figures are Withheld.
 	Quality *Quality `json:"quality"`
 	// ComputedAt is when a figure here last changed; nil before the first rollup.
 	ComputedAt *time.Time `json:"computed_at"`
 }
 
 // Quality is a media's playback quality as the players measured it (package quality), exact:
-// it tells how the media was delivered (the network, the device), not what anyone watched,
-// which the figures above protect; it is withheld below MinViewers sessions all the same.
+// it tells how the media was delivered (the network, the device). It is withheld with the
+// figures above, and below MinViewers sessions; being exact, it does not resist an owner's own
+// accounts as their noise does (docs/api/audience.md, its known limit).
 type Quality struct {
 	// Sessions are the sessions that started, or failed before their first frame.
 	Sessions int64 `json:"sessions"`
@@ -153,15 +154,16 @@ func (s *Store) Media(ctx context.Context, id int64, who auth.Identity) (Media, 
 		return a, nil
 	}
 	a.Views, a.Viewers = *views, *viewers
-	if sessions != nil && *sessions >= MinViewers {
-		q.Sessions, q.Rebuffers, q.ErrorRate, q.Renditions = *sessions, *rebuffers, *errorRate, renditionShares(renditions)
-		a.Quality = &q
-	}
 	// Figures never released are not shown, whatever the viewers: rollupSQL releases them as
-	// the viewers reach MinViewers, so this is a second fence.
+	// the viewers reach MinViewers, so this is a second fence. The quality is withheld with
+	// them: its sessions are what players say, and one member's player may say five.
 	if a.Viewers < MinViewers || *released < MinViewers {
 		a.Withheld = true
 		return a, nil
+	}
+	if sessions != nil && *sessions >= MinViewers {
+		q.Sessions, q.Rebuffers, q.ErrorRate, q.Renditions = *sessions, *rebuffers, *errorRate, renditionShares(renditions)
+		a.Quality = &q
 	}
 	a.FiguresViewers = *released
 	rate := float64(*finished) / float64(a.FiguresViewers)
