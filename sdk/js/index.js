@@ -17,8 +17,9 @@
 //
 // Each report also carries the playback quality of the interval ({"quality"}, off with
 // quality: false): the session's time to first frame (once), the time played, the stalls
-// ('waiting' while not seeking) and their time, the rendition (the element's videoHeight)
-// and a fatal error's MediaError code. Playhead adds them up per media for the audience.
+// ('waiting' while not seeking, until it plays, pauses or seeks) and their time, the
+// rendition (the element's videoHeight) and a fatal error's MediaError code. Playhead adds
+// them up per media for the audience.
 
 const REPORT_EVERY_MS = 5000;
 const SEEK_SETTLE_MS = 400;
@@ -113,6 +114,14 @@ export function attach(video, options) {
 
   function add(name, n) {
     q[name] = (q[name] || 0) + n;
+  }
+
+  // endStall ends a stall's time: the element plays again, or the member paused or seeked out
+  // of it (a paused or seeking element is not rebuffering, however long it waits).
+  function endStall() {
+    if (!stalledAt) return;
+    add('rebuffer_ms', performance.now() - stalledAt);
+    stalledAt = 0;
   }
 
   // takeQuality hands the interval's quality to a report (none when there is nothing to say),
@@ -258,10 +267,7 @@ export function attach(video, options) {
           startup = 1;
           q.startup_ms = now - asked;
         }
-        if (stalledAt) {
-          add('rebuffer_ms', now - stalledAt);
-          stalledAt = 0;
-        }
+        endStall();
       }
       lastTime = t;
     },
@@ -281,14 +287,17 @@ export function attach(video, options) {
       if (!timer) timer = setInterval(() => report('interval'), every);
     },
     pause: () => {
+      endStall();
       stopTimer();
       if (!video.ended) report('pause');
     },
     ended: () => {
+      endStall();
       stopTimer();
       report('ended');
     },
     seeking: () => {
+      endStall();
       if (started) claim();
     },
     // The source is replaced: no interval reports until the element plays again.

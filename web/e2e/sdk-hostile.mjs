@@ -230,6 +230,44 @@ run('sdk-hostile.mjs', () => withBrowser({}, async (context) => {
     return sentAny(page, 'of a paused video');
   });
 
+  // Stalls: a 'waiting' while seeking is no stall; a real one ends when the member pauses, so
+  // the time paused (300 ms here) is not rebuffering, nor a seek out of a stall.
+  await each('stalls, seeks and a paused stall', async (page) => {
+    const got = await page.evaluate(async () => {
+      const v = window.video;
+      window.saved = [];
+      const savedAt = async (ms) => { while (!window.saved.includes(ms)) await new Promise((r) => setTimeout(r, 10)); };
+      window.session = window.attachNow({ onSaved: (ms) => window.saved.push(ms) });
+      await window.session.ready;
+      await window.play(10);
+      v.fire('timeupdate');
+      v.currentTime = 10.5; v.fire('timeupdate'); // the first frame
+      v.seeking = true; v.fire('seeking'); v.fire('waiting');
+      v.currentTime = 30; v.fire('timeupdate');
+      v.seeking = false; v.fire('seeked');
+      await savedAt(30000);
+      const stallFrom = performance.now();
+      v.fire('waiting');
+      v.paused = true; v.fire('pause');
+      const stalled = performance.now() - stallFrom;
+      await new Promise((r) => setTimeout(r, 300)); // paused
+      v.paused = false; v.fire('play'); v.fire('playing');
+      v.currentTime = 30.5; v.fire('timeupdate');
+      v.seeking = true; v.fire('seeking'); v.fire('waiting'); // a stall while seeking: none
+      v.currentTime = 40; v.fire('timeupdate');
+      v.seeking = false; v.fire('seeked');
+      v.paused = true; v.fire('pause');
+      await savedAt(40000);
+      await window.session.detach();
+      const sum = (k) => window.puts.reduce((n, p) => n + ((p.quality && p.quality[k]) || 0), 0);
+      return { count: sum('rebuffer_count'), ms: sum('rebuffer_ms'), stalled };
+    });
+    const problems = [];
+    if (got.count !== 1) problems.push(`${got.count} stalls reported; want 1 (a seek's 'waiting' is none)`);
+    if (got.ms > got.stalled + 2) problems.push(`${got.ms} ms of rebuffering reported for a stall of ${got.stalled.toFixed(1)} ms then paused`);
+    return problems;
+  });
+
   // Broken answers: an open whose 200 is a proxy's HTML page, or JSON without its fields;
   // getToken throwing; a report answered by a proxy's HTML 502. Each is a PlayheadError for
   // onError (as index.d.ts types it), the open of JSON without fields resumes at 0, and the
