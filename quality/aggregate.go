@@ -25,7 +25,8 @@ type Config struct {
 	// Interval is how often the sums are written (default 10 s).
 	Interval time.Duration
 	// MaxMedia bounds the media one node holds sums for between two writes (default 100 000):
-	// a report for another media past it is dropped and counted.
+	// a report for another media past it is dropped and counted. A media's sums are about
+	// 500 bytes, at most some 10 KB (every startup bucket, MaxHeights heights).
 	MaxMedia int
 	// Timeout bounds one write (default 10 s).
 	Timeout time.Duration
@@ -53,6 +54,9 @@ func (c Config) validate() error {
 	}
 	return nil
 }
+
+// MaxHeights bounds the rendition heights a node holds time played for, per media and period.
+const MaxHeights = 16
 
 // sums are one media's counters since the last write.
 type sums struct {
@@ -123,6 +127,12 @@ func (a *Aggregator) Add(mediaID int64, r Report) {
 		var height int32
 		if r.Has&HasHeight != 0 {
 			height = r.Height
+		}
+		// A rendition ladder has a few heights; a player may say any of 8 640. Past MaxHeights
+		// of one media the time played counts as of an unknown height, so a media's sums stay
+		// small whatever its players say.
+		if _, ok := s.played[height]; !ok && len(s.played) >= MaxHeights {
+			height = 0
 		}
 		s.played[height] += int64(r.PlayedMS)
 	}

@@ -2,6 +2,7 @@ package quality_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -191,6 +192,28 @@ func TestAggregator_AFailedWriteKeepsTheMemoryBound(t *testing.T) {
 	}
 	if got := dropped(t, reg); got != 2 {
 		t.Errorf("dropped %v media of the failed write; want 2 (the node held media 3 and 4, MaxMedia 2)", got)
+	}
+}
+
+// A player may say any height from 1 to 8 640: past quality.MaxHeights heights of one media
+// in a period, the time played counts as of an unknown height (0), so a media's sums stay
+// small.
+func TestAggregator_HeightsAreBounded(t *testing.T) {
+	t.Parallel()
+	pool, a, ids := setup(t)
+	for h := int32(1); h <= quality.MaxHeights+4; h++ {
+		a.Add(ids[0], quality.Report{PlayedMS: 1000, Height: h, Has: quality.HasPlayed | quality.HasHeight})
+	}
+	a.Add(ids[0], quality.Report{PlayedMS: 1000, Height: 1, Has: quality.HasPlayed | quality.HasHeight})
+	if err := a.Write(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"played_ms/0": 4000, "played_ms/1": 2000}
+	for h := 2; h <= quality.MaxHeights; h++ {
+		want[fmt.Sprintf("played_ms/%d", h)] = 1000
+	}
+	if got := counters(t, pool, ids[0]); !equal(got, want) {
+		t.Errorf("%v; want %v", got, want)
 	}
 }
 

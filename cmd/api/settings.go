@@ -143,7 +143,7 @@ var settingGroups = []settingGroup{
 		{name: "PLAYHEAD_QUALITY_INTERVAL", typ: typeDuration, def: "10s",
 			doc: "How often an API node writes the playback quality its position reports carried (added up per media in memory) into `media_quality`, for the audience rollup; a graceful stop writes what is held. Positive."},
 		{name: "PLAYHEAD_QUALITY_MAX_MEDIA", typ: typeInt, def: "100000",
-			doc: "The most media an API node holds playback-quality sums for between two writes: its memory bound (about 300 bytes a media). A report's quality for another media past it is dropped and counted (`playhead_quality_dropped_total`); its position is kept. Positive."},
+			doc: "The most media an API node holds playback-quality sums for between two writes: its memory bound (about 500 bytes a media; at most some 10 KB for one whose reports carry every startup time and many renditions, so 1 GB at the default under attack). A report's quality for another media past it is dropped and counted (`playhead_quality_dropped_total`); its position is kept. Positive."},
 		{name: "PLAYHEAD_HISTORY_RETENTION", typ: typeDuration, def: "0s",
 			doc: "How long a member's viewing history is kept after their last report of a media (`540d`, `36h`; whole days with `d`): the hourly job kind `history_retention` removes the playback rows not watched for longer (to the hour), their collection progress and their watched ranges, in batches of 5 000. `0` keeps it for ever. At least `1h` otherwise. See docs/operations/personal-data.md."},
 	}},
