@@ -182,7 +182,8 @@ SET views = excluded.views, viewers = excluded.viewers, released_viewers = exclu
 // sessions, startup time p50 and p95 (the smallest startup bucket at or past that share of the
 // sessions that started; a bucket is rounded up to two significant digits), the rebuffering
 // ratio (time rebuffering / time played), the rebuffering events, the error rate (sessions
-// with a fatal error / sessions) and each rendition's share of the time played. A media whose
+// with a fatal error / sessions, at most 1: a player may send errors without sessions) and
+// each rendition's share of the time played. A media whose
 // reports never carried quality keeps nulls. computed_at moves when one of them changes.
 const qualitySQL = `
 WITH q AS (
@@ -218,7 +219,7 @@ shares AS (
 figures AS (
     SELECT s.media_id, s.sessions, p.p50, p.p95,
            s.rebuffer_ms::float8 / nullif(s.played_ms, 0) AS rebuffer_ratio, s.rebuffers,
-           s.errors::float8 / nullif(s.sessions, 0) AS error_rate, sh.renditions
+           least(s.errors, s.sessions)::float8 / nullif(s.sessions, 0) AS error_rate, sh.renditions
     FROM sums s LEFT JOIN pct p ON p.media_id = s.media_id LEFT JOIN shares sh ON sh.media_id = s.media_id
 )
 UPDATE media_audience a

@@ -23,10 +23,12 @@ func TestRollup_PlaybackQuality(t *testing.T) {
 	ctx := context.Background()
 	const owner = 7
 	id, few, one := v.video(t, owner, "lecture"), v.video(t, owner, "few"), v.video(t, owner, "one viewer")
+	errs := v.video(t, owner, "more errors than sessions")
 	var reports []report
 	for member := int64(100); member < 100+audience.MinViewers; member++ {
 		reports, _ = play(reports, member, id, 0, 0, 20)
 		reports, _ = play(reports, member, few, 0, 0, 20)
+		reports, _ = play(reports, member, errs, 0, 0, 20)
 	}
 	reports, _ = play(reports, 100, one, 0, 0, 20)
 	v.flush(t, reports)
@@ -50,6 +52,13 @@ func TestRollup_PlaybackQuality(t *testing.T) {
 	}
 	for range 10 {
 		agg.Add(one, quality.Report{StartupMS: 600_000, Has: quality.HasStartup})
+	}
+	// Players may send an error without a session: the rate stays a share of the sessions.
+	for range 5 {
+		agg.Add(errs, quality.Report{StartupMS: 100, Has: quality.HasStartup})
+	}
+	for range 20 {
+		agg.Add(errs, quality.Report{Error: 2, Has: quality.HasError})
 	}
 	if err := agg.Write(ctx); err != nil {
 		t.Fatal(err)
@@ -76,6 +85,9 @@ func TestRollup_PlaybackQuality(t *testing.T) {
 	}
 	if a, err := audience.NewStore(v.pool).Media(ctx, few, auth.Identity{MemberID: owner}); err != nil || a.Quality != nil {
 		t.Errorf("four sessions: quality %+v, %v; want withheld (null)", a.Quality, err)
+	}
+	if a, err := audience.NewStore(v.pool).Media(ctx, errs, auth.Identity{MemberID: owner}); err != nil || a.Quality == nil || a.Quality.ErrorRate != 1 {
+		t.Errorf("20 errors in 5 sessions: quality %+v, %v; want an error rate of 1", a.Quality, err)
 	}
 	if a, err := audience.NewStore(v.pool).Media(ctx, one, auth.Identity{MemberID: owner}); err != nil || a.Quality != nil || !a.Withheld {
 		t.Errorf("ten sessions of one viewer: quality %+v, withheld %v, %v; want withheld (null)", a.Quality, a.Withheld, err)
