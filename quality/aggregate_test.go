@@ -195,6 +195,39 @@ func TestAggregator_AFailedWriteKeepsTheMemoryBound(t *testing.T) {
 	}
 }
 
+// A node holds sums for at most MaxMedia media between two writes: a report for another one
+// is dropped and counted, while the media held still add up; after the write there is room
+// again.
+func TestAggregator_MaxMedia(t *testing.T) {
+	t.Parallel()
+	pool, _, ids := setup(t)
+	reg := prometheus.NewRegistry()
+	a, err := quality.New(quality.Config{Pool: pool, Interval: time.Hour, MaxMedia: 1, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := quality.Report{RebufferCount: 1, Has: quality.HasRebufferCount}
+	a.Add(ids[0], r)
+	a.Add(ids[1], r)
+	a.Add(ids[0], r)
+	if err := a.Write(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := dropped(t, reg); got != 1 {
+		t.Errorf("dropped %v reports; want 1", got)
+	}
+	if got0, got1 := counters(t, pool, ids[0]), counters(t, pool, ids[1]); !equal(got0, map[string]int64{"rebuffers/0": 2}) || len(got1) != 0 {
+		t.Errorf("media 0: %v, media 1: %v; want 2 rebuffers and none", got0, got1)
+	}
+	a.Add(ids[1], r)
+	if err := a.Write(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := counters(t, pool, ids[1]); !equal(got, map[string]int64{"rebuffers/0": 1}) {
+		t.Errorf("media 1 after the write: %v; want 1 rebuffer", got)
+	}
+}
+
 // A player may say any height from 1 to 8 640: past quality.MaxHeights heights of one media
 // in a period, the time played counts as of an unknown height (0), so a media's sums stay
 // small.
