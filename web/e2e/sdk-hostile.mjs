@@ -124,6 +124,29 @@ run('sdk-hostile.mjs', () => withBrowser({}, async (context) => {
     });
   }
 
+  // A Retry-After as an HTTP date, 8 s ahead: the next report waits for it (its own interval,
+  // what an unreadable one gets, is 5 s), then goes.
+  await each('Retry-After as an HTTP date', async (page) => {
+    let refused = 0;
+    answer = (method) => method === 'PUT' && !refused++ && {
+      status: 429, headers: { 'Retry-After': new Date(Date.now() + 8000).toUTCString() }, body: '' };
+    await page.evaluate(async () => {
+      window.at = [];
+      const realFetch = window.fetch;
+      window.fetch = (url, init = {}) => { if (init.method === 'PUT') window.at.push(performance.now()); return realFetch(url, init); };
+      window.session = window.attachNow();
+      await window.session.ready;
+      await window.play(70);
+      window.video.paused = true;
+      window.video.fire('pause');
+    });
+    await page.waitForFunction(() => window.at.length >= 2, null, { timeout: 60_000 });
+    const at = await page.evaluate(() => window.at);
+    await page.evaluate(() => window.session.detach());
+    // The date has whole seconds: up to one less than 8 s.
+    return at[1] - at[0] < 6500 ? [`the report after a 429 with Retry-After 8 s ahead as a date went ${Math.round(at[1] - at[0])} ms later`] : [];
+  });
+
   // Detached while its open is in flight, the element playing: no report afterwards (not the
   // pending one either), no listener, timer or lock left.
   await each('detach during the open', async (page) => {
