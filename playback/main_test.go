@@ -51,6 +51,8 @@ type options struct {
 	flush                buffer.FlushFunc[playback.Key, playback.Position]
 	// completion is the store's rule; completionOnly when its Ratio is 0.
 	completion media.Completion
+	// sync writes each report in its request (playback.ModeSync) instead of through the buffer.
+	sync bool
 }
 
 func setup(t *testing.T, opts options) *bundle {
@@ -102,7 +104,11 @@ func setup(t *testing.T, opts options) *bundle {
 	if b.quality, err = quality.New(quality.Config{Pool: pool}); err != nil {
 		t.Fatal(err)
 	}
-	(&playback.Handler{Store: b.store, Access: b.cache, Buffer: b.buf, Mode: playback.ModeWriteBehind, Limit: opts.limit, Links: b.links,
+	mode := playback.ModeWriteBehind
+	if opts.sync {
+		mode = playback.ModeSync
+	}
+	(&playback.Handler{Store: b.store, Access: b.cache, Buffer: b.buf, Mode: mode, Limit: opts.limit, Links: b.links,
 		ForgetsUnsettled: forgetsUnsettled, Quality: b.quality}).Register(api)
 	(&media.AdminHandler{Store: b.media}).Register(api.Group("/admin", auth.RequireAdmin))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

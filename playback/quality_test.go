@@ -81,3 +81,29 @@ func TestPlayback_PutQualityOfARefusedReportIsNotCounted(t *testing.T) {
 		t.Errorf("rebuffers = %d, want 1 (the refused report's 50 not counted)", n)
 	}
 }
+
+// In sync mode a report whose write fails (a 5xx: its player sends it again) counts no quality
+// either. The write fails by a trigger refusing member 43's rows.
+func TestPlayback_PutQualityOfAFailedSyncWriteIsNotCounted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{sync: true})
+	id := b.createMedia(t, map[string]any{"title": "film", "duration_ms": 60_000})
+	if _, err := b.pool.Exec(t.Context(), `
+		CREATE FUNCTION refuse_43() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$;
+		CREATE TRIGGER refuse_43 BEFORE INSERT OR UPDATE ON playback FOR EACH ROW WHEN (NEW.member_id = 43) EXECUTE FUNCTION refuse_43()`); err != nil {
+		t.Fatal(err)
+	}
+	path := fmt.Sprintf("/v1/playback/%d", id)
+	if status, resp := b.do(t, http.MethodPut, path, token(t, 42, false), `{"position_ms": 5000, "quality": {"rebuffer_count": 1}}`); status != 204 {
+		t.Fatalf("PUT: %d %s", status, resp)
+	}
+	if status, resp := b.do(t, http.MethodPut, path, token(t, 43, false), `{"position_ms": 5000, "quality": {"rebuffer_count": 50}}`); status < 500 {
+		t.Fatalf("PUT of a refused write: %d %s; want a 5xx", status, resp)
+	}
+	if err := b.quality.Write(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count(t, `SELECT coalesce(sum(value), 0) FROM media_quality WHERE media_id = $1 AND metric = 'rebuffers'`, id); n != 1 {
+		t.Errorf("rebuffers = %d, want 1 (the failed write's 50 not counted)", n)
+	}
+}
