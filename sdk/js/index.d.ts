@@ -36,7 +36,7 @@ export interface Session {
   detach(): Promise<void>;
 }
 
-/** Starts reporting video's position for options.mediaId: opens, resumes, reports. */
+/** Starts reporting video's position for options.mediaId: opens, resumes, reports. An element reports one media at a time: a session still attached to video is detached first. */
 export function attach(video: HTMLMediaElement, options: AttachOptions): Session;
 
 /** An answer of Playhead's that is not a success ({"error": …}), or a request that did not reach it (status 0). */

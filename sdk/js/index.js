@@ -30,6 +30,9 @@ const MIN_RETRY_MS = 1000;
 const MAX_RETRY_MS = 3600 * 1000;
 const ERRORS = [, 'aborted', 'network', 'decode', 'src_not_supported'];
 
+// sessions holds each element's session: an element reports one media at a time.
+const sessions = new WeakMap();
+
 export function attach(video, options) {
   const { baseUrl = '', mediaId, getToken, collection } = options;
   const onSaved = options.onSaved || (() => {});
@@ -37,6 +40,9 @@ export function attach(video, options) {
   const every = options.reportEveryMs || REPORT_EVERY_MS;
   if (!Number.isSafeInteger(mediaId) || mediaId <= 0) throw new TypeError('mediaId must be a positive integer');
   if (typeof getToken !== 'function') throw new TypeError('getToken must be a function');
+  // attach on an element that still reports (the next episode attached without a detach):
+  // the earlier session ends first, or it would report the new media's positions as its own.
+  if (sessions.has(video)) sessions.get(video).detach();
   const base = baseUrl.replace(/\/+$/, '');
   const playbackURL = `${base}/v1/playback/${mediaId}`;
   const pendingKey = `${PENDING_PREFIX}${base}:${mediaId}`;
@@ -393,12 +399,13 @@ export function attach(video, options) {
     throw err instanceof PlayheadError ? err : new PlayheadError(0, `the open failed (${err && err.message})`);
   });
   ready.catch(onError);
-  return {
+  const session = {
     ready,
     async detach() {
       if (detached) return;
       report('detach');
       detached = true;
+      if (sessions.get(video) === session) sessions.delete(video);
       stopTimer();
       clearTimeout(seekTimer);
       clearTimeout(retryTimer);
@@ -409,6 +416,8 @@ export function attach(video, options) {
       release();
     },
   };
+  sessions.set(video, session);
+  return session;
 }
 
 /** An answer of Playhead's that is not a success, or a request that did not reach it (status 0). */

@@ -49,7 +49,10 @@ window.liveTimers = () => live.size;
 window.FakeElement = FakeElement;
 window.puts = [];
 const realFetch = window.fetch;
-window.fetch = (url, init = {}) => { if (init.method === 'PUT') window.puts.push(JSON.parse(init.body)); return realFetch(url, init); };
+window.fetch = (url, init = {}) => {
+  if (init.method === 'PUT') window.puts.push({ ...JSON.parse(init.body), url: String(url) });
+  return realFetch(url, init);
+};
 window.sdk = await import('/sdk/index.js');
 window.ready = true;
 </script>`;
@@ -225,6 +228,24 @@ run('sdk-hostile.mjs', () => withBrowser({}, async (context) => {
     const problems = await sentAny(page, 'of the next media as the old one\'s');
     await page.evaluate(() => window.session.detach());
     return problems;
+  });
+
+  // The next media attached to the same element without a detach: the first session ends,
+  // and only the next one reports (to its own media).
+  await each('attach twice on one element', async (page) => {
+    await page.evaluate(async () => {
+      const first = window.attachNow({ reportEveryMs: 100 });
+      await first.ready;
+      await window.play(30);
+      window.puts = [];
+      const next = window.attachNow({ mediaId: 8, reportEveryMs: 100 });
+      await next.ready;
+      await window.play(5);
+      while (window.puts.filter((p) => p.url.endsWith('/8')).length < 3) await new Promise((r) => setTimeout(r, 50));
+      await next.detach();
+    });
+    return (await puts(page)).filter((p) => !p.url.endsWith('/v1/playback/8') && p.position_ms !== 30000)
+      .map((p) => `a report to the first media after the next was attached: ${JSON.stringify(p)}`);
   });
 
   // A paused video whose tab is hidden and shown again and again: its position went out at the
