@@ -248,6 +248,30 @@ run('sdk-hostile.mjs', () => withBrowser({}, async (context) => {
       .map((p) => `a report to the first media after the next was attached: ${JSON.stringify(p)}`);
   });
 
+  // A seek storm (scrubbing: 50 seeks in a row, paused): one report, where it settles.
+  await each('seek storm', async (page) => {
+    await page.evaluate(async () => {
+      window.saved = [];
+      window.session = window.attachNow({ onSaved: (ms) => window.saved.push(ms) });
+      await window.session.ready;
+      await window.play(10);
+      window.video.paused = true;
+      window.video.fire('pause');
+      while (!window.saved.length) await new Promise((r) => setTimeout(r, 10));
+      window.puts = [];
+      for (let i = 1; i <= 50; i++) {
+        window.video.currentTime = 10 + i;
+        window.video.fire('seeking');
+        window.video.fire('seeked');
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      while (!window.saved.includes(60000)) await new Promise((r) => setTimeout(r, 10));
+      await window.session.detach();
+    });
+    const sent = await puts(page);
+    return sent.length !== 1 ? [`${sent.length} reports of a seek storm: ${JSON.stringify(sent.map((p) => p.position_ms))}; want one, 60000`] : [];
+  });
+
   // A paused video whose tab is hidden and shown again and again: its position went out at the
   // pause; hiding the tab sends nothing new.
   await each('paused, hidden again and again', async (page) => {
