@@ -63,6 +63,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/playhead/playhead/jobqueue"
+	"github.com/playhead/playhead/quality"
 )
 
 // KindRollup is the periodic job kind that rolls the audience up.
@@ -183,7 +184,8 @@ SET views = excluded.views, viewers = excluded.viewers, released_viewers = exclu
 // sessions that started; a bucket is rounded up to two significant digits), the rebuffering
 // ratio (time rebuffering / time played), the rebuffering events, the error rate (sessions
 // with a fatal error / sessions, at most 1: a player may send errors without sessions) and
-// each rendition's share of the time played. A media whose
+// each rendition's share of the time played: the $2 most played, the rest as of an unknown
+// height (0), since players may say any height and a media's counters keep every one. A media whose
 // reports never carried quality keeps nulls. computed_at moves when one of them changes.
 const qualitySQL = `
 WITH q AS (
@@ -210,9 +212,12 @@ pct AS (
     FROM startup GROUP BY media_id
 ),
 shares AS (
-    SELECT r.media_id, jsonb_object_agg(r.bucket::text, round(r.value::numeric / r.total, 4) ORDER BY r.bucket) AS renditions
-    FROM (SELECT media_id, bucket, value, sum(value) OVER (PARTITION BY media_id) AS total
-          FROM q WHERE metric = 'played_ms') r
+    SELECT r.media_id, jsonb_object_agg(r.height::text, round(r.value::numeric / r.total, 4) ORDER BY r.height) AS renditions
+    FROM (SELECT media_id, CASE WHEN rank <= $2 THEN bucket ELSE 0 END AS height, sum(value) AS value, max(total) AS total
+          FROM (SELECT media_id, bucket, value, sum(value) OVER (PARTITION BY media_id) AS total,
+                       row_number() OVER (PARTITION BY media_id ORDER BY value DESC, bucket) AS rank
+                FROM q WHERE metric = 'played_ms') ranked
+          GROUP BY 1, 2) r
     WHERE r.total > 0
     GROUP BY r.media_id
 ),
@@ -286,7 +291,7 @@ func rollup(ctx context.Context, pool *pgxpool.Pool, fill func([]float64)) (int6
 			if err != nil {
 				return err
 			}
-			_, err = tx.Exec(ctx, qualitySQL, ids)
+			_, err = tx.Exec(ctx, qualitySQL, ids, quality.MaxHeights)
 			return err
 		})
 		if err != nil {

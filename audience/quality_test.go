@@ -53,6 +53,14 @@ func TestRollup_PlaybackQuality(t *testing.T) {
 	for range 10 {
 		agg.Add(one, quality.Report{StartupMS: 600_000, Has: quality.HasStartup})
 	}
+	// Players may say any height: the shares list the quality.MaxHeights most played, the rest
+	// as of an unknown height (0).
+	for h := int32(1); h <= quality.MaxHeights+4; h++ {
+		agg.Add(errs, quality.Report{PlayedMS: 1000 + h, Height: h, Has: quality.HasPlayed | quality.HasHeight})
+		if err := agg.Write(ctx); err != nil { // a period each, as a node's writes would
+			t.Fatal(err)
+		}
+	}
 	// Players may send an error without a session: the rate stays a share of the sessions.
 	for range 5 {
 		agg.Add(errs, quality.Report{StartupMS: 100, Has: quality.HasStartup})
@@ -88,6 +96,8 @@ func TestRollup_PlaybackQuality(t *testing.T) {
 	}
 	if a, err := audience.NewStore(v.pool).Media(ctx, errs, auth.Identity{MemberID: owner}); err != nil || a.Quality == nil || a.Quality.ErrorRate != 1 {
 		t.Errorf("20 errors in 5 sessions: quality %+v, %v; want an error rate of 1", a.Quality, err)
+	} else if r := a.Quality.Renditions; len(r) != quality.MaxHeights+1 || r[0].Height != 0 || r[1].Height != 5 || r[len(r)-1].Height != quality.MaxHeights+4 {
+		t.Errorf("renditions of %d heights: %+v; want 0 (the 4 least played) and 5 … %d", quality.MaxHeights+4, r, quality.MaxHeights+4)
 	}
 	if a, err := audience.NewStore(v.pool).Media(ctx, one, auth.Identity{MemberID: owner}); err != nil || a.Quality != nil || !a.Withheld {
 		t.Errorf("ten sessions of one viewer: quality %+v, withheld %v, %v; want withheld (null)", a.Quality, a.Withheld, err)
