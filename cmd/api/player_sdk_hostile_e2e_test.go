@@ -38,7 +38,7 @@ func TestPlayerSDK_HostileInChromium(t *testing.T) {
 			t.Errorf("sdk-hostile.mjs: %s", ev.Message)
 		}
 	}
-	if _, err := script.wait(); err != nil || cases != 15 {
-		t.Fatalf("sdk-hostile.mjs ended (%v) after %d cases, want 15", err, cases)
+	if _, err := script.wait(); err != nil || cases != 16 {
+		t.Fatalf("sdk-hostile.mjs ended (%v) after %d cases, want 16", err, cases)
 	}
 }

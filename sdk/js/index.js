@@ -144,6 +144,8 @@ export function attach(video, options) {
     q = {};
     if (taken.startup_ms !== undefined) startup = 2;
     for (const k of ['played_ms', 'rebuffer_ms', 'startup_ms']) if (k in taken) taken[k] = Math.min(600000, Math.round(taken[k]));
+    // Within Playhead's bounds, or every report after it would be refused (422) with them.
+    if (taken.rebuffer_count > 1000) taken.rebuffer_count = 1000;
     return Object.keys(taken).length ? taken : undefined;
   }
 

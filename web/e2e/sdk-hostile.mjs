@@ -58,15 +58,15 @@ window.ready = true;
 </script>`;
 
 run('sdk-hostile.mjs', () => withBrowser({}, async (context) => {
-  // answer decides the answer to each request (by method), default 200 {"position_ms": 0} to
-  // an open and 204 to a PUT. The page logs the PUTs the SDK sends (window.puts).
+  // answer decides the answer to each request (by method, and the request), default 200
+  // {"position_ms": 0} to an open and 204 to a PUT. The page logs the PUTs the SDK sends (window.puts).
   let answer = null;
   await context.route(`${ORIGIN}/**`, async (route) => {
     const req = route.request();
     const path = new URL(req.url()).pathname;
     if (path === '/page.html') return route.fulfill({ contentType: 'text/html', body: PAGE });
     if (path === '/sdk/index.js') return route.fulfill({ contentType: 'text/javascript', body: SDK });
-    const a = answer && (await answer(req.method()));
+    const a = answer && (await answer(req.method(), req));
     if (a) return route.fulfill(a);
     if (req.method() === 'POST') return route.fulfill({ status: 200, contentType: 'application/json', body: '{"position_ms": 0}' });
     return route.fulfill({ status: 204 });
@@ -336,7 +336,34 @@ run('sdk-hostile.mjs', () => withBrowser({}, async (context) => {
     return problems;
   });
 
-  // Broken answers: an open whose 200 is a proxy's HTML page, or JSON without its fields;
+  // A thousand and one stalls in one interval (a report kept through a flaky network adds them
+  // up): the report says 1 000, Playhead's bound, or it and every report after it would be
+  // refused (this stand-in answers 422 as Playhead does).
+  await each('more stalls than a report may say', async (page) => {
+    answer = async (method, req) => method === 'PUT' && (JSON.parse(req.postData()).quality?.rebuffer_count > 1000)
+      && { status: 422, contentType: 'application/json', body: '{"error": "quality.rebuffer_count must be an integer from 0 to 1000"}' };
+    const got = await page.evaluate(async () => {
+      const v = window.video;
+      window.saved = [];
+      window.session = window.attachNow({ onSaved: (ms) => window.saved.push(ms) });
+      await window.session.ready;
+      await window.play(10);
+      v.fire('timeupdate');
+      v.currentTime = 10.5; v.fire('timeupdate');
+      for (let i = 0; i < 1001; i++) {
+        v.fire('waiting');
+        v.currentTime += 0.001; v.fire('timeupdate');
+      }
+      v.currentTime = 12; v.fire('timeupdate');
+      v.paused = true; v.fire('pause');
+      while (!window.saved.length && !window.errors.length) await new Promise((r) => setTimeout(r, 10));
+      await window.session.detach();
+      return { saved: window.saved, errors: window.errors };
+    });
+    return got.saved.includes(12000) ? [] : [`the report after 1 001 stalls was not accepted: ${JSON.stringify(got)}`];
+  });
+
+
   // getToken throwing; a report answered by a proxy's HTML 502. Each is a PlayheadError for
   // onError (as index.d.ts types it), the open of JSON without fields resumes at 0, and the
   // refused report's position stays pending.
