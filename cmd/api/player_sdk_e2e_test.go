@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -59,27 +60,45 @@ func integratorPage(t *testing.T, root string, ln net.Listener) {
 	t.Cleanup(func() { _ = srv.Close() })
 }
 
-func TestPlayerSDK_AcrossOriginsInChromium(t *testing.T) {
+// sdkFixture is what each SDK test in Chromium starts with: the integrator's page on an origin of
+// its own, a node that lists that origin for CORS, and a 20 s video of member's, READY.
+type sdkFixture struct {
+	root, node, pageOrigin string
+	s                      *binarytest.Server
+	token                  string
+	id                     int64
+}
+
+// startSDKFixture starts it; env adds to the node's settings, visibility is the video's.
+func startSDKFixture(t *testing.T, name string, member int64, visibility string, env map[string]string) sdkFixture {
+	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := requireBrowser(t, root)
+	f := sdkFixture{root: root, node: requireBrowser(t, root)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pageOrigin := "http://" + ln.Addr().String()
+	f.pageOrigin = "http://" + ln.Addr().String()
 	integratorPage(t, root, ln)
-	env := pipelineEnv("all", "e2e-sdk", t.TempDir(), t.TempDir(), "ultrafast")
-	env["PLAYHEAD_CORS_ORIGINS"] = pageOrigin
+	nodeEnv := pipelineEnv("all", name, t.TempDir(), t.TempDir(), "ultrafast")
+	nodeEnv["PLAYHEAD_CORS_ORIGINS"] = f.pageOrigin
 	// A 20 s clip keeps a resume point (the default shortest resumable duration is 2 min).
-	env["PLAYHEAD_RESUME_MIN_DURATION"] = "0s"
-	s := binarytest.Start(t, env)
-	owner := binarytest.Token(t, 80, false)
+	nodeEnv["PLAYHEAD_RESUME_MIN_DURATION"] = "0s"
+	maps.Copy(nodeEnv, env)
+	f.s = binarytest.Start(t, nodeEnv)
+	f.token = binarytest.Token(t, member, false)
 	src := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 20, Width: 320, Height: 240, FPS: 25, Audio: true})
-	id := s.Upload(t, owner, binarytest.Upload{Path: src, Title: "SDK across origins", Visibility: "PUBLIC"})
-	waitMedia(t, s, owner, id, media.StatusReady)
+	f.id = f.s.Upload(t, f.token, binarytest.Upload{Path: src, Title: name, Visibility: visibility})
+	waitMedia(t, f.s, f.token, f.id, media.StatusReady)
+	return f
+}
+
+func TestPlayerSDK_AcrossOriginsInChromium(t *testing.T) {
+	f := startSDKFixture(t, "e2e-sdk", 80, "PUBLIC", nil)
+	root, node, pageOrigin, s, id := f.root, f.node, f.pageOrigin, f.s, f.id
 
 	for i, player := range []string{"native", "hls.js", "video.js", "shaka"} {
 		t.Run(player, func(t *testing.T) {
@@ -191,25 +210,8 @@ type sdkFaultEvent struct {
 // cut ends with the last position stored; a position kept offline survives a reload; of two
 // tabs playing one media, one reports.
 func TestPlayerSDK_FaultsInChromium(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := requireBrowser(t, root)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pageOrigin := "http://" + ln.Addr().String()
-	integratorPage(t, root, ln)
-	env := pipelineEnv("all", "e2e-sdk-faults", t.TempDir(), t.TempDir(), "ultrafast")
-	env["PLAYHEAD_CORS_ORIGINS"] = pageOrigin
-	env["PLAYHEAD_RESUME_MIN_DURATION"] = "0s"
-	s := binarytest.Start(t, env)
-	token := binarytest.Token(t, 90, false)
-	src := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 20, Width: 320, Height: 240, FPS: 25, Audio: true})
-	id := s.Upload(t, token, binarytest.Upload{Path: src, Title: "SDK faults", Visibility: "PRIVATE"})
-	waitMedia(t, s, token, id, media.StatusReady)
+	f := startSDKFixture(t, "e2e-sdk-faults", 90, "PRIVATE", nil)
+	root, node, pageOrigin, s, token, id := f.root, f.node, f.pageOrigin, f.s, f.token, f.id
 
 	script := startBrowserScript(t, root, node, "sdk-faults.mjs", "PLAYHEAD_PAGE="+pageOrigin, "PLAYHEAD_URL="+s.HTTPURL,
 		"PLAYHEAD_TOKEN="+token, "PLAYHEAD_MEDIA="+strconv.FormatInt(id, 10))
@@ -262,28 +264,10 @@ const sdkRollupPolls = 3000
 // buffer kept short, stalls; the SDK's reports carry the stall, the node adds it up and writes
 // it every second, and the audience rollup (every second too) shows rebuffering for that media.
 func TestPlayerSDK_StallInTheRollupInChromium(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := requireBrowser(t, root)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pageOrigin := "http://" + ln.Addr().String()
-	integratorPage(t, root, ln)
-	env := pipelineEnv("all", "e2e-sdk-stall", t.TempDir(), t.TempDir(), "ultrafast")
-	env["PLAYHEAD_CORS_ORIGINS"] = pageOrigin
-	env["PLAYHEAD_RESUME_MIN_DURATION"] = "0s"
-	env["PLAYHEAD_AUDIENCE_INTERVAL"] = "1s"
-	env["PLAYHEAD_QUALITY_INTERVAL"] = "1s"
-	s := binarytest.Start(t, env)
+	f := startSDKFixture(t, "e2e-sdk-stall", 95, "PRIVATE",
+		map[string]string{"PLAYHEAD_AUDIENCE_INTERVAL": "1s", "PLAYHEAD_QUALITY_INTERVAL": "1s"})
+	root, node, pageOrigin, s, token, id := f.root, f.node, f.pageOrigin, f.s, f.token, f.id
 	pool := s.Pool(t)
-	token := binarytest.Token(t, 95, false)
-	src := testvideo.MP4(t, t.TempDir(), testvideo.Spec{Seconds: 20, Width: 320, Height: 240, FPS: 25, Audio: true})
-	id := s.Upload(t, token, binarytest.Upload{Path: src, Title: "SDK stall", Visibility: "PRIVATE"})
-	waitMedia(t, s, token, id, media.StatusReady)
 
 	script := startBrowserScript(t, root, node, "sdk-stall.mjs", "PLAYHEAD_PAGE="+pageOrigin, "PLAYHEAD_URL="+s.HTTPURL,
 		"PLAYHEAD_TOKEN="+token, "PLAYHEAD_MEDIA="+strconv.FormatInt(id, 10))
