@@ -26,6 +26,9 @@ func TestIdentity_RealProvider(t *testing.T) {
 	env["PLAYHEAD_OIDC_ADMIN_CLAIM"], env["PLAYHEAD_OIDC_ADMIN_VALUE"] = "sub", admin.ID
 	// Positions are written as they come, so the list reads them at once.
 	env["PLAYHEAD_PLAYBACK_WRITE_MODE"] = "sync"
+	// The test's short video keeps a resume point (below the resume rule's minimum duration,
+	// continue watching would list nothing).
+	env["PLAYHEAD_RESUME_MIN_DURATION"] = "0s"
 	s := binarytest.Start(t, env)
 
 	tok := p.SignIn(t, viewer.Username, viewer.Password)

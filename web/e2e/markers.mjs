@@ -61,6 +61,9 @@ async function main() {
     await last.focus();
     await page.keyboard.press('Enter');
     await page.waitForFunction(() => !document.getElementById('video').paused, null, { timeout: STEP_WAIT });
+    // The list marks the current chapter at each timeupdate: read it after the next one, which
+    // comes after the seek (the video plays).
+    await page.evaluate(() => new Promise((resolve) => document.getElementById('video').addEventListener('timeupdate', resolve, { once: true })));
     emit('chapter', { currentTime: await currentTime(page),
       current: await page.$eval('#chapters button[aria-current="true"]', (b) => b.dataset.startMs).catch(() => '') });
 
