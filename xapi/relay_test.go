@@ -7,9 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +19,7 @@ import (
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/erasure"
 	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/internal/xapitest"
 	"github.com/playhead/playhead/jobqueue"
 	"github.com/playhead/playhead/media"
 )
@@ -131,33 +129,6 @@ func runJobs(t *testing.T, pool *pgxpool.Pool, sender *Sender) []error {
 	return errs
 }
 
-// validate runs the third-party validator (testdata/validate.js) on statements and returns its
-// output and whether it found nothing wrong.
-func validate(t *testing.T, statements [][]byte) (string, bool) {
-	t.Helper()
-	if _, err := os.Stat(filepath.Join("..", "node_modules", "@learninglocker", "xapi-validation", "package.json")); err != nil {
-		t.Fatalf("the validator is not installed (npm ci at the repository's root): %v", err)
-	}
-	raw := make([]json.RawMessage, len(statements))
-	for i, s := range statements {
-		raw[i] = s
-	}
-	all, err := json.Marshal(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "statements.json")
-	if err := os.WriteFile(file, all, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("node", filepath.Join("testdata", "validate.js"), file).CombinedOutput()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("node: %v: %s", err, out)
-	}
-	return string(out), err == nil
-}
-
 // The statements of a finished media and a finished course reach the LRS as the ADL Video
 // Profile describes them, with the headers xAPI asks for, and the third-party validator finds
 // nothing wrong in either; it does find what is wrong in a broken one.
@@ -223,7 +194,7 @@ func TestRelay_StatementsReachTheLRSValid(t *testing.T) {
 	if course["object"].(map[string]any)["id"] != "https://videos.example/collections/Course%20A" || course["verb"].(map[string]any)["id"] != VerbCompleted {
 		t.Errorf("course statement %s", mustJSON(t, course))
 	}
-	if out, ok := validate(t, got); !ok {
+	if out, ok := xapitest.Validate(t, "..", got); !ok {
 		t.Fatalf("the validator refused Playhead's statements:\n%s", out)
 	}
 	var broken map[string]any
@@ -233,7 +204,7 @@ func TestRelay_StatementsReachTheLRSValid(t *testing.T) {
 	broken["id"] = "not-a-uuid"
 	broken["result"].(map[string]any)["duration"] = "372 seconds"
 	delete(broken["verb"].(map[string]any), "id")
-	out, ok := validate(t, [][]byte{[]byte(mustJSON(t, broken))})
+	out, ok := xapitest.Validate(t, "..", [][]byte{[]byte(mustJSON(t, broken))})
 	if ok || !strings.Contains(out, "statement.id") || !strings.Contains(out, "result.duration") || !strings.Contains(out, "verb.id") {
 		t.Fatalf("the validator on a statement with a bad id, duration and no verb id: ok %v:\n%s", ok, out)
 	}

@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,6 +19,7 @@ import (
 	"github.com/playhead/playhead/export"
 	"github.com/playhead/playhead/internal/binarytest"
 	"github.com/playhead/playhead/internal/pgtest"
+	"github.com/playhead/playhead/internal/xapitest"
 	"github.com/playhead/playhead/xapi"
 )
 
@@ -143,8 +141,8 @@ func TestXAPI_StatementsThroughTheBinary(t *testing.T) {
 			lesson = st
 		}
 	}
-	if out, err := validateStatements(t, all); err != nil {
-		t.Fatalf("the validator refused the statements Playhead sent (%v):\n%s", err, out)
+	if out, ok := xapitest.Validate(t, filepath.Join("..", ".."), all); !ok {
+		t.Fatalf("the validator refused the statements Playhead sent:\n%s", out)
 	}
 	if lesson == nil {
 		t.Fatalf("no statement about lesson %d: %v", lessons[0], got)
@@ -165,34 +163,6 @@ func TestXAPI_StatementsThroughTheBinary(t *testing.T) {
 	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM xapi_statements`).Scan(&left); err != nil || left != 0 {
 		t.Errorf("%d statements still stored (%v), want 0 once the LRS took them", left, err)
 	}
-}
-
-// validateStatements runs the third-party validator (xapi/testdata/validate.js, on npm
-// @learninglocker/xapi-validation) on statements.
-func validateStatements(t *testing.T, statements [][]byte) (string, error) {
-	t.Helper()
-	root := filepath.Join("..", "..")
-	if _, err := os.Stat(filepath.Join(root, "node_modules", "@learninglocker", "xapi-validation", "package.json")); err != nil {
-		t.Fatalf("the validator is not installed (npm ci at the repository's root): %v", err)
-	}
-	raw := make([]json.RawMessage, len(statements))
-	for i, s := range statements {
-		raw[i] = s
-	}
-	all, err := json.Marshal(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "statements.json")
-	if err := os.WriteFile(file, all, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("node", filepath.Join(root, "xapi", "testdata", "validate.js"), file).CombinedOutput()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("node: %v: %s", err, out)
-	}
-	return string(out), err
 }
 
 // ms3 writes ms as seconds with three decimals, the played segments' form.
