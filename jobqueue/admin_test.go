@@ -222,12 +222,12 @@ func TestAdmin_ExpiredAttemptAndLongErrorsAreRecorded(t *testing.T) {
 		return jobs[0]
 	}
 	first := claim()
-	if _, err := b.pool.Exec(ctx, `UPDATE jobs SET lease_until = statement_timestamp() - interval '1 second' WHERE id = $1`, first.ID); err != nil {
-		t.Fatal(err) // the worker died: its lease ran out
+	if _, err := b.pool.Exec(ctx, `UPDATE jobs SET lease_until = statement_timestamp() - $2::interval WHERE id = $1`, first.ID, jobqueue.LostLeaseBackoffCap+time.Second); err != nil {
+		t.Fatal(err) // the worker died: its lease ran out, its back-off too
 	}
 	second := claim()
-	if second.ID != first.ID || second.Attempt != 2 {
-		t.Fatalf("second claim %+v, want job %d attempt 2", second, first.ID)
+	if second.ID != first.ID || second.Attempt != 1 || second.LostLeases != 1 {
+		t.Fatalf("second claim %+v, want job %d attempt 1 with a lost lease", second, first.ID)
 	}
 	long := strings.Repeat("ffmpeg said ", 500) // 6 000 characters
 	if err := q.Retry(ctx, second, long, 0); err != nil {
@@ -243,8 +243,8 @@ func TestAdmin_ExpiredAttemptAndLongErrorsAreRecorded(t *testing.T) {
 	if e := row.Errors[0]; e.Attempt != 1 || !strings.Contains(e.Error, "lease expired") {
 		t.Errorf("first error %+v, want attempt 1's expired lease", e)
 	}
-	if e := row.Errors[1]; e.Attempt != 2 || len(e.Error) != 2000 || !strings.HasPrefix(long, e.Error) {
-		t.Errorf("second error: attempt %d, %d characters; want attempt 2, the first 2000 of the text", e.Attempt, len(e.Error))
+	if e := row.Errors[1]; e.Attempt != 1 || len(e.Error) != 2000 || !strings.HasPrefix(long, e.Error) {
+		t.Errorf("second error: attempt %d, %d characters; want attempt 1 (the lost lease spent none), the first 2000 of the text", e.Attempt, len(e.Error))
 	}
 	if row.LastError == nil || *row.LastError != long {
 		t.Errorf("last_error is not the whole text")

@@ -54,7 +54,7 @@ func stealInTheMiddle(t *testing.T, b *bundle, thief *jobqueue.Queue, ids []int6
 			<-stolen
 		} else {
 			defer close(stolen)
-			if _, err := b.pool.Exec(ctx, `UPDATE jobs SET lease_until = statement_timestamp() - interval '1 millisecond' WHERE id = $1`, j.ID); err != nil {
+			if _, err := b.pool.Exec(ctx, `UPDATE jobs SET lease_until = statement_timestamp() - $2::interval WHERE id = $1`, j.ID, jobqueue.LostLeaseBackoffCap+time.Millisecond); err != nil {
 				t.Error(err)
 			}
 			stolen, err := thief.Claim(ctx, j.Kind, 1, "thief")

@@ -41,9 +41,10 @@ func TestCompleteBatch_FenceChecksEachPart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Past the lost-lease back-off too, so that a claim may take the job.
 	expire := func(id int64) {
 		t.Helper()
-		exec(`UPDATE jobs SET lease_until = statement_timestamp() - interval '1 millisecond' WHERE id = $1`, id)
+		exec(`UPDATE jobs SET lease_until = statement_timestamp() - $2::interval WHERE id = $1`, id, LostLeaseBackoffCap+time.Millisecond)
 	}
 	// Id: a job value carrying another live claim's token (other is not in the batch).
 	forged := Job{ID: wrongID.ID, Kind: "plain", ClaimToken: other.ClaimToken}

@@ -1,7 +1,7 @@
 package jobqueue
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,6 +59,11 @@ type GroupJob struct {
 	// all of them are COMPLETED. Only earlier jobs may be named, so a group cannot hold a
 	// cycle.
 	After []int
+	// Partition is the job's fairness partition (Spec.Partition). A job that ContinueGroup
+	// enqueues with none takes the partition of the job whose completion continues the group.
+	Partition string
+	// Priority within the kind; 0 means PriorityNormal.
+	Priority Priority
 }
 
 // enqueueGroupSQL inserts a group in one statement: the ids are drawn from the jobs'
@@ -66,23 +71,33 @@ type GroupJob struct {
 // completion continues its group (ContinueGroup), or NULL for a new group; that job is
 // COMPLETED in this very transaction (the check is the founder CTE returning its row), takes
 // the group's id when it had none, and becomes a parent of the jobs that name no other.
+// Each job's turn is Insert's, for its own kind and partition, the jobs of the call that
+// share both taking consecutive turns (the rows of one statement do not see each other).
 const enqueueGroupSQL = `
 WITH spec AS (
-    SELECT * FROM unnest($1::text[], $2::bigint[], $3::jsonb[], $4::int[], $5::int[])
-        WITH ORDINALITY AS s(kind, subject_id, args, max_attempts, waiting_on, n)
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::jsonb[], $4::int[], $5::int[], $9::text[], $10::smallint[])
+        WITH ORDINALITY AS s(kind, subject_id, args, max_attempts, waiting_on, partition_key, priority, n)
 ), ids AS MATERIALIZED (
     SELECT n, nextval(pg_get_serial_sequence('jobs', 'id')) AS id FROM spec
+), turns AS (
+    SELECT s.n, greatest(
+        coalesce((SELECT fair_turn FROM jobs WHERE kind = s.kind AND status = 'PENDING' ORDER BY claim_order, id LIMIT 1), 0),
+        coalesce((SELECT fair_turn FROM jobs WHERE kind = s.kind AND partition_key = s.partition_key AND status IN ('PENDING', 'WAITING')
+                  ORDER BY fair_turn DESC LIMIT 1), 0))
+        + row_number() OVER (PARTITION BY s.kind, s.partition_key ORDER BY s.n) AS fair_turn
+    FROM spec s
 ), founder AS (
     UPDATE jobs SET group_id = coalesce(group_id, id)
     WHERE id = $8 AND status = 'COMPLETED'
     RETURNING id, group_id
 ), inserted AS (
-    INSERT INTO jobs (id, kind, subject_id, args, max_attempts, waiting_on, status, group_id)
+    INSERT INTO jobs (id, kind, subject_id, args, max_attempts, waiting_on, status, group_id, partition_key, priority, fair_turn)
     OVERRIDING SYSTEM VALUE
     SELECT ids.id, s.kind, s.subject_id, s.args, s.max_attempts, s.waiting_on,
            CASE WHEN s.waiting_on > 0 THEN 'WAITING' ELSE 'PENDING' END,
-           coalesce((SELECT group_id FROM founder), (SELECT id FROM ids WHERE n = 1))
-    FROM spec s JOIN ids USING (n)
+           coalesce((SELECT group_id FROM founder), (SELECT id FROM ids WHERE n = 1)),
+           s.partition_key, s.priority, turns.fair_turn
+    FROM spec s JOIN ids USING (n) JOIN turns USING (n)
     WHERE $8::bigint IS NULL OR EXISTS (SELECT 1 FROM founder)
 ), edges AS (
     INSERT INTO job_dependencies (parent_id, job_id, done)
@@ -99,25 +114,29 @@ SELECT ids.id, EXISTS (SELECT 1 FROM founder) FROM ids ORDER BY n`
 // exists exactly when the caller's change commits, and wakes the idle runners of the kinds
 // that can run at once. It returns the jobs' ids, in order; the group's id is the first's.
 func EnqueueGroup(ctx context.Context, tx pgx.Tx, jobs []GroupJob) ([]int64, error) {
-	return enqueueGroup(ctx, tx, nil, jobs)
+	return enqueueGroup(ctx, tx, nil, "", jobs)
 }
 
 // ContinueGroup adds jobs to the group of from, inside from's own completion (its
 // Result.Commit, where from is already COMPLETED in the transaction): from becomes a parent of
 // every job that names no other, and the group's first job when it had none. This is how a
 // job that learns what is to be done (a probe, planning the renditions of an encode) hands
-// the work on. Called anywhere else, it fails and enqueues nothing.
+// the work on. Called anywhere else, it fails and enqueues nothing. A job given no Partition
+// takes from's.
 func ContinueGroup(ctx context.Context, tx pgx.Tx, from Job, jobs []GroupJob) ([]int64, error) {
-	return enqueueGroup(ctx, tx, &from.ID, jobs)
+	return enqueueGroup(ctx, tx, &from.ID, from.Partition, jobs)
 }
 
-func enqueueGroup(ctx context.Context, tx pgx.Tx, from *int64, jobs []GroupJob) ([]int64, error) {
+// enqueueGroup enqueues jobs, continuing the group of from when it is not nil; partition is
+// the partition of a job that names none.
+func enqueueGroup(ctx context.Context, tx pgx.Tx, from *int64, partition string, jobs []GroupJob) ([]int64, error) {
 	if len(jobs) == 0 {
 		return nil, errors.New("jobqueue: a group needs at least one job")
 	}
 	n := len(jobs)
 	kinds, subjects, args := make([]string, n), make([]int64, n), make([]*string, n)
 	attempts, waiting := make([]int32, n), make([]int32, n)
+	partitions, priorities := make([]string, n), make([]int16, n)
 	var children, parents []int32
 	for i, j := range jobs {
 		switch {
@@ -125,10 +144,13 @@ func enqueueGroup(ctx context.Context, tx pgx.Tx, from *int64, jobs []GroupJob) 
 			return nil, fmt.Errorf("jobqueue: job %d of the group has no Kind", i)
 		case j.MaxAttempts < 1:
 			return nil, fmt.Errorf("jobqueue: job %d of the group (%s) needs MaxAttempts ≥ 1", i, j.Kind)
-		case j.Args != nil && (!json.Valid(j.Args) || !bytes.HasPrefix(bytes.TrimSpace(j.Args), []byte("{"))):
+		case j.Args != nil && !isJSONObject(j.Args):
 			return nil, fmt.Errorf("jobqueue: job %d of the group (%s) has Args that are not a JSON object", i, j.Kind)
+		case j.Priority != 0 && (j.Priority < PriorityHigh || j.Priority > PriorityLow):
+			return nil, fmt.Errorf("jobqueue: job %d of the group (%s) has priority %d, not 1 (high) to 3 (low)", i, j.Kind, j.Priority)
 		}
 		kinds[i], subjects[i], attempts[i] = j.Kind, j.Subject, int32(j.MaxAttempts)
+		partitions[i], priorities[i] = cmp.Or(j.Partition, partition), int16(cmp.Or(j.Priority, PriorityNormal))
 		if j.Args != nil {
 			s := string(j.Args)
 			args[i] = &s
@@ -144,7 +166,7 @@ func enqueueGroup(ctx context.Context, tx pgx.Tx, from *int64, jobs []GroupJob) 
 		}
 		waiting[i] = int32(len(after))
 	}
-	rows, err := tx.Query(ctx, enqueueGroupSQL, kinds, subjects, args, attempts, waiting, children, parents, from)
+	rows, err := tx.Query(ctx, enqueueGroupSQL, kinds, subjects, args, attempts, waiting, children, parents, from, partitions, priorities)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue group: %w", err)
 	}

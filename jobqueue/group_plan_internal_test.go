@@ -30,7 +30,7 @@ func TestClaimSQL_WaitingJobsAreNeverRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim := func() plantest.Node {
-		return plantest.Analyze(t, pool, claimSQL, "encode", "node", limit, time.Minute)
+		return plantest.Analyze(t, pool, claimSQL, "encode", "node", limit, time.Minute, DefaultLostLeaseBackoff, LostLeaseBackoffCap, DefaultMaxLostLeases)
 	}
 	before := claim()
 	if _, err := pool.Exec(ctx, `

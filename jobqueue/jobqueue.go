@@ -30,6 +30,7 @@
 package jobqueue
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -73,6 +74,12 @@ type Job struct {
 	Group int64
 	// Args are the job's own parameters (GroupJob.Args), nil when it has none.
 	Args json.RawMessage
+	// Partition and Priority are the job's fairness partition and priority (Spec).
+	Partition string
+	Priority  Priority
+	// LostLeases counts the leases the job lost before this claim (its worker killed, hung or
+	// cut off): they spend none of its attempts.
+	LostLeases int
 }
 
 // LastAttempt reports whether a failure of this attempt makes the job DEAD.
@@ -109,6 +116,34 @@ type Kind struct {
 	// Periodic makes the kind's jobs enqueued by a Scheduler, one per run time of its
 	// schedule. Optional.
 	Periodic *Periodic
+	// MaxRunning is the most jobs of the kind PROCESSING under a live lease at once across
+	// every node, enforced at claim; a lost node's slots come back as its leases expire.
+	// 0 means no limit beyond each node's own concurrency.
+	MaxRunning int
+	// MaxLostLeases is how many leases a job of the kind may lose (its worker killed, hung or
+	// cut off from the database) before the rescuer marks it DEAD: a lost lease spends no
+	// attempt, so this is the bound on a job that kills its worker every time. Default
+	// DefaultMaxLostLeases.
+	MaxLostLeases int
+	// LostLeaseBackoff is how long after its lease expired a job that lost it may be claimed
+	// again, doubling with each lease it lost, capped at LostLeaseBackoffCap. Default
+	// DefaultLostLeaseBackoff.
+	LostLeaseBackoff time.Duration
+}
+
+// The lost-lease defaults and bound (Kind.MaxLostLeases, Kind.LostLeaseBackoff).
+const (
+	DefaultMaxLostLeases    = 10
+	DefaultLostLeaseBackoff = time.Second
+	LostLeaseBackoffCap     = 5 * time.Minute
+)
+
+// withDefaults is k with its zero fields given their defaults; a kind the queue does not
+// know is all defaults.
+func (k Kind) withDefaults() Kind {
+	k.MaxLostLeases = cmp.Or(k.MaxLostLeases, DefaultMaxLostLeases)
+	k.LostLeaseBackoff = cmp.Or(k.LostLeaseBackoff, DefaultLostLeaseBackoff)
+	return k
 }
 
 // Result is a successful run, waiting to be committed.
@@ -149,6 +184,9 @@ func newRegistry(kinds []Kind) (registry, error) {
 	for _, k := range kinds {
 		if k.Name == "" {
 			return registry{}, errors.New("jobqueue: a kind needs a Name")
+		}
+		if k.MaxRunning < 0 || k.MaxLostLeases < 0 || k.LostLeaseBackoff < 0 {
+			return registry{}, fmt.Errorf("jobqueue: kind %q has a negative MaxRunning, MaxLostLeases or LostLeaseBackoff", k.Name)
 		}
 		if k.Periodic != nil && k.Periodic.Schedule == nil {
 			return registry{}, fmt.Errorf("jobqueue: periodic kind %q needs a Schedule", k.Name)

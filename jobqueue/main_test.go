@@ -95,12 +95,12 @@ func (b *bundle) count(t testing.TB, sql string, args ...any) int {
 	return n
 }
 
-// expireLeases makes every PROCESSING job's lease run out now, as if its worker had gone
-// silent for a whole lease.
+// expireLeases makes every PROCESSING job's lease run out, as if its worker had gone silent
+// for a whole lease, and longer ago than any lost-lease back-off, so a claim may take it.
 func (b *bundle) expireLeases(t testing.TB) {
 	t.Helper()
 	if _, err := b.pool.Exec(context.Background(),
-		`UPDATE jobs SET lease_until = statement_timestamp() - interval '1 millisecond' WHERE status = 'PROCESSING'`); err != nil {
+		`UPDATE jobs SET lease_until = statement_timestamp() - $1::interval WHERE status = 'PROCESSING'`, jobqueue.LostLeaseBackoffCap+time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -47,27 +47,23 @@ func (q *Queue) Kinds() []string { return append([]string(nil), q.kinds.names...
 
 // Enqueue inserts a PENDING job of kind about subject inside the caller's transaction, so the
 // job exists exactly when the caller's change (an uploaded media row) commits, and wakes idle
-// runners on commit. It returns the job's id.
+// runners on commit. It returns the job's id. It is Insert of a job of normal priority in
+// partition "".
 func Enqueue(ctx context.Context, tx pgx.Tx, kind string, subject int64, maxAttempts int) (int64, error) {
-	return enqueue(ctx, tx, kind, subject, maxAttempts, nil)
+	e, err := Insert(ctx, tx, Spec{Kind: kind, Subject: subject, MaxAttempts: maxAttempts})
+	return e.ID, err
 }
 
-// enqueue is Enqueue with the job's args, JSON or nil (none: NULL).
-func enqueue(ctx context.Context, tx pgx.Tx, kind string, subject int64, maxAttempts int, args []byte) (int64, error) {
-	var id int64
-	err := tx.QueryRow(ctx, `INSERT INTO jobs (kind, subject_id, max_attempts, args) VALUES ($1, $2, $3, $4) RETURNING id`,
-		kind, subject, maxAttempts, args).Scan(&id)
-	if err != nil {
-		return 0, fmt.Errorf("enqueue %s job: %w", kind, err)
-	}
-	return id, notify.Send(ctx, tx, Channel, kind)
-}
-
-// claimSQL claims up to $3 jobs of kind $1: PENDING and due, or PROCESSING with an expired
-// lease, with attempts left, oldest first; an expired one taken again records its silent
-// attempt in the job's errors (expiredReason). SKIP LOCKED lets concurrent claimers take different
-// rows without waiting; the statement commits on its own, so the row locks last only as long
-// as the statement.
+// claimSQL claims up to $3 jobs of kind $1 for node $2, unless the kind is paused
+// (job_kind_pauses, checked by the statement itself, so a pause holds for every claim that
+// starts after it commits, on every node): PENDING and due ones with attempts left, first in
+// claim order (claim_order, id: turns of the partitions, priorities; see Insert), and
+// PROCESSING ones whose lease expired at least their lost-lease back-off ago (lease_until +
+// least($5 · 2^lost_count, $6) ≤ now) and that have lost fewer than $7 − 1 leases. An expired
+// one taken again keeps its attempt count (the lease was lost, not the attempt spent),
+// counts the lost lease in lost_count and records it in its errors (expiredReason). SKIP
+// LOCKED lets concurrent claimers take different rows without waiting; the statement commits
+// on its own, so the row locks last only as long as the statement.
 //
 // The two shapes are two index scans that each stop at the limit, merged afterwards. One scan
 // with "PENDING OR expired" cannot use either partial index in order, so it read and sorted the
@@ -75,29 +71,38 @@ func enqueue(ctx context.Context, tx pgx.Tx, kind string, subject int64, maxAtte
 // docs/benchmarks/runs/2026-11-30-job-queue-against-rivers-reference.md). The rows a scan locks but the merge does not pick are released when the
 // statement commits. Both indexes lead with kind (migration 00004): without it, an idle kind's
 // poll walked past every queued job of the other kinds (8–11 ms with 100 000 encode jobs queued).
-var claimSQL = `
+// Due-ness and attempts left are filters on the claim-order scan: its cost grows with the jobs
+// in back-off that sort ahead of the first due one, not with the backlog.
+//
+// %s is the claim's limit: $3, or for a kind with a cluster-wide limit what is left of it
+// (limitedClaim).
+var claimTemplate = `
 WITH pending AS (
-    SELECT id, available_at FROM jobs
+    SELECT id, claim_order FROM jobs
     WHERE kind = $1 AND status = 'PENDING' AND available_at <= statement_timestamp()
       AND attempt_count < max_attempts
-    ORDER BY available_at, id
-    LIMIT $3
+      AND NOT EXISTS (SELECT 1 FROM job_kind_pauses WHERE kind = $1)
+    ORDER BY claim_order, id
+    LIMIT %[1]s
     FOR UPDATE SKIP LOCKED
 ), expired AS (
-    SELECT id, available_at FROM jobs
+    SELECT id, claim_order FROM jobs
     WHERE kind = $1 AND status = 'PROCESSING' AND lease_until <= statement_timestamp()
-      AND attempt_count < max_attempts
+      AND lease_until + least($5::interval * power(2, least(lost_count, 30)), $6::interval) <= statement_timestamp()
+      AND lost_count + 1 < $7
+      AND NOT EXISTS (SELECT 1 FROM job_kind_pauses WHERE kind = $1)
     ORDER BY lease_until
-    LIMIT $3
+    LIMIT %[1]s
     FOR UPDATE SKIP LOCKED
 ), candidate AS (
     SELECT id FROM (SELECT * FROM pending UNION ALL SELECT * FROM expired) c
-    ORDER BY available_at, id
-    LIMIT $3
+    ORDER BY claim_order, id
+    LIMIT %[1]s
 )
 UPDATE jobs j
 SET status = 'PROCESSING',
-    attempt_count = j.attempt_count + 1,
+    attempt_count = CASE WHEN j.status = 'PROCESSING' THEN j.attempt_count ELSE j.attempt_count + 1 END,
+    lost_count = CASE WHEN j.status = 'PROCESSING' THEN j.lost_count + 1 ELSE j.lost_count END,
     claim_token = gen_random_uuid(),
     claimed_by = $2,
     lease_until = statement_timestamp() + $4::interval,
@@ -107,17 +112,31 @@ FROM candidate
 WHERE j.id = candidate.id
 RETURNING ` + jobColumns
 
+// claimSQL is the claim of a kind without a cluster-wide limit.
+var claimSQL = fmt.Sprintf(claimTemplate, "$3")
+
+// limitedClaimSQL is the claim of a kind with a cluster-wide limit $8: no more than what is
+// left of it once the kind's PROCESSING jobs with a live lease are counted. It runs after
+// limitLockSQL in the same transaction: claims of the kind are serialized on that lock, and
+// the count (a statement of its own under READ COMMITTED) sees every claim committed before.
+var limitedClaimSQL = fmt.Sprintf(claimTemplate, `least($3, greatest(0, $8 - (
+        SELECT count(*) FROM jobs WHERE kind = $1 AND status = 'PROCESSING' AND lease_until > statement_timestamp())))`)
+
+// limitLockSQL takes the transaction-scoped advisory lock of kind $1's cluster-wide limit.
+const limitLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('jobqueue max running ' || $1, 0))`
+
 // expiredReason is the error an attempt whose lease expired leaves when the job is claimed
 // again: its worker said nothing, so this is all the console can show of it.
-const expiredReason = "lease expired (the worker died or hung); claimed again"
+const expiredReason = "lease expired (the worker died or hung); claimed again, the attempt not counted"
 
 // jobColumns are the columns scanJob reads, in its order.
 const jobColumns = `j.id, j.kind, j.subject_id, coalesce(j.claim_token::text, ''), j.attempt_count, j.max_attempts, j.enqueued_at,
-	coalesce(j.group_id, 0), j.args`
+	coalesce(j.group_id, 0), j.args, j.partition_key, j.priority, j.lost_count`
 
 func scanJob(row pgx.CollectableRow) (Job, error) {
 	var j Job
-	err := row.Scan(&j.ID, &j.Kind, &j.Subject, &j.ClaimToken, &j.Attempt, &j.MaxAttempts, &j.EnqueuedAt, &j.Group, &j.Args)
+	err := row.Scan(&j.ID, &j.Kind, &j.Subject, &j.ClaimToken, &j.Attempt, &j.MaxAttempts, &j.EnqueuedAt, &j.Group, &j.Args,
+		&j.Partition, &j.Priority, &j.LostLeases)
 	return j, err
 }
 
@@ -138,15 +157,29 @@ func scanJob(row pgx.CollectableRow) (Job, error) {
 // the per-claim output prefixes); and the erased attempt is not counted, so a job that
 // crashes PostgreSQL within that delay of its claim is not driven to DEAD by its attempts.
 func (q *Queue) Claim(ctx context.Context, kind string, n int, node string) ([]Job, error) {
-	// Both statements are sent in one round trip and run in one implicit transaction, so the
-	// setting (local to the transaction) holds for the claim's commit and nothing else.
+	k := q.kinds.kinds[kind].withDefaults()
+	// The statements are sent in one round trip and run in one implicit transaction, so the
+	// setting (local to the transaction) holds for the claim's commit and nothing else, and
+	// the limit's lock is held until the claim commits.
 	batch := &pgx.Batch{}
 	batch.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
-	batch.Queue(claimSQL, kind, node, n, q.lease)
+	if k.MaxRunning > 0 {
+		// The lock is a statement of its own: the claim's snapshot, taken after it is granted,
+		// sees every claim of the kind committed before (see limitedClaimSQL).
+		batch.Queue(limitLockSQL, kind)
+		batch.Queue(limitedClaimSQL, kind, node, n, q.lease, k.LostLeaseBackoff, LostLeaseBackoffCap, k.MaxLostLeases, k.MaxRunning)
+	} else {
+		batch.Queue(claimSQL, kind, node, n, q.lease, k.LostLeaseBackoff, LostLeaseBackoffCap, k.MaxLostLeases)
+	}
 	results := q.pool.SendBatch(ctx, batch)
 	defer results.Close()
 	if _, err := results.Exec(); err != nil {
 		return nil, fmt.Errorf("claim %s jobs: %w", kind, err)
+	}
+	if k.MaxRunning > 0 {
+		if _, err := results.Exec(); err != nil {
+			return nil, fmt.Errorf("claim %s jobs: lock its limit: %w", kind, err)
+		}
 	}
 	rows, err := results.Query()
 	if err != nil {

@@ -135,8 +135,8 @@ func TestQueue_LostClaimWritesNothing(t *testing.T) {
 	if err != nil || len(fresh) != 1 {
 		t.Fatalf("reclaim: %v %v", fresh, err)
 	}
-	if fresh[0].ClaimToken == old[0].ClaimToken || fresh[0].Attempt != 2 {
-		t.Fatalf("reclaim = %+v, want a new token and attempt 2", fresh[0])
+	if fresh[0].ClaimToken == old[0].ClaimToken || fresh[0].Attempt != 1 || fresh[0].LostLeases != 1 {
+		t.Fatalf("reclaim = %+v, want a new token, attempt 1 still and 1 lost lease", fresh[0])
 	}
 	zombie := old[0]
 	ready := func(ctx context.Context, tx pgx.Tx) error {

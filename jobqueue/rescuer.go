@@ -23,9 +23,12 @@ type RescuerConfig struct {
 	Metrics *Metrics
 }
 
-// Rescuer turns PROCESSING jobs whose lease expired on their last attempt into DEAD, with
+// Rescuer turns PROCESSING jobs that lost their kind's MaxLostLeases-th lease into DEAD, with
 // their kind's Lock and Fail hooks, for every kind registered with the Queue. A node runs one.
-// (An expired job with attempts left is not the rescuer's: the next claim of its kind takes it.)
+// (An expired job with leases left to lose is not the rescuer's: the next claim of its kind
+// takes it after its lost-lease back-off, its attempts untouched.) Such a job killed or hung
+// its worker on every run: it is stopped within MaxLostLeases runs, however many attempts it
+// has.
 //
 // One rescuer for all kinds, running each job's own kind's hooks, keeps jobs from being left
 // stuck: were each kind's worker to sweep every kind with its own hooks, the encode worker
@@ -63,12 +66,14 @@ func (r *Rescuer) tick(ctx context.Context) {
 	}
 	for _, j := range swept {
 		r.cfg.Metrics.observe(j.Kind, "dead", 0)
-		r.cfg.Logger.Error("job is dead: its lease expired on the last attempt", "job", j.ID, "kind", j.Kind, "subject", j.Subject)
+		r.cfg.Logger.Error("job is dead: its worker died or hung on each of its runs", "job", j.ID, "kind", j.Kind, "subject", j.Subject, "runs", j.LostLeases+1)
 	}
 }
 
-// rescueReason is the last_error of a job the rescuer swept.
-const rescueReason = "lease expired on the last attempt (the worker died or hung)"
+// rescueReason is the last_error of a job the rescuer swept after its runs lost their leases.
+func rescueReason(runs int) string {
+	return fmt.Sprintf("the worker died or hung on each of the job's %d runs (every lease expired); not claimed again", runs)
+}
 
 // Sweep makes one pass and returns the jobs it marked DEAD. Several nodes may sweep at once:
 // each job is swept by exactly one of them. A job that cannot be swept (its kind's Lock or
@@ -77,11 +82,18 @@ const rescueReason = "lease expired on the last attempt (the worker died or hung
 // returned, joined with the others.
 func (r *Rescuer) Sweep(ctx context.Context) ([]Job, error) {
 	r.logUnknown(ctx)
+	maxLost := make([]int32, len(r.q.kinds.names))
+	for i, name := range r.q.kinds.names {
+		maxLost[i] = int32(r.q.kinds.kinds[name].withDefaults().MaxLostLeases)
+	}
 	rows, err := r.q.pool.Query(ctx, `
-		SELECT `+jobColumns+` FROM jobs j
-		WHERE j.status = 'PROCESSING' AND j.lease_until <= statement_timestamp() AND j.attempt_count >= j.max_attempts
-		  AND j.kind = ANY($1::text[])
-		ORDER BY j.lease_until LIMIT 100`, r.q.kinds.names)
+		SELECT `+jobColumns+` FROM unnest($1::text[], $2::int[]) AS k(kind, max_lost)
+		CROSS JOIN LATERAL (
+		    SELECT * FROM jobs j
+		    WHERE j.kind = k.kind AND j.status = 'PROCESSING' AND j.lease_until <= statement_timestamp()
+		      AND j.lost_count + 1 >= k.max_lost
+		    ORDER BY j.lease_until LIMIT 100) j
+		ORDER BY j.lease_until LIMIT 100`, r.q.kinds.names, maxLost)
 	if err != nil {
 		return nil, fmt.Errorf("find expired jobs: %w", err)
 	}
@@ -109,7 +121,8 @@ func (r *Rescuer) Sweep(ctx context.Context) ([]Job, error) {
 // sweepOne marks j DEAD if it is still the expired claim the sweep saw, as a transition:
 // the kind's domain rows locked first, then the job row, like every finish.
 func (r *Rescuer) sweepOne(ctx context.Context, j Job) (bool, error) {
-	cause := WithReason(errors.New(rescueReason), "processing stopped: the worker running it died or hung")
+	reason := rescueReason(j.LostLeases + 1)
+	cause := WithReason(errors.New(reason), "processing stopped: the worker running it died or hung on every try")
 	var fail func(ctx context.Context, tx pgx.Tx) error
 	if kindFail := r.q.kinds.kinds[j.Kind].Fail; kindFail != nil {
 		fail = func(ctx context.Context, tx pgx.Tx) error { return kindFail(ctx, tx, j, cause) }
@@ -118,16 +131,17 @@ func (r *Rescuer) sweepOne(ctx context.Context, j Job) (bool, error) {
 	return r.q.transition(ctx, j, change{to: StatusDead, cause: cause}, fail, `
 		UPDATE jobs SET status = 'DEAD', completed_at = statement_timestamp(), lease_until = NULL, last_error = $3, `+appendError("$3")+`
 		WHERE id = $1 AND status = 'PROCESSING' AND claim_token = $2::uuid AND lease_until <= statement_timestamp()`,
-		j.ID, j.ClaimToken, rescueReason)
+		j.ID, j.ClaimToken, reason)
 }
 
-// logUnknown warns about expired last attempts of kinds this node does not know.
+// logUnknown warns about expired jobs of kinds this node does not know that the default
+// MaxLostLeases would make DEAD.
 func (r *Rescuer) logUnknown(ctx context.Context) {
 	rows, err := r.q.pool.Query(ctx, `
 		SELECT kind, count(*) FROM jobs
-		WHERE status = 'PROCESSING' AND lease_until <= statement_timestamp() AND attempt_count >= max_attempts
+		WHERE status = 'PROCESSING' AND lease_until <= statement_timestamp() AND lost_count + 1 >= $2
 		  AND kind <> ALL($1::text[])
-		GROUP BY kind`, r.q.kinds.names)
+		GROUP BY kind`, r.q.kinds.names, DefaultMaxLostLeases)
 	if err != nil {
 		return // the sweep's own query reports a broken database
 	}

@@ -16,37 +16,32 @@ import (
 	"github.com/playhead/playhead/media"
 )
 
-// claimLastAttempts claims every job of kind on its last attempt and lets the leases run out,
-// as when the worker holding them died.
-func (b *bundle) claimLastAttempts(t *testing.T, q *jobqueue.Queue, kind string) []jobqueue.Job {
+// claimLastLeases claims every job of kind, each having lost all its leases but this one
+// (jobqueue.DefaultMaxLostLeases − 1), and lets the leases run out, as when the worker holding
+// them died.
+func (b *bundle) claimLastLeases(t *testing.T, q *jobqueue.Queue, kind string) []jobqueue.Job {
 	t.Helper()
-	if _, err := b.pool.Exec(context.Background(), `UPDATE jobs SET attempt_count = max_attempts - 1 WHERE kind = $1`, kind); err != nil {
+	if _, err := b.pool.Exec(context.Background(), `UPDATE jobs SET lost_count = $2 - 1 WHERE kind = $1`, kind, jobqueue.DefaultMaxLostLeases); err != nil {
 		t.Fatal(err)
 	}
 	jobs, err := q.Claim(context.Background(), kind, 1000, "doomed")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, j := range jobs {
-		if !j.LastAttempt() {
-			t.Fatalf("claimed %+v, want its last attempt", j)
-		}
-	}
 	b.expireLeases(t)
 	return jobs
 }
 
-// A job whose lease expired on its last attempt is swept to DEAD with its media FAILED and one
-// notification, by however many nodes sweep at once; a job with attempts left is not the
-// rescuer's.
-func TestRescuer_SweepsEachExpiredLastAttemptOnce(t *testing.T) {
+// A job that lost its last lease is swept to DEAD with its media FAILED and one notification,
+// by however many nodes sweep at once; a job with leases left to lose is not the rescuer's.
+func TestRescuer_SweepsEachExpiredLastLeaseOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	mediaID := b.enqueue(t, "encode", 1)[0]
 	b.enqueue(t, "encode", 1)
 	q := newQueue(t, b.pool, time.Minute, media.JobKind("encode"))
 	ctx := context.Background()
-	if _, err := b.pool.Exec(ctx, `UPDATE jobs SET attempt_count = 2 WHERE subject_id = $1`, mediaID); err != nil {
+	if _, err := b.pool.Exec(ctx, `UPDATE jobs SET lost_count = $2 - 1 WHERE subject_id = $1`, mediaID, jobqueue.DefaultMaxLostLeases); err != nil {
 		t.Fatal(err)
 	}
 	if jobs, err := q.Claim(ctx, "encode", 2, "doomed"); err != nil || len(jobs) != 2 {
@@ -76,7 +71,7 @@ func TestRescuer_SweepsEachExpiredLastAttemptOnce(t *testing.T) {
 		t.Fatalf("%d notifications, want 1", n)
 	}
 	if n := b.count(t, `SELECT count(*) FROM jobs WHERE status = 'PROCESSING' AND attempt_count = 1`); n != 1 {
-		t.Fatal("the expired job with attempts left was swept; the next claim should take it")
+		t.Fatal("the expired job with leases left to lose was swept; the next claim should take it")
 	}
 }
 
@@ -94,9 +89,9 @@ func TestRescuer_FailsTheMediaOfEveryKind(t *testing.T) {
 	mysteryMedia := b.enqueue(t, "mystery", 2)
 	q := newQueue(t, b.pool, time.Minute, media.JobKind("encode"), media.JobKind("ingest"))
 	mystery := newQueue(t, b.pool, time.Minute, media.JobKind("mystery")) // a node of a newer version
-	b.claimLastAttempts(t, q, "encode")
-	b.claimLastAttempts(t, q, "ingest")
-	b.claimLastAttempts(t, mystery, "mystery")
+	b.claimLastLeases(t, q, "encode")
+	b.claimLastLeases(t, q, "ingest")
+	b.claimLastLeases(t, mystery, "mystery")
 
 	logs := &recordingHandler{}
 	swept, err := jobqueue.NewRescuer(q, jobqueue.RescuerConfig{Logger: slog.New(logs)}).Sweep(ctx)
@@ -177,8 +172,8 @@ func TestRescuer_OneFailingHookDoesNotStopTheSweep(t *testing.T) {
 	brittleMedia := b.enqueue(t, "brittle", 1)[0]
 	encodeMedia := b.enqueue(t, "encode", 5)
 	q := newQueue(t, b.pool, time.Minute, media.JobKind("encode"), brittle)
-	b.claimLastAttempts(t, q, "brittle")
-	b.claimLastAttempts(t, q, "encode")
+	b.claimLastLeases(t, q, "brittle")
+	b.claimLastLeases(t, q, "encode")
 	// The brittle job's lease ran out first, so it comes first in the sweep's order.
 	if _, err := b.pool.Exec(ctx, `UPDATE jobs SET lease_until = lease_until - interval '1 hour' WHERE kind = 'brittle'`); err != nil {
 		t.Fatal(err)
@@ -193,7 +188,7 @@ func TestRescuer_OneFailingHookDoesNotStopTheSweep(t *testing.T) {
 	}
 	for _, id := range encodeMedia {
 		if m, _ := b.media.Get(ctx, id); m.Status != media.StatusFailed {
-			t.Errorf("media %d: %s, want FAILED (its job expired on its last attempt)", id, m.Status)
+			t.Errorf("media %d: %s, want FAILED (its job lost its last lease)", id, m.Status)
 		}
 	}
 	if n := b.count(t, `SELECT count(*) FROM jobs WHERE subject_id = $1 AND status = 'PROCESSING'`, brittleMedia); n != 1 {

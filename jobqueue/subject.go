@@ -9,13 +9,15 @@ import (
 )
 
 // EnqueueWithArgs is Enqueue for a job that carries parameters of its own (Job.Args): what
-// its run needs when the rows it would read them from may be gone by then.
+// its run needs when the rows it would read them from may be gone by then. args must marshal
+// to a JSON object.
 func EnqueueWithArgs(ctx context.Context, tx pgx.Tx, kind string, subject int64, maxAttempts int, args any) (int64, error) {
 	raw, err := json.Marshal(args)
 	if err != nil {
 		return 0, fmt.Errorf("enqueue %s job: %w", kind, err)
 	}
-	return enqueue(ctx, tx, kind, subject, maxAttempts, raw)
+	e, err := Insert(ctx, tx, Spec{Kind: kind, Subject: subject, MaxAttempts: maxAttempts, Args: raw})
+	return e.ID, err
 }
 
 // cancelSubjectSQL makes DEAD, with the error $3, the jobs of kinds $2 about subject $1 that

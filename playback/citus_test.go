@@ -76,6 +76,8 @@ var citusPlan = map[string]placement{
 	// Job dependencies: a few edges per group, written with the group and read by
 	// its jobs' finishing transactions, like jobs.
 	"job_dependencies": {kind: coordinator},
+	// A paused kind of the job queue, read by every claim of the kind.
+	"job_kind_pauses": {kind: coordinator},
 	// An encode group's renditions: a few rows per media, written by its rendition
 	// jobs, read with the media row when its master playlist is served, like captions.
 	"media_renditions": {kind: reference},
