@@ -27,6 +27,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if spec := os.Getenv(envNode); spec != "" {
+		if err := runNode(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "node:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	pgtest.Main(m)
 }
 
