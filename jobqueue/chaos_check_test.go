@@ -162,11 +162,28 @@ func (c *chaos) check(t *testing.T) {
 		if completed {
 			checkOutputs(v, id, j.subject, m)
 		}
+		// A good job spends its own failures' attempts and no other: one, or two for a flaky
+		// one (it fails its first). The faults only take its leases, and a lost lease spends
+		// no attempt, so it never goes DEAD.
+		// The runs say it when retention deleted the row.
+		if b, _ := c.behaviourOf(id); b != failing && b != permanent && (!completed || lastAttempt(c.runs[id]) != 1+one(b == flaky)) {
+			v.add("a good job completes on the attempts of its own failures (a lost lease spends none)",
+				"job %d (%s) ended %s; its runs went up to attempt %d", id, b, j.status, lastAttempt(c.runs[id]))
+		}
 		checkAttempts(v, id, j)
 	}
 	runs := c.checkRuns(t, v)
 	t.Logf("chaos result: %v; %d runs, %d admin retries (%d refused), %d rows pruned", statuses, runs, sum(c.revived), c.refused, f.deleted)
 	v.report(t)
+}
+
+// lastAttempt is the highest attempt number of runs.
+func lastAttempt(runs []*run) int {
+	n := 0
+	for _, r := range runs {
+		n = max(n, r.attempt)
+	}
+	return n
 }
 
 // checkOutputs checks that the outputs of job id, COMPLETED, exist where its media m records
