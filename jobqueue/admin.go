@@ -43,6 +43,11 @@ type Row struct {
 	// Parents are the jobs it waits for, Dependants the jobs that wait for it.
 	Parents    []int64 `json:"parents"`
 	Dependants []int64 `json:"dependants"`
+	// Partition is its fairness partition (Spec.Partition), Priority its priority.
+	Partition string   `json:"partition"`
+	Priority  Priority `json:"priority"`
+	// LostCount is how many leases it lost (its worker killed, hung or cut off).
+	LostCount int `json:"lost_count"`
 }
 
 // AttemptError is the error one attempt of a job ended with (a retry, its death, the
@@ -66,7 +71,8 @@ type Filter struct {
 const rowColumns = `id, kind, subject_id, status, attempt_count, max_attempts, available_at, enqueued_at,
 		       claimed_by, lease_until, completed_at, last_error, errors, group_id, args, waiting_on,
 		       ARRAY(SELECT parent_id FROM job_dependencies WHERE job_id = jobs.id ORDER BY parent_id),
-		       ARRAY(SELECT job_id FROM job_dependencies WHERE parent_id = jobs.id ORDER BY job_id)`
+		       ARRAY(SELECT job_id FROM job_dependencies WHERE parent_id = jobs.id ORDER BY job_id),
+		       partition_key, priority, lost_count`
 
 // List returns the jobs f selects, newest first.
 func (q *Queue) List(ctx context.Context, f Filter) ([]Row, error) {
@@ -297,6 +303,9 @@ func (q *Queue) retryGroup(ctx context.Context, j Job) (bool, error) {
 // AdminHandler serves /v1/admin/jobs.
 type AdminHandler struct {
 	Queue *Queue
+	// Actor names the administrator of a request, as a pause records it (paused_by): the
+	// queue core knows no identities. Optional: "an administrator" without it.
+	Actor func(c *fiber.Ctx) string
 }
 
 // Register adds the admin job routes to router, the /v1/admin group that requires the admin
@@ -305,6 +314,10 @@ func (h *AdminHandler) Register(router fiber.Router) {
 	httpserver.Get(router, "/jobs", h.list)
 	httpserver.Get(router, "/jobs/counts", h.counts)
 	httpserver.Get(router, "/jobs/schedules", h.schedules)
+	// Before /jobs/:id, which would take "kinds" for an id.
+	httpserver.Get(router, "/jobs/kinds", h.kindStates)
+	router.Post("/jobs/kinds/:kind/pause", h.pause)
+	router.Post("/jobs/kinds/:kind/resume", h.resume)
 	httpserver.Get(router, "/jobs/:id", h.get)
 	router.Post("/jobs/:id/retry", h.action(h.Queue.RetryDead))
 	router.Post("/jobs/:id/cancel", h.action(h.Queue.Cancel))

@@ -89,6 +89,12 @@ var (
 	descByStatus = prometheus.NewDesc("playhead_jobs", "Jobs in the queue table, by kind and status.", []string{"kind", "status"}, nil)
 	descOldest   = prometheus.NewDesc("playhead_jobs_oldest_pending_age_seconds",
 		"Age of the oldest PENDING job that is due (0 when none), by kind.", []string{"kind"}, nil)
+	descPaused = prometheus.NewDesc("playhead_jobs_paused",
+		"1 while the kind is paused (no node claims its jobs), else 0, by kind.", []string{"kind"}, nil)
+	descRunning = prometheus.NewDesc("playhead_jobs_running",
+		"Jobs PROCESSING with a live lease on any node, what a kind's cluster-wide limit counts, by kind.", []string{"kind"}, nil)
+	descMaxRunning = prometheus.NewDesc("playhead_jobs_max_running",
+		"The kind's cluster-wide limit of running jobs as this node has it (0: none), by kind.", []string{"kind"}, nil)
 )
 
 // queueCollector reads the queue's state for its kinds from the database at scrape time.
@@ -100,6 +106,9 @@ type queueCollector struct {
 func (c queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descByStatus
 	ch <- descOldest
+	ch <- descPaused
+	ch <- descRunning
+	ch <- descMaxRunning
 }
 
 func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
@@ -132,5 +141,42 @@ func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
 			return
 		}
 		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, age, kind)
+	}
+	if err := rows.Err(); err != nil {
+		ch <- prometheus.NewInvalidMetric(descOldest, err)
+	}
+	c.collectControls(ctx, ch)
+}
+
+// collectControls reports each kind's pause and its running jobs beside its limit. The running
+// count reads the PROCESSING index led by the kind: as cheap as the claim's own scan of it.
+func (c queueCollector) collectControls(ctx context.Context, ch chan<- prometheus.Metric) {
+	rows, err := c.q.pool.Query(ctx, `
+		SELECT k.kind, p.kind IS NOT NULL,
+		       (SELECT count(*) FROM jobs j WHERE j.kind = k.kind AND j.status = 'PROCESSING' AND j.lease_until > statement_timestamp())
+		FROM unnest($1::text[]) k(kind) LEFT JOIN job_kind_pauses p ON p.kind = k.kind`, c.q.kinds.names)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descPaused, err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind string
+		var paused bool
+		var running float64
+		if err := rows.Scan(&kind, &paused, &running); err != nil {
+			ch <- prometheus.NewInvalidMetric(descPaused, err)
+			return
+		}
+		var pausedValue float64
+		if paused {
+			pausedValue = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descPaused, prometheus.GaugeValue, pausedValue, kind)
+		ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, running, kind)
+		ch <- prometheus.MustNewConstMetric(descMaxRunning, prometheus.GaugeValue, float64(c.q.kinds.kinds[kind].MaxRunning), kind)
+	}
+	if err := rows.Err(); err != nil {
+		ch <- prometheus.NewInvalidMetric(descPaused, err)
 	}
 }

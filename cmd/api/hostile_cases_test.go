@@ -101,7 +101,7 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 			switch {
 			case r.pattern == "/objects/hls/*":
 				want = []int{400, 403, 404}
-			case r.idParam || r.pattern == "/static/*" || strings.HasPrefix(r.pattern, "/v1/uploads/"):
+			case r.idParam || r.pattern == "/static/*" || strings.HasPrefix(r.pattern, "/v1/uploads/") || strings.HasPrefix(r.pattern, "/v1/admin/jobs/kinds/"):
 				want = []int{400, 404}
 			}
 			for _, m := range methods {
@@ -182,6 +182,12 @@ func casesFor(t *testing.T, f *hostileFixture, r hostileRoute, forged map[string
 				out = append(out, hostileCase{class: classText, method: r.method, target: link, header: map[string]string{"Range": v},
 					want: []int{200, 206, 400, 416, 431}})
 			}
+		}
+	}
+	if strings.HasPrefix(r.pattern, "/v1/admin/jobs/kinds/") {
+		// A kind no node knows, however spelled, is 404 and pauses nothing.
+		for _, v := range append(hostileQueryTexts, "HISTORY_RETENTION", "history_retention%20", "nope") {
+			out = append(out, hostileCase{class: classText, method: r.method, target: r.target(f, v), header: bearer(tok), want: []int{404}})
 		}
 	}
 	if r.pattern == "/v1/collections/:collection" {

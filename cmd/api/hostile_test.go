@@ -128,6 +128,16 @@ func fixed(path string) func(*hostileFixture, string) string {
 	return func(*hostileFixture, string) string { return path }
 }
 
+// jobKindTarget is the path of a kind's pause or resume, with history_retention as the valid kind.
+func jobKindTarget(action string) func(*hostileFixture, string) string {
+	return func(_ *hostileFixture, p string) string {
+		if p == "" {
+			p = "history_retention"
+		}
+		return "/v1/admin/jobs/kinds/" + p + "/" + action
+	}
+}
+
 func mineID(f *hostileFixture) int64    { return f.mine }
 func doomedID(f *hostileFixture) int64  { return f.doomed }
 func importID(f *hostileFixture) int64  { return f.importID }
@@ -234,6 +244,11 @@ var routeTable = []hostileRoute{
 	{method: "GET", pattern: "/v1/admin/jobs", access: admin, target: fixed("/v1/admin/jobs"), query: []string{"status", "limit", "kind", "before", "group"}},
 	{method: "GET", pattern: "/v1/admin/jobs/counts", access: admin, target: fixed("/v1/admin/jobs/counts")},
 	{method: "GET", pattern: "/v1/admin/jobs/schedules", access: admin, target: fixed("/v1/admin/jobs/schedules")},
+	{method: "GET", pattern: "/v1/admin/jobs/kinds", access: admin, target: fixed("/v1/admin/jobs/kinds")},
+	// A pause of history_retention, the one kind no case waits for (it is never scheduled
+	// without PLAYHEAD_HISTORY_RETENTION).
+	{method: "POST", pattern: "/v1/admin/jobs/kinds/:kind/pause", access: admin, hasParam: true, target: jobKindTarget("pause")},
+	{method: "POST", pattern: "/v1/admin/jobs/kinds/:kind/resume", access: admin, hasParam: true, target: jobKindTarget("resume")},
 	{method: "GET", pattern: "/v1/admin/jobs/:id", access: admin, target: idTarget("/v1/admin/jobs/%s", jobID), hasParam: true, idParam: true},
 	{method: "DELETE", pattern: "/v1/admin/jobs/:id", access: admin, target: idTarget("/v1/admin/jobs/%s", jobID), hasParam: true, idParam: true},
 	{method: "POST", pattern: "/v1/admin/jobs/:id/retry", access: admin, target: idTarget("/v1/admin/jobs/%s/retry", jobID), hasParam: true, idParam: true},

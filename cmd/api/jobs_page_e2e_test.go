@@ -4,7 +4,8 @@ package main
 // on loopback that answer 503 (so one upload's two deliveries become DEAD jobs), and Debian's
 // Chromium driven by web/e2e/jobs.mjs, which finds the DEAD jobs on top, cancels a newer job
 // still to run, opens a DEAD one, retries it through the selection once its receiver is healed
-// and sees it COMPLETED, and discards the other, while this test checks the database.
+// and sees it COMPLETED, and discards the other, then pauses a kind from the kinds table and
+// resumes it, while this test checks the database.
 
 import (
 	"encoding/json"
@@ -29,10 +30,23 @@ type jobsPageRow struct {
 	Actions   []string `json:"actions"`
 }
 
+// jobsPageKind is one row of the console's kinds table.
+type jobsPageKind struct {
+	Kind       string `json:"kind"`
+	Paused     bool   `json:"paused"`
+	State      string `json:"state"`
+	Running    string `json:"running"`
+	Pending    string `json:"pending"`
+	Priorities string `json:"priorities"`
+	Partitions string `json:"partitions"`
+	Action     string `json:"action"`
+}
+
 type jobsPageEvent struct {
 	Event        string                      `json:"event"`
 	Message      string                      `json:"message"`
 	Rows         []jobsPageRow               `json:"rows"`
+	Kinds        []jobsPageKind              `json:"kinds"`
 	Counts       map[string]map[string]int64 `json:"counts"`
 	Title        string                      `json:"title"`
 	Facts        map[string]string           `json:"facts"`
@@ -95,7 +109,7 @@ func TestJobsPage_DeadJobRetriedAndDiscardedInChromium(t *testing.T) {
 	shots := screenshotsDir(t)
 	script := startBrowserScript(t, root, node, "jobs.mjs", "PLAYHEAD_URL="+s.HTTPURL, "PLAYHEAD_TOKEN="+admin,
 		fmt.Sprintf("PLAYHEAD_RETRY=%d", retryJob), fmt.Sprintf("PLAYHEAD_DISCARD=%d", discardJob),
-		fmt.Sprintf("PLAYHEAD_CANCEL=%d", cancelJob), "PLAYHEAD_SHOTS="+shots)
+		fmt.Sprintf("PLAYHEAD_CANCEL=%d", cancelJob), "PLAYHEAD_PAUSE=xapi_statement", "PLAYHEAD_SHOTS="+shots)
 	events := map[string]jobsPageEvent{}
 	for {
 		var ev jobsPageEvent
@@ -191,6 +205,36 @@ func TestJobsPage_DeadJobRetriedAndDiscardedInChromium(t *testing.T) {
 		if r.ID >= retryJob {
 			t.Errorf("older than job %d: job %d listed", retryJob, r.ID)
 		}
+	}
+
+	// The kinds table: the PENDING ingest job (partition "", normal priority) as the console
+	// first showed it; then xapi_statement paused by the admin (member 1) and resumed, with
+	// the database's pause row there while paused and gone after.
+	kindRow := func(ev jobsPageEvent, kind string) jobsPageKind {
+		for _, k := range ev.Kinds {
+			if k.Kind == kind {
+				return k
+			}
+		}
+		t.Errorf("%s: no %s row in the kinds table %+v", ev.Event, kind, ev.Kinds)
+		return jobsPageKind{}
+	}
+	if k := kindRow(listed, "ingest"); k.Paused || k.State != "Active" || k.Pending != "1" || k.Priorities != "0 · 1 · 0" ||
+		k.Partitions != "(none): 1" || k.Running != "0 (no limit)" || k.Action != "pause" {
+		t.Errorf("the console's ingest row: %+v, want active, 1 pending of normal priority in the partition \"\", no limit, a pause button", k)
+	}
+	paused := events["paused"]
+	if k := kindRow(paused, "xapi_statement"); !k.Paused || !strings.HasPrefix(k.State, "Paused by member 1") || k.Action != "resume" ||
+		paused.Outcome != "Paused xapi_statement." || len(paused.Dialogs) != 3 || !strings.Contains(paused.Dialogs[2], "Pause xapi_statement on every node") {
+		t.Errorf("after the pause: %+v, outcome %q, dialogs %q; want paused by member 1 with a resume button, after a confirmation", k, paused.Outcome, paused.Dialogs)
+	}
+	resumed := events["resumed"]
+	if k := kindRow(resumed, "xapi_statement"); k.Paused || k.State != "Active" || k.Action != "pause" || resumed.Outcome != "Resumed xapi_statement." {
+		t.Errorf("after the resume: %+v, outcome %q; want active with a pause button", k, resumed.Outcome)
+	}
+	var pauses int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM job_kind_pauses`).Scan(&pauses); err != nil || pauses != 0 {
+		t.Errorf("%d pauses left in the database (%v), want none after the resume", pauses, err)
 	}
 
 	done := events["done"]

@@ -8,6 +8,7 @@
 //   PLAYHEAD_RETRY    the DEAD job to find, look into, select and retry (its receiver now answers 204)
 //   PLAYHEAD_DISCARD  the DEAD job to discard with its row's button (the confirmation accepted)
 //   PLAYHEAD_CANCEL   a PENDING job to cancel with its row's button (the confirmation accepted)
+//   PLAYHEAD_PAUSE    a kind to pause from the kinds table (the confirmation accepted), then resume
 //   PLAYHEAD_SHOTS    where to save the screenshot (a temporary folder; docs/img for `make screenshots`)
 //   CHROMIUM          the browser, /usr/bin/chromium unless set
 //
@@ -15,7 +16,8 @@
 // cancelled), detail (the retried job's
 // facts and errors), completed (the table once the retried job shows COMPLETED and the
 // discarded one is gone), focus (the control focused after a refresh), older (the table
-// filtered to jobs older than the retried one), done (axe-core's violations, problems). Any failure: an "error"
+// filtered to jobs older than the retried one), paused and resumed (the kinds table once the
+// kind shows paused, then active again), done (axe-core's violations, problems). Any failure: an "error"
 // event, and exit status 1. Timeouts only bound how long a step may wait.
 
 import { join } from 'node:path';
@@ -27,6 +29,7 @@ const TOKEN = env('PLAYHEAD_TOKEN');
 const RETRY = env('PLAYHEAD_RETRY');
 const DISCARD = env('PLAYHEAD_DISCARD');
 const CANCEL = env('PLAYHEAD_CANCEL');
+const PAUSE = env('PLAYHEAD_PAUSE');
 const SHOTS = env('PLAYHEAD_SHOTS');
 
 const STEP_WAIT = 30_000; // a page answer
@@ -37,6 +40,14 @@ const jobRows = (page) => page.$$eval('#jobs-body tr', (trs) => trs.map((tr) => 
   const cells = [...tr.querySelectorAll('td')].map((td) => td.textContent.trim());
   return { id: Number(tr.dataset.job), kind: tr.dataset.kind, status: tr.dataset.status, attempts: cells[5], lastError: cells[7],
     actions: [...tr.querySelectorAll('.row-actions button')].map((b) => b.dataset.action) };
+}));
+
+// kindRows reads the kinds table: each kind's state, running, pending, priorities, partitions
+// and the action its button offers.
+const kindRows = (page) => page.$$eval('#kinds-body tr', (trs) => trs.map((tr) => {
+  const cells = [...tr.querySelectorAll('td')].map((td) => td.textContent.trim());
+  return { kind: tr.dataset.kind, paused: tr.dataset.paused === 'true', state: cells[0], running: cells[1], pending: cells[2],
+    priorities: cells[3], partitions: cells[4], action: tr.querySelector('button')?.dataset.action };
 }));
 
 const counts = (page) => page.$$eval('#counts-body tr', (trs) => Object.fromEntries(trs.map((tr) => [tr.dataset.kind,
@@ -68,7 +79,7 @@ async function main() {
     await page.goto(`${BASE}/jobs#token=${encodeURIComponent(TOKEN)}`);
     await page.waitForSelector(`#jobs-body tr[data-job="${RETRY}"]`, { timeout: STEP_WAIT });
     await page.waitForSelector(`#jobs-body tr[data-job="${DISCARD}"]`, { timeout: STEP_WAIT });
-    emit('listed', { rows: await jobRows(page), counts: await counts(page) });
+    emit('listed', { rows: await jobRows(page), counts: await counts(page), kinds: await kindRows(page) });
     await page.click(`#jobs-body tr[data-job="${CANCEL}"] button[data-action="cancel"]`);
     await page.waitForSelector(`#jobs-body tr[data-job="${CANCEL}"][data-status="DEAD"]`, { timeout: STEP_WAIT });
 
@@ -111,6 +122,15 @@ async function main() {
     await page.waitForFunction((id) => document.getElementById('shown').textContent.includes(`older than #${id}`) &&
       !document.querySelector(`#jobs-body tr[data-job="${id}"]`), RETRY, { timeout: STEP_WAIT });
     emit('older', { rows: await jobRows(page) });
+
+    // 5. Pause a kind from the kinds table, then resume it.
+    await page.click(`#kinds-body tr[data-kind="${PAUSE}"] button[data-action="pause"]`);
+    await page.waitForSelector(`#kinds-body tr[data-kind="${PAUSE}"][data-paused="true"]`, { timeout: STEP_WAIT });
+    emit('paused', { kinds: await kindRows(page), outcome: await page.textContent('#kinds-outcome'), dialogs });
+    result.accessibility.push(...await accessibility(page, 'the queue with a kind paused'));
+    await page.click(`#kinds-body tr[data-kind="${PAUSE}"] button[data-action="resume"]`);
+    await page.waitForSelector(`#kinds-body tr[data-kind="${PAUSE}"][data-paused="false"]`, { timeout: STEP_WAIT });
+    emit('resumed', { kinds: await kindRows(page), outcome: await page.textContent('#kinds-outcome') });
 
     result.problems = problems;
     result.notice = await page.evaluate(() => {

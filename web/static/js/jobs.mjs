@@ -1,7 +1,8 @@
-// The queue console (admins): how many jobs each kind has in each status, the jobs themselves
-// with DEAD ones first, a job's attempts and their errors, and retry, cancel or discard of one
-// job or of a selection. It refreshes itself every few seconds, so a retried job is seen
-// running and then COMPLETED.
+// The queue console (admins): how many jobs each kind has in each status, each kind's pause,
+// cluster-wide limit, priorities and largest partitions (with pause and resume), the jobs
+// themselves with DEAD ones first, a job's attempts and their errors, and retry, cancel or
+// discard of one job or of a selection. It refreshes itself every few seconds, so a retried
+// job is seen running and then COMPLETED.
 
 import { api, ago, clearNotice, el, fail, initSession } from './common.mjs';
 
@@ -9,6 +10,7 @@ const REFRESH_MS = 3000;
 const PAGE = 100;
 const MAX_LIMIT = 1000; // the API's; older jobs are reached with "older than job #"
 const STATUSES = ['WAITING', 'PENDING', 'PROCESSING', 'COMPLETED', 'DEAD'];
+const PRIORITIES = { 1: 'high', 2: 'normal', 3: 'low' };
 
 const $ = (id) => document.getElementById(id);
 
@@ -62,6 +64,42 @@ function renderCounts(counts) {
     $('filter-kind').append(...kinds.map((k) => el('option', { value: k }, k)));
     state.kindsShown = true;
   }
+}
+
+// renderKinds fills the kinds table: one row per kind, with the button that pauses or resumes it.
+function renderKinds(kinds) {
+  $('kinds-body').replaceChildren(...kinds.map((k) => {
+    const running = k.max_running ? `${k.running} of ${k.max_running}` : `${k.running} (no limit)`;
+    const partitions = k.partitions.map((p) => `${p.partition === '' ? '(none)' : p.partition}: ${p.pending}`).join(', ');
+    const action = k.paused ? 'resume' : 'pause';
+    const label = k.paused ? 'Resume' : 'Pause';
+    return el('tr', { dataset: { kind: k.kind, paused: String(k.paused) } },
+      el('th', { scope: 'row' }, k.kind),
+      el('td', {}, k.paused
+        ? el('span', { class: 'state', dataset: { state: 'PAUSED' }, title: `since ${k.paused_at}` }, `Paused by ${k.paused_by} ${ago(new Date(k.paused_at))}`)
+        : el('span', { class: 'state', dataset: { state: 'ACTIVE' } }, 'Active')),
+      el('td', {}, running),
+      el('td', {}, k.pending),
+      el('td', {}, `${k.priorities.high} · ${k.priorities.normal} · ${k.priorities.low}`),
+      el('td', { class: 'reason' }, partitions || '—'),
+      el('td', {}, el('button', { type: 'button', class: 'ghost', dataset: { action, focusKey: `${action}-${k.kind}` },
+        'aria-label': `${label} ${k.kind} on every node`, onclick: () => toggleKind(k.kind, action) }, label)));
+  }));
+}
+
+// toggleKind pauses (after a confirmation: it stops the kind on every node) or resumes a kind.
+async function toggleKind(kind, action) {
+  if (action === 'pause' && !window.confirm(`Pause ${kind} on every node? Running jobs finish; no new one starts until it is resumed.`)) return;
+  clearNotice();
+  try {
+    await api('POST', `/v1/admin/jobs/kinds/${encodeURIComponent(kind)}/${action}`);
+    $('kinds-outcome').textContent = `${action === 'pause' ? 'Paused' : 'Resumed'} ${kind}.`;
+    $('kinds-outcome').dataset.status = 'READY';
+  } catch (err) {
+    $('kinds-outcome').textContent = `Refused: ${err.message}${err.status ? ` (HTTP ${err.status})` : ''}.`;
+    $('kinds-outcome').dataset.status = 'ERROR';
+  }
+  await refresh();
 }
 
 function actionButton(name, job) {
@@ -125,7 +163,8 @@ async function showDetail(id, focus) {
   $('detail-title').textContent = `Job #${j.id}`;
   const facts = [['Kind', j.kind], ['Subject', j.subject_id], ['Status', j.status], ['Attempts', `${j.attempt_count} of ${j.max_attempts}`],
     ['Enqueued', j.enqueued_at], ['Available at', j.available_at], ['Claimed by', j.claimed_by], ['Lease until', j.lease_until],
-    ['Ended', j.completed_at], ['Group', j.group_id], ['Waits for', j.parents.length ? j.parents.map((p) => `#${p}`).join(', ') : null],
+    ['Ended', j.completed_at], ['Partition', j.partition === '' ? '(none)' : j.partition], ['Priority', PRIORITIES[j.priority] ?? j.priority],
+    ['Lost leases', j.lost_count || null], ['Group', j.group_id], ['Waits for', j.parents.length ? j.parents.map((p) => `#${p}`).join(', ') : null],
     ['Waited for by', j.dependants.length ? j.dependants.map((d) => `#${d}`).join(', ') : null],
     ['Arguments', j.args === undefined ? null : JSON.stringify(j.args)]].filter(([, v]) => v !== undefined && v !== null);
   $('detail-facts').replaceChildren(...facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
@@ -183,10 +222,11 @@ let timer = 0;
 async function refresh() {
   clearTimeout(timer);
   try {
-    const [counts, jobs] = await Promise.all([api('GET', '/v1/admin/jobs/counts'), fetchJobs()]);
+    const [counts, kinds, jobs] = await Promise.all([api('GET', '/v1/admin/jobs/counts'), api('GET', '/v1/admin/jobs/kinds'), fetchJobs()]);
     state.jobs = jobs;
     keepFocus(() => {
       renderCounts(counts.counts);
+      renderKinds(kinds.kinds);
       renderJobs();
     });
     if (state.detail) await showDetail(state.detail, false);
