@@ -10,7 +10,7 @@
 // per rung at most. Each rendition job records its renditions (media.RecordRendition) as it
 // completes: the media is playable once the first can play, and its master playlist,
 // assembled from those rows, gains the others as they finish. A worker killed mid-encode costs
-// that job's attempt; a rendition job that fails for good fails the media with its reason, its
+// that job none of its attempts (a lost lease, bounded by jobqueue.Kind.MaxLostLeases); a rendition job that fails for good fails the media with its reason, its
 // finish job is cancelled with it, and the renditions already written are kept (their rows
 // name them, so the orphan sweep keeps their files) for an administrator's retry of the dead
 // job, which finishes the group. With Single, an encode is the one job it was before
@@ -196,8 +196,10 @@ func (e *Encode) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, erro
 	if err != nil {
 		return jobqueue.Result{}, encodeFailure(err)
 	}
-	// The group's jobs are claimed in id order, which is SplitLadder's: the lowest rung first
-	// (with the audio), the one that makes the media playable soonest.
+	// The lowest rung's job (with the audio), the one that makes the media playable soonest,
+	// is the group's only high-priority job: claimed before its siblings, and before the other
+	// renditions of uploads of the same turn. The group takes this job's partition: its
+	// owner's (media.JobPartition).
 	attempts := cmp.Or(e.MaxAttempts, 3)
 	var group []jobqueue.GroupJob
 	var renditions []int
@@ -210,8 +212,12 @@ func (e *Encode) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, erro
 		if err != nil {
 			return jobqueue.Result{}, err
 		}
+		priority := jobqueue.PriorityNormal
+		if k == 0 {
+			priority = jobqueue.PriorityHigh
+		}
 		renditions = append(renditions, len(group))
-		group = append(group, jobqueue.GroupJob{Kind: KindRendition, Subject: j.Subject, Args: args, MaxAttempts: attempts})
+		group = append(group, jobqueue.GroupJob{Kind: KindRendition, Subject: j.Subject, Args: args, MaxAttempts: attempts, Priority: priority})
 	}
 	group = append(group, jobqueue.GroupJob{Kind: KindFinish, Subject: j.Subject, MaxAttempts: attempts, After: renditions})
 	return jobqueue.Result{Commit: func(ctx context.Context, tx pgx.Tx) error {

@@ -117,6 +117,16 @@ func TestEncodeGroup_PlayableAtTheFirstRenditionThenReady(t *testing.T) {
 	if heights, err := pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || strings.Join(heights, " ") != "[240] [480, 360]" {
 		t.Fatalf("rendition jobs' heights in claim order: %q (%v), want [240] then [480,360]", heights, err)
 	}
+	// The group is in its owner's partition (member 3, the probe's), the lowest rung's job
+	// alone at high priority: claimed first (the renditions in their claim order, then the finish).
+	rows, err = f.b.pool.Query(ctx, `SELECT kind || ' ' || partition_key || ' ' || priority FROM jobs WHERE kind <> $1 ORDER BY kind DESC, claim_order, id`, encodejobs.KindEncode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if order, err := pgx.CollectRows(rows, pgx.RowTo[string]); err != nil ||
+		strings.Join(order, ", ") != "encode_rendition 3 1, encode_rendition 3 2, encode_finish 3 2" {
+		t.Fatalf("the group's jobs in claim order (kind, partition, priority): %q (%v), want the lowest rung's at 1, then the others' at 2, all in 3", order, err)
+	}
 	if m, _ := f.b.media.Get(ctx, f.media); m.Playable || m.DurationMS < 2900 {
 		t.Fatalf("after the probe: %+v, want not yet playable, with its duration", m)
 	}

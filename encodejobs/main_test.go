@@ -96,7 +96,12 @@ func uploaded(t *testing.T, b *bundle, dir string, spec testvideo.Spec) (*storag
 		if _, err := tx.Exec(ctx, `UPDATE media SET source_key = 'uploads/x/source' WHERE id = $1`, m.ID); err != nil {
 			return err
 		}
-		_, err := jobqueue.Enqueue(ctx, tx, encodejobs.KindEncode, m.ID, 3)
+		// As an upload's commit enqueues it: in its owner's partition.
+		spec, err := media.EncodeSpec(encodejobs.KindEncode, m.ID, 3, media.JobPartition(m.OwnerID, false))
+		if err != nil {
+			return err
+		}
+		_, err = jobqueue.Insert(ctx, tx, spec)
 		return err
 	})
 	if err != nil {

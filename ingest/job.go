@@ -84,7 +84,13 @@ func (in *Ingest) run(ctx context.Context, j jobqueue.Job) (jobqueue.Result, err
 			if err := media.SetStatus(ctx, tx, j.Subject, media.StatusUploaded); err != nil {
 				return err
 			}
-			_, err = jobqueue.Enqueue(ctx, tx, in.EncodeKind, j.Subject, in.EncodeAttempts)
+			// The encode takes the download's partition: the importer's, or "" when the
+			// queue is first in, first out.
+			spec, err := media.EncodeSpec(in.EncodeKind, j.Subject, in.EncodeAttempts, j.Partition)
+			if err != nil {
+				return err
+			}
+			_, err = jobqueue.Insert(ctx, tx, spec)
 			return err
 		},
 		Discard: discard,

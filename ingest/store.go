@@ -21,11 +21,19 @@ const KindIngest = "ingest"
 type Store struct {
 	pool        *pgxpool.Pool
 	maxAttempts int
+	fifo        bool
 }
 
 // NewStore returns a Store; maxAttempts is the ingest job's attempt limit.
 func NewStore(pool *pgxpool.Pool, maxAttempts int) *Store {
 	return &Store{pool: pool, maxAttempts: maxAttempts}
+}
+
+// WithFIFO puts an import's downloads, and so their encodes, in one fairness partition for
+// everyone (PLAYHEAD_JOBS_FAIR=false) instead of the importer's (media.JobPartition).
+func (s *Store) WithFIFO(fifo bool) *Store {
+	s.fifo = fifo
+	return s
 }
 
 // Create records an import and its rows, and for each accepted row a media row
@@ -89,7 +97,10 @@ func (s *Store) acceptRow(ctx context.Context, tx pgx.Tx, admin, importID int64,
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, importID, r.Number, r.Collection, r.Chapter, r.Order, r.VideoURL, r.Label, mediaID); err != nil {
 		return err
 	}
-	_, err := jobqueue.Enqueue(ctx, tx, KindIngest, mediaID, s.maxAttempts)
+	// The importer's partition: their 500 rows take turns with other members' uploads rather
+	// than holding them back.
+	_, err := jobqueue.Insert(ctx, tx, jobqueue.Spec{Kind: KindIngest, Subject: mediaID, MaxAttempts: s.maxAttempts,
+		Partition: media.JobPartition(admin, s.fifo)})
 	return err
 }
 

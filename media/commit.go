@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -86,6 +88,35 @@ type Committer struct {
 	JobKind string
 	// MaxAttempts is that job's attempt limit.
 	MaxAttempts int
+	// FIFO puts every encode in one fairness partition (PLAYHEAD_JOBS_FAIR=false) instead of
+	// its owner's (JobPartition).
+	FIFO bool
+}
+
+// JobPartition is the fairness partition of the jobs of a media owned by owner: the owner, so
+// that one member's backlog (an import of 500 rows) delays another member's upload by about
+// one job of each busy member, not by the whole backlog. With fifo, every media's jobs share
+// the partition "": first in, first out.
+func JobPartition(owner int64, fifo bool) string {
+	if fifo {
+		return ""
+	}
+	return strconv.FormatInt(owner, 10)
+}
+
+// EncodeSpec is the encode job of media id, in partition, at high priority: nothing of the
+// media plays before its probe has planned the renditions. It is unique per media: a second
+// encode enqueued while one waits or runs (a download completed twice, a retried commit)
+// would encode the same source again, so Insert answers the first one's id instead.
+func EncodeSpec(kind string, id int64, maxAttempts int, partition string) (jobqueue.Spec, error) {
+	// The partition stays out of the key: one encode per media at a time, whichever
+	// partition enqueued it.
+	key, err := jobqueue.UniqueKeyOf(id, nil, "", 0, time.Time{})
+	if err != nil {
+		return jobqueue.Spec{}, err
+	}
+	return jobqueue.Spec{Kind: kind, Subject: id, MaxAttempts: maxAttempts, Partition: partition,
+		Priority: jobqueue.PriorityHigh, UniqueKey: key}, nil
 }
 
 // Commit inserts u's media row (PROCESSING) and its encode job in tx, and notifies every node
@@ -105,7 +136,11 @@ func (c Committer) Commit(ctx context.Context, tx pgx.Tx, u Upload) (int64, erro
 	if err := NotifyChanged(ctx, tx, id); err != nil { // evicts a cached "no such media"
 		return 0, err
 	}
-	if _, err := jobqueue.Enqueue(ctx, tx, c.JobKind, id, c.MaxAttempts); err != nil {
+	spec, err := EncodeSpec(c.JobKind, id, c.MaxAttempts, JobPartition(u.Owner, c.FIFO))
+	if err != nil {
+		return 0, err
+	}
+	if _, err := jobqueue.Insert(ctx, tx, spec); err != nil {
 		return 0, fmt.Errorf("enqueue the upload's encode: %w", err)
 	}
 	return id, nil

@@ -105,8 +105,11 @@ type Config struct {
 	JobMaxAttempts  int           // PLAYHEAD_JOB_MAX_ATTEMPTS
 	JobRetryBase    time.Duration // PLAYHEAD_JOB_RETRY_BASE
 	JobRetryCap     time.Duration // PLAYHEAD_JOB_RETRY_CAP
+	// JobsFair is PLAYHEAD_JOBS_FAIR: the media kinds' jobs take turns by owner.
+	JobsFair bool
 
 	EncodeConcurrency   int            // PLAYHEAD_ENCODE_CONCURRENCY
+	EncodeMaxRunning    int            // PLAYHEAD_ENCODE_MAX_RUNNING; 0: no cluster-wide limit
 	EncodeTimeout       time.Duration  // PLAYHEAD_ENCODE_TIMEOUT
 	EncodePreset        string         // PLAYHEAD_ENCODE_PRESET
 	EncodeMode          string         // PLAYHEAD_ENCODE_MODE: renditions or single
@@ -130,6 +133,7 @@ type Config struct {
 
 	WebhookAllowPrivate bool          // PLAYHEAD_WEBHOOK_ALLOW_PRIVATE
 	WebhookConcurrency  int           // PLAYHEAD_WEBHOOK_CONCURRENCY
+	WebhookMaxRunning   int           // PLAYHEAD_WEBHOOK_MAX_RUNNING; 0: no cluster-wide limit
 	WebhookTimeout      time.Duration // PLAYHEAD_WEBHOOK_TIMEOUT
 	WebhookMaxAttempts  int           // PLAYHEAD_WEBHOOK_MAX_ATTEMPTS
 	WebhookRetryCap     time.Duration // PLAYHEAD_WEBHOOK_RETRY_CAP
@@ -142,6 +146,7 @@ type Config struct {
 	EventsHeartbeat  time.Duration // PLAYHEAD_EVENTS_HEARTBEAT
 
 	IngestConcurrency     int           // PLAYHEAD_INGEST_CONCURRENCY
+	IngestMaxRunning      int           // PLAYHEAD_INGEST_MAX_RUNNING; 0: no cluster-wide limit
 	IngestAllowPrivate    bool          // PLAYHEAD_INGEST_ALLOW_PRIVATE
 	IngestDownloadURL     string        // PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE
 	IngestFallbackURL     string        // PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE
@@ -347,7 +352,9 @@ func (e *env) config(args []string) (Config, error) {
 		JobMaxAttempts:      e.int("PLAYHEAD_JOB_MAX_ATTEMPTS"),
 		JobRetryBase:        e.duration("PLAYHEAD_JOB_RETRY_BASE"),
 		JobRetryCap:         e.duration("PLAYHEAD_JOB_RETRY_CAP"),
+		JobsFair:            e.bool("PLAYHEAD_JOBS_FAIR"),
 		EncodeConcurrency:   e.int("PLAYHEAD_ENCODE_CONCURRENCY"),
+		EncodeMaxRunning:    e.int("PLAYHEAD_ENCODE_MAX_RUNNING"),
 		EncodeTimeout:       e.duration("PLAYHEAD_ENCODE_TIMEOUT"),
 		EncodePreset:        e.str("PLAYHEAD_ENCODE_PRESET"),
 		EncodeMode:          e.str("PLAYHEAD_ENCODE_MODE"),
@@ -364,6 +371,7 @@ func (e *env) config(args []string) (Config, error) {
 
 		WebhookAllowPrivate: e.bool("PLAYHEAD_WEBHOOK_ALLOW_PRIVATE"),
 		WebhookConcurrency:  e.int("PLAYHEAD_WEBHOOK_CONCURRENCY"),
+		WebhookMaxRunning:   e.int("PLAYHEAD_WEBHOOK_MAX_RUNNING"),
 		WebhookTimeout:      e.duration("PLAYHEAD_WEBHOOK_TIMEOUT"),
 		WebhookMaxAttempts:  e.int("PLAYHEAD_WEBHOOK_MAX_ATTEMPTS"),
 		WebhookRetryCap:     e.duration("PLAYHEAD_WEBHOOK_RETRY_CAP"),
@@ -374,6 +382,7 @@ func (e *env) config(args []string) (Config, error) {
 		EventsHeartbeat:  e.duration("PLAYHEAD_EVENTS_HEARTBEAT"),
 
 		IngestConcurrency:     e.int("PLAYHEAD_INGEST_CONCURRENCY"),
+		IngestMaxRunning:      e.int("PLAYHEAD_INGEST_MAX_RUNNING"),
 		IngestAllowPrivate:    e.bool("PLAYHEAD_INGEST_ALLOW_PRIVATE"),
 		IngestDownloadURL:     e.str("PLAYHEAD_INGEST_DOWNLOAD_URL_TEMPLATE"),
 		IngestFallbackURL:     e.str("PLAYHEAD_INGEST_FALLBACK_URL_TEMPLATE"),
@@ -457,6 +466,8 @@ func (c Config) validate(e *env) error {
 	e.check(c.JobMaxAttempts >= 1, "PLAYHEAD_JOB_MAX_ATTEMPTS: must be at least 1")
 	e.check(c.JobRetryBase > 0 && c.JobRetryCap >= c.JobRetryBase, "PLAYHEAD_JOB_RETRY_BASE/PLAYHEAD_JOB_RETRY_CAP: need 0 < base <= cap")
 	e.check(c.EncodeConcurrency >= 1, "PLAYHEAD_ENCODE_CONCURRENCY: must be at least 1")
+	e.check(c.EncodeMaxRunning >= 0 && c.IngestMaxRunning >= 0 && c.WebhookMaxRunning >= 0,
+		"PLAYHEAD_ENCODE_MAX_RUNNING/PLAYHEAD_INGEST_MAX_RUNNING/PLAYHEAD_WEBHOOK_MAX_RUNNING: must not be negative (0: no limit)")
 	e.check(c.EncodeTimeout > 0, "PLAYHEAD_ENCODE_TIMEOUT: must be positive")
 	e.check(c.HLSFormat == encoder.FormatFMP4 || c.HLSFormat == encoder.FormatTS, "PLAYHEAD_HLS_FORMAT: must be fmp4 or ts")
 	e.check(c.EncodeMode == "renditions" || c.EncodeMode == "single", "PLAYHEAD_ENCODE_MODE: must be renditions or single")

@@ -360,8 +360,8 @@ func routeIndex(doc []byte) (string, error) {
 // jobKindsTable is the table of jobKinds, their figures as cfg (the defaults) makes them.
 func jobKindsTable(cfg Config) string {
 	var b strings.Builder
-	b.WriteString("| kind | what a job does | at once per node | attempts | run limit | retry backoff cap | schedule |\n" +
-		"| --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| kind | what a job does | at once per node | at once in the cluster | attempts | run limit | retry backoff cap | schedule |\n" +
+		"| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, k := range jobKinds {
 		hooks := k.hooks(cfg)
 		concurrency := settingCell(k.settings.concurrency, strconv.Itoa(k.concurrency(cfg)))
@@ -371,8 +371,9 @@ func jobKindsTable(cfg Config) string {
 			schedule = "every " + settingCell(k.settings.schedule, p.Schedule.String())
 		}
 		attempts = settingCell(k.settings.attempts, attempts)
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", k.name, markdownCell(k.doc), concurrency, attempts,
-			settingCell(k.settings.timeout, "—"), settingCell(k.settings.retryCap, durationText(k.retryCap(cfg))), schedule)
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", k.name, markdownCell(k.doc), concurrency,
+			settingCell(k.settings.maxRunning, "—"), attempts, settingCell(k.settings.timeout, "—"),
+			settingCell(k.settings.retryCap, durationText(k.retryCap(cfg))), schedule)
 	}
 	return b.String()
 }

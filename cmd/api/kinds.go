@@ -37,16 +37,20 @@ type jobKind struct {
 	// between attempts.
 	concurrency func(cfg Config) int
 	retryCap    func(cfg Config) time.Duration
+	// maxRunning is how many of its jobs the whole cluster runs at once (0: no limit beyond
+	// each node's concurrency); nil for a kind without the setting.
+	maxRunning func(cfg Config) int
 	// settings name the variables behind the kind's figures in that table.
 	settings kindSettings
 }
 
 // kindSettings are the settings behind a kind's figures, "" where a figure is fixed (or there
-// is none): concurrency and retryCap are what the kind's functions of the same names read, and
-// schedule is what its periodic schedule is made of (TestJobKinds_SettingsNamed checks all
-// three); attempts is what its jobs are enqueued with and timeout what bounds its run.
+// is none): concurrency, retryCap and maxRunning are what the kind's functions of the same
+// names read, and schedule is what its periodic schedule is made of
+// (TestJobKinds_SettingsNamed checks all four); attempts is what its jobs are enqueued with
+// and timeout what bounds its run.
 type kindSettings struct {
-	concurrency, retryCap, schedule, attempts, timeout string
+	concurrency, retryCap, maxRunning, schedule, attempts, timeout string
 }
 
 // workerParts is what a kind's worker is built on.
@@ -84,8 +88,9 @@ var jobKinds = []jobKind{
 		},
 		concurrency: func(cfg Config) int { return cfg.IngestConcurrency },
 		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
+		maxRunning:  func(cfg Config) int { return cfg.IngestMaxRunning },
 		settings: kindSettings{concurrency: "PLAYHEAD_INGEST_CONCURRENCY", retryCap: "PLAYHEAD_JOB_RETRY_CAP",
-			attempts: "PLAYHEAD_INGEST_ATTEMPTS", timeout: "PLAYHEAD_INGEST_TIMEOUT"},
+			maxRunning: "PLAYHEAD_INGEST_MAX_RUNNING", attempts: "PLAYHEAD_INGEST_ATTEMPTS", timeout: "PLAYHEAD_INGEST_TIMEOUT"},
 	},
 	{
 		name:  webhooks.KindDeliver,
@@ -96,8 +101,9 @@ var jobKinds = []jobKind{
 		},
 		concurrency: func(cfg Config) int { return cfg.WebhookConcurrency },
 		retryCap:    func(cfg Config) time.Duration { return cfg.WebhookRetryCap },
+		maxRunning:  func(cfg Config) int { return cfg.WebhookMaxRunning },
 		settings: kindSettings{concurrency: "PLAYHEAD_WEBHOOK_CONCURRENCY", retryCap: "PLAYHEAD_WEBHOOK_RETRY_CAP",
-			attempts: "PLAYHEAD_WEBHOOK_MAX_ATTEMPTS", timeout: "PLAYHEAD_WEBHOOK_TIMEOUT"},
+			maxRunning: "PLAYHEAD_WEBHOOK_MAX_RUNNING", attempts: "PLAYHEAD_WEBHOOK_MAX_ATTEMPTS", timeout: "PLAYHEAD_WEBHOOK_TIMEOUT"},
 	},
 	{
 		name:  xapi.KindSend,
@@ -214,8 +220,9 @@ func encodeKind(name string) jobKind {
 		},
 		concurrency: func(cfg Config) int { return cfg.EncodeConcurrency },
 		retryCap:    func(cfg Config) time.Duration { return cfg.JobRetryCap },
+		maxRunning:  func(cfg Config) int { return cfg.EncodeMaxRunning },
 		settings: kindSettings{concurrency: "PLAYHEAD_ENCODE_CONCURRENCY", retryCap: "PLAYHEAD_JOB_RETRY_CAP",
-			attempts: "PLAYHEAD_JOB_MAX_ATTEMPTS", timeout: timeout},
+			maxRunning: "PLAYHEAD_ENCODE_MAX_RUNNING", attempts: "PLAYHEAD_JOB_MAX_ATTEMPTS", timeout: timeout},
 	}
 }
 
@@ -230,9 +237,18 @@ var encodeKindDocs = map[string]string{
 func kindHooks(cfg Config) []jobqueue.Kind {
 	hooks := make([]jobqueue.Kind, len(jobKinds))
 	for i, k := range jobKinds {
-		hooks[i] = k.hooks(cfg)
+		hooks[i] = k.limited(cfg, k.hooks(cfg))
 	}
 	return hooks
+}
+
+// limited is kind with its cluster-wide limit set, on every role: the claims of worker nodes
+// enforce it, and an api node's GET /v1/admin/jobs/kinds shows it.
+func (k jobKind) limited(cfg Config, kind jobqueue.Kind) jobqueue.Kind {
+	if k.maxRunning != nil {
+		kind.MaxRunning = k.maxRunning(cfg)
+	}
+	return kind
 }
 
 // jobConcurrency is how many jobs of every kind one worker node runs at once.

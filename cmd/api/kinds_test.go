@@ -192,6 +192,12 @@ func TestJobKinds_SettingsNamed(t *testing.T) {
 				t.Errorf("kind %s: with %s=7 its concurrency is %d: the table names the wrong setting", k.name, s.concurrency, got)
 			}
 		}
+		if s.maxRunning != "" {
+			cfg := docsConfig(t, map[string]string{s.maxRunning: "7"})
+			if got := k.limited(cfg, k.hooks(cfg)).MaxRunning; got != 7 {
+				t.Errorf("kind %s: with %s=7 its cluster-wide limit is %d: the table names the wrong setting", k.name, s.maxRunning, got)
+			}
+		}
 		if s.retryCap != "" {
 			if got := k.retryCap(docsConfig(t, map[string]string{s.retryCap: "7m"})); got != 7*time.Minute {
 				t.Errorf("kind %s: with %s=7m its retry cap is %v: the table names the wrong setting", k.name, s.retryCap, got)

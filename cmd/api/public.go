@@ -165,14 +165,14 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	// group whose LimitBody would read the body into memory.
 	limits := &media.UploadLimits{MaxPerMember: cfg.UploadsPerMember, MaxTotal: cfg.UploadsTotal,
 		IdleTimeout: cfg.UploadIdleTimeout, Timeout: cfg.UploadTimeout}
-	commit := media.Committer{JobKind: encodejobs.KindEncode, MaxAttempts: cfg.JobMaxAttempts}
+	commit := media.Committer{JobKind: encodejobs.KindEncode, MaxAttempts: cfg.JobMaxAttempts, FIFO: !cfg.JobsFair}
 	upload := &media.UploadHandler{Pool: n.pool, Store: store, MaxBytes: cfg.MaxUploadBytes, Limits: limits, Commit: commit}
 	upload.Register(app, verifier.Middleware())
 	// Resumable uploads (tus): the same limits, the same end.
 	if err := n.buildResumable(app, store, limits, commit, verifier.Middleware(), listener); err != nil {
 		return nil, err
 	}
-	ingestStore := ingest.NewStore(n.pool, cfg.IngestAttempts)
+	ingestStore := ingest.NewStore(n.pool, cfg.IngestAttempts).WithFIFO(!cfg.JobsFair)
 	imports := &ingest.AdminHandler{Store: ingestStore, Sheets: ingest.SheetLinks{
 		Export: cfg.IngestSheetExportURL,
 		// The same address checks and timeouts as the videos' downloads; a sheet's size limit.
@@ -204,7 +204,7 @@ func (n *node) buildAPI(ctx context.Context, store storage.Store, storeOrigin st
 	erasures := &erasure.Handler{Pool: n.pool, FreshFor: cfg.ErasureFreshToken, Erased: erased}
 	erasures.Register(v1)
 	erasures.RegisterAdmin(admin)
-	(&jobqueue.AdminHandler{Queue: n.queue}).Register(admin)
+	(&jobqueue.AdminHandler{Queue: n.queue, Actor: adminActor}).Register(admin)
 	imports.Register(admin)
 	(&webhooks.AdminHandler{Store: webhooks.NewStore(n.pool), AllowPrivate: cfg.WebhookAllowPrivate}).Register(admin)
 	n.eventStreams = events.NewHub(events.Config{Pool: n.pool, PerMember: cfg.EventsPerMember, Total: cfg.EventsMaxStreams,
@@ -274,3 +274,6 @@ func (n *node) buildPlaybackBuffer(flushPool *pgxpool.Pool, access playback.Acce
 	n.health.Report("playback_buffer", func() any { return n.playbackBuffer.Stats() })
 	return nil
 }
+
+// adminActor names the administrator of a request as the queue records it (who paused a kind).
+func adminActor(c *fiber.Ctx) string { return fmt.Sprintf("member %d", auth.From(c).MemberID) }

@@ -348,6 +348,7 @@ func (n *node) buildWorker(store storage.Store, listener *notify.Listener) error
 		if kinds[i], err = k.worker(workerParts{node: n, store: store}); err != nil {
 			return fmt.Errorf("job kind %s: %w", k.name, err)
 		}
+		kinds[i] = k.limited(cfg, kinds[i])
 	}
 	var err error
 	n.queue, err = jobqueue.NewQueue(n.pool, cfg.JobLease, kinds...)
