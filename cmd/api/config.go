@@ -466,8 +466,9 @@ func (c Config) validate(e *env) error {
 	e.check(c.JobMaxAttempts >= 1, "PLAYHEAD_JOB_MAX_ATTEMPTS: must be at least 1")
 	e.check(c.JobRetryBase > 0 && c.JobRetryCap >= c.JobRetryBase, "PLAYHEAD_JOB_RETRY_BASE/PLAYHEAD_JOB_RETRY_CAP: need 0 < base <= cap")
 	e.check(c.EncodeConcurrency >= 1, "PLAYHEAD_ENCODE_CONCURRENCY: must be at least 1")
-	e.check(c.EncodeMaxRunning >= 0 && c.IngestMaxRunning >= 0 && c.WebhookMaxRunning >= 0,
-		"PLAYHEAD_ENCODE_MAX_RUNNING/PLAYHEAD_INGEST_MAX_RUNNING/PLAYHEAD_WEBHOOK_MAX_RUNNING: must not be negative (0: no limit)")
+	e.check(c.EncodeMaxRunning >= 0, "PLAYHEAD_ENCODE_MAX_RUNNING: must not be negative (0: no limit)")
+	e.check(c.IngestMaxRunning >= 0, "PLAYHEAD_INGEST_MAX_RUNNING: must not be negative (0: no limit)")
+	e.check(c.WebhookMaxRunning >= 0, "PLAYHEAD_WEBHOOK_MAX_RUNNING: must not be negative (0: no limit)")
 	e.check(c.EncodeTimeout > 0, "PLAYHEAD_ENCODE_TIMEOUT: must be positive")
 	e.check(c.HLSFormat == encoder.FormatFMP4 || c.HLSFormat == encoder.FormatTS, "PLAYHEAD_HLS_FORMAT: must be fmp4 or ts")
 	e.check(c.EncodeMode == "renditions" || c.EncodeMode == "single", "PLAYHEAD_ENCODE_MODE: must be renditions or single")
