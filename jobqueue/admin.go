@@ -193,12 +193,12 @@ func (q *Queue) adminJob(ctx context.Context, id int64) (Job, Kind, error) {
 	return j, kind, nil
 }
 
-// retrySQL makes the DEAD job $1 PENDING with fresh attempts, WAITING when a job it waits
-// for is not COMPLETED yet; it changes nothing while a job it waits for is DEAD or gone
-// (blockedParent).
+// retrySQL makes the DEAD job $1 PENDING with fresh attempts and leases to lose, WAITING
+// when a job it waits for is not COMPLETED yet; it changes nothing while a job it waits for is
+// DEAD or gone (blockedParent).
 const retrySQL = `
 UPDATE jobs SET status = CASE WHEN w.n > 0 THEN 'WAITING' ELSE 'PENDING' END, waiting_on = w.n,
-       attempt_count = 0, available_at = statement_timestamp(),
+       attempt_count = 0, lost_count = 0, available_at = statement_timestamp(),
        completed_at = NULL, claim_token = NULL, claimed_by = NULL, lease_until = NULL
 FROM (SELECT count(*) FILTER (WHERE NOT d.done) AS n, count(*) FILTER (WHERE ` + blockedParent + `) AS blocked
       FROM job_dependencies d LEFT JOIN jobs p ON p.id = d.parent_id WHERE d.job_id = $1) w

@@ -109,19 +109,36 @@ func Insert(ctx context.Context, tx pgx.Tx, spec Spec) (Enqueued, error) {
 	}
 }
 
-// insertSQL inserts one job with its turn: one past the later of the head of its kind's claim
-// order (the first PENDING job by claim_order, id: one probe of jobs_pending_kind_idx) and its
-// partition's last turn among the kind's PENDING and WAITING jobs (one probe of
-// jobs_partition_turn_idx). A new partition's job thus takes the turn after the head, and a
-// partition's backlog takes consecutive turns behind it: the partitions take turns.
-const insertSQL = `
+// insertSQL inserts one job with its turn (nextTurn), unless its unique key is held.
+var insertSQL = `
 INSERT INTO jobs (kind, subject_id, max_attempts, args, partition_key, priority, unique_key, fair_turn)
-VALUES ($1, $2, $3, $4, $5, $6, $7, greatest(
-    coalesce((SELECT fair_turn FROM jobs WHERE kind = $1 AND status = 'PENDING' ORDER BY claim_order, id LIMIT 1), 0),
-    coalesce((SELECT fair_turn FROM jobs WHERE kind = $1 AND partition_key = $5 AND status IN ('PENDING', 'WAITING')
-              ORDER BY fair_turn DESC LIMIT 1), 0)) + 1)
+VALUES ($1, $2, $3, $4, $5, $6, $7, ` + nextTurn("$1", "$5", "$6") + `)
 ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL AND status IN ('WAITING', 'PENDING', 'PROCESSING') DO NOTHING
 RETURNING id`
+
+// nextTurn is the SQL expression of the turn of a new job of kind, partition and priority
+// (SQL expressions: parameters or columns), start-time fair queuing: the later of the kind's
+// virtual time and the turn after the last one its partition holds at its priority among the
+// kind's PENDING and WAITING jobs (one probe of jobs_partition_turn_idx). A partition's backlog
+// thus takes consecutive turns, and a job of a partition with nothing queued takes the virtual
+// time itself: it runs after the jobs of that turn already queued, at most one of each busy
+// partition.
+//
+// The virtual time is the later of the turn of the head of the claim order (the first PENDING
+// job by claim_order, id: one probe of jobs_pending_kind_idx) and the turn after the latest
+// among the kind's PROCESSING jobs (a read of the kind's running jobs in
+// jobs_processing_kind_idx, as many as run at once). The head alone is not enough: while a job
+// of a lower priority is the head, jobs of a higher priority that arrive one at a time, each
+// claimed before the next comes, would all take the head's turn and pass it for ever. With
+// the running jobs' turns, each takes a turn past the one before, and the low job's claim order
+// is reached within its penalty (TestPriority_LowIsNotStarved).
+func nextTurn(kind, partition, priority string) string {
+	return `greatest(
+    coalesce((SELECT fair_turn FROM jobs WHERE kind = ` + kind + ` AND status = 'PENDING' ORDER BY claim_order, id LIMIT 1), 0),
+    coalesce((SELECT max(fair_turn) FROM jobs WHERE kind = ` + kind + ` AND status = 'PROCESSING'), -1) + 1,
+    coalesce((SELECT fair_turn FROM jobs WHERE kind = ` + kind + ` AND partition_key = ` + partition + ` AND priority = ` + priority + `
+              AND status IN ('PENDING', 'WAITING') ORDER BY fair_turn DESC LIMIT 1), 0) + 1)`
+}
 
 func (s Spec) validate() error {
 	switch {

@@ -71,20 +71,18 @@ type GroupJob struct {
 // completion continues its group (ContinueGroup), or NULL for a new group; that job is
 // COMPLETED in this very transaction (the check is the founder CTE returning its row), takes
 // the group's id when it had none, and becomes a parent of the jobs that name no other.
-// Each job's turn is Insert's, for its own kind and partition, the jobs of the call that
-// share both taking consecutive turns (the rows of one statement do not see each other).
-const enqueueGroupSQL = `
+// Each job's turn is Insert's (nextTurn), for its own kind, partition and priority, the jobs of
+// the call that share all three taking consecutive turns (the rows of one statement do not
+// see each other).
+var enqueueGroupSQL = `
 WITH spec AS (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::jsonb[], $4::int[], $5::int[], $9::text[], $10::smallint[])
         WITH ORDINALITY AS s(kind, subject_id, args, max_attempts, waiting_on, partition_key, priority, n)
 ), ids AS MATERIALIZED (
     SELECT n, nextval(pg_get_serial_sequence('jobs', 'id')) AS id FROM spec
 ), turns AS (
-    SELECT s.n, greatest(
-        coalesce((SELECT fair_turn FROM jobs WHERE kind = s.kind AND status = 'PENDING' ORDER BY claim_order, id LIMIT 1), 0),
-        coalesce((SELECT fair_turn FROM jobs WHERE kind = s.kind AND partition_key = s.partition_key AND status IN ('PENDING', 'WAITING')
-                  ORDER BY fair_turn DESC LIMIT 1), 0))
-        + row_number() OVER (PARTITION BY s.kind, s.partition_key ORDER BY s.n) AS fair_turn
+    SELECT s.n, ` + nextTurn("s.kind", "s.partition_key", "s.priority") + `
+        + row_number() OVER (PARTITION BY s.kind, s.partition_key, s.priority ORDER BY s.n) - 1 AS fair_turn
     FROM spec s
 ), founder AS (
     UPDATE jobs SET group_id = coalesce(group_id, id)

@@ -19,11 +19,11 @@ ALTER TABLE jobs
     ADD COLUMN unique_key    text;
 
 -- The claim reads PENDING jobs of its kind in claim order: one index scan, no sort, stopping
--- at its limit. Enqueue finds the head of that order with the same index, and a partition's
--- last turn with the second one.
+-- at its limit. Enqueue finds the head of that order with the same index, and the last turn
+-- of its partition at its priority with the second one.
 DROP INDEX jobs_pending_kind_idx;
 CREATE INDEX jobs_pending_kind_idx ON jobs (kind, claim_order, id) WHERE status = 'PENDING';
-CREATE INDEX jobs_partition_turn_idx ON jobs (kind, partition_key, fair_turn) WHERE status IN ('PENDING', 'WAITING');
+CREATE INDEX jobs_partition_turn_idx ON jobs (kind, partition_key, priority, fair_turn) WHERE status IN ('PENDING', 'WAITING');
 -- At most one unfinished job of a kind holds a unique key: enqueue's ON CONFLICT target.
 CREATE UNIQUE INDEX jobs_unique_key_idx ON jobs (kind, unique_key)
     WHERE unique_key IS NOT NULL AND status IN ('WAITING', 'PENDING', 'PROCESSING');
