@@ -78,7 +78,7 @@ func Enqueue(ctx context.Context, tx pgx.Tx, kind string, subject int64, maxAtte
 // (limitedClaim).
 var claimTemplate = `
 WITH pending AS (
-    SELECT id, claim_order FROM jobs
+    SELECT id, claim_order, false AS reclaimed FROM jobs
     WHERE kind = $1 AND status = 'PENDING' AND available_at <= statement_timestamp()
       AND attempt_count < max_attempts
       AND NOT EXISTS (SELECT 1 FROM job_kind_pauses WHERE kind = $1)
@@ -86,7 +86,7 @@ WITH pending AS (
     LIMIT %[1]s
     FOR UPDATE SKIP LOCKED
 ), expired AS (
-    SELECT id, claim_order FROM jobs
+    SELECT id, claim_order, true AS reclaimed FROM jobs
     WHERE kind = $1 AND status = 'PROCESSING' AND lease_until <= statement_timestamp()
       AND lease_until + least($5::interval * power(2, least(lost_count, 30)), $6::interval) <= statement_timestamp()
       AND lost_count + 1 < $7
@@ -95,14 +95,14 @@ WITH pending AS (
     LIMIT %[1]s
     FOR UPDATE SKIP LOCKED
 ), candidate AS (
-    SELECT id FROM (SELECT * FROM pending UNION ALL SELECT * FROM expired) c
+    SELECT id, reclaimed FROM (SELECT * FROM pending UNION ALL SELECT * FROM expired) c
     ORDER BY claim_order, id
     LIMIT %[1]s
 )
 UPDATE jobs j
 SET status = 'PROCESSING',
-    attempt_count = CASE WHEN j.status = 'PROCESSING' THEN j.attempt_count ELSE j.attempt_count + 1 END,
-    lost_count = CASE WHEN j.status = 'PROCESSING' THEN j.lost_count + 1 ELSE j.lost_count END,
+    attempt_count = CASE WHEN candidate.reclaimed THEN j.attempt_count ELSE j.attempt_count + 1 END,
+    lost_count = CASE WHEN candidate.reclaimed THEN j.lost_count + 1 ELSE j.lost_count END,
     claim_token = gen_random_uuid(),
     claimed_by = $2,
     lease_until = statement_timestamp() + $4::interval,
@@ -110,7 +110,7 @@ SET status = 'PROCESSING',
     errors = CASE WHEN j.status = 'PROCESSING' THEN ` + withError("'"+expiredReason+"'") + ` ELSE j.errors END
 FROM candidate
 WHERE j.id = candidate.id
-RETURNING ` + jobColumns
+RETURNING ` + jobColumns + `, candidate.reclaimed`
 
 // claimSQL is the claim of a kind without a cluster-wide limit.
 var claimSQL = fmt.Sprintf(claimTemplate, "$3")
@@ -135,9 +135,14 @@ const jobColumns = `j.id, j.kind, j.subject_id, coalesce(j.claim_token::text, ''
 
 func scanJob(row pgx.CollectableRow) (Job, error) {
 	var j Job
-	err := row.Scan(&j.ID, &j.Kind, &j.Subject, &j.ClaimToken, &j.Attempt, &j.MaxAttempts, &j.EnqueuedAt, &j.Group, &j.Args,
-		&j.Partition, &j.Priority, &j.LostLeases)
+	err := row.Scan(j.fields()...)
 	return j, err
+}
+
+// fields are the destinations of jobColumns in j.
+func (j *Job) fields() []any {
+	return []any{&j.ID, &j.Kind, &j.Subject, &j.ClaimToken, &j.Attempt, &j.MaxAttempts, &j.EnqueuedAt, &j.Group, &j.Args,
+		&j.Partition, &j.Priority, &j.LostLeases}
 }
 
 // Claim claims up to n due jobs of kind for node.
@@ -185,7 +190,11 @@ func (q *Queue) Claim(ctx context.Context, kind string, n int, node string) ([]J
 	if err != nil {
 		return nil, fmt.Errorf("claim %s jobs: %w", kind, err)
 	}
-	jobs, err := pgx.CollectRows(rows, scanJob)
+	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Job, error) {
+		var j Job
+		err := row.Scan(append(j.fields(), &j.reclaimed)...)
+		return j, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("claim %s jobs: %w", kind, err)
 	}
@@ -292,13 +301,18 @@ func withError(param string) string {
 }
 
 // Release gives a claim back on a graceful stop: PENDING at once, with the attempt returned,
-// because a controlled stop is not a failure of the job.
+// because a controlled stop is not a failure of the job. A claim that took the job over after
+// a lost lease counted no attempt, and gives none back.
 func (q *Queue) Release(ctx context.Context, j Job) error {
+	counted := 1
+	if j.reclaimed {
+		counted = 0
+	}
 	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
-			UPDATE jobs SET status = 'PENDING', attempt_count = attempt_count - 1, available_at = statement_timestamp(),
+			UPDATE jobs SET status = 'PENDING', attempt_count = attempt_count - $3, available_at = statement_timestamp(),
 			       claim_token = NULL, claimed_by = NULL, lease_until = NULL
-			WHERE attempt_count > 0 AND `+fence, j.ID, j.ClaimToken)
+			WHERE attempt_count >= $3 AND `+fence, j.ID, j.ClaimToken, counted)
 		if err != nil {
 			return err
 		}
