@@ -39,9 +39,9 @@ const (
 // HAProxy (make node-loss, docs/internals/reliability.md):
 //
 //   - a worker in the middle of a rendition of an upload's encode group: the other worker takes
-//     that job over once its lease has run out and completes it on attempt 2, once; every other
-//     job of the group completes once on attempt 1 (one group, one media_playable and one
-//     media_ready notification);
+//     that job over once its lease has run out and completes it, once, still on attempt 1 (a
+//     lost lease spends no attempt); every other job of the group completes once on attempt 1
+//     (one group, one media_playable and one media_ready notification);
 //   - an api node, at a random moment between its flushes: the positions lost are only
 //     positions that node answered 204 within its loss window (one flush interval plus its
 //     slowest flush) before the kill; every position another node accepted is stored; HAProxy
@@ -272,10 +272,11 @@ func waitBufferHolds(t *testing.T, s *binarytest.Server) {
 
 // killWorkerMidEncode uploads a video through the balancer and, while a worker encodes a
 // rendition of the upload's encode group, kills that worker with SIGKILL. The kill costs that
-// rendition's attempt and nothing else: the other worker takes the job over once its lease
-// has run out and completes it on attempt 2, and every other job of the group (the probe, the
-// other renditions, the finish; one group) completes exactly once on attempt 1, with one
-// media_playable and one media_ready notification. The killed worker is started again.
+// rendition one lost lease and nothing else (no attempt): the other worker takes the job over
+// once its lease has run out and completes it on attempt 1 still, and every other job of the
+// group (the probe, the other renditions, the finish; one group) completes exactly once on
+// attempt 1, with one media_playable and one media_ready notification. The killed worker is
+// started again.
 func killWorkerMidEncode(t *testing.T, c *cluster) {
 	t.Helper()
 	owner := binarytest.Token(t, 7, false)
@@ -321,7 +322,7 @@ func killWorkerMidEncode(t *testing.T, c *cluster) {
 		dead := killed[0]
 		taken := waitGroup(t, pool, id, "with the killed rendition taken over", func(g encodeGroup) bool {
 			j := g.job(t, dead.ID)
-			return j.AttemptCount >= 2 || isDone(j)
+			return j.LostCount >= 1 || isDone(j)
 		}, nil, alive()...).job(t, dead.ID)
 		takenAt := time.Now()
 		if taken.ClaimedBy == nil || *taken.ClaimedBy == holder.name {
@@ -335,7 +336,10 @@ func killWorkerMidEncode(t *testing.T, c *cluster) {
 				id, *taken.ClaimedBy, dead.LeaseUntil.Sub(takenAt).Round(100*time.Millisecond))
 		}
 		done := waitGroupFinished(t, pool, id, alive()...)
-		faults := append(done.faults(split), attemptFaults(done, map[int64]int{dead.ID: 2})...)
+		faults := append(done.faults(split), attemptFaults(done, nil)...)
+		if j := done.job(t, dead.ID); j.LostCount != 1 {
+			faults = append(faults, fmt.Sprintf("the killed rendition %v lost %d leases, want 1", j, j.LostCount))
+		}
 		if j := done.job(t, dead.ID); str(j.ClaimedBy) == holder.name {
 			faults = append(faults, fmt.Sprintf("the killed rendition %v was completed by the killed worker", j))
 		}
@@ -350,7 +354,7 @@ func killWorkerMidEncode(t *testing.T, c *cluster) {
 			t.Fatalf("media %d: %s", id, f)
 		}
 		t.Logf("worker kill -9: %s killed mid-rendition of media %d (job %d %s); %s took the job over %s after the kill, %s after the "+
-			"dead claim's lease ran out (lease %s), and completed it on attempt 2; the other %d jobs of the group completed on attempt 1",
+			"dead claim's lease ran out (lease %s), and completed it on attempt 1 with 1 lost lease; the other %d jobs of the group completed on attempt 1",
 			holder.name, id, dead.ID, str(dead.Args), *taken.ClaimedBy, takenAt.Sub(killedAt).Round(100*time.Millisecond),
 			takenAt.Sub(*dead.LeaseUntil).Round(100*time.Millisecond), nodeLossLease, len(done.all)-1)
 		holder.s = binarytest.Start(t, holder.env)

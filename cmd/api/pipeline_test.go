@@ -131,6 +131,7 @@ type jobRow struct {
 	CompletedAt  *time.Time
 	LastError    *string
 	Due          bool // available_at <= now
+	LostCount    int  // leases lost (worker killed, hung, cut off): they spend no attempt
 }
 
 func (j jobRow) String() string {
@@ -144,8 +145,8 @@ func (j jobRow) String() string {
 	if j.GroupID != nil {
 		group = strconv.FormatInt(*j.GroupID, 10)
 	}
-	return fmt.Sprintf("job %d %s %s (group %s, args %s) attempt %d/%d claimed_by %s claim_token %s lease_until %v last_error %q",
-		j.ID, j.Kind, j.Status, group, str(j.Args), j.AttemptCount, j.MaxAttempts, str(j.ClaimedBy), str(j.ClaimToken), j.LeaseUntil, str(j.LastError))
+	return fmt.Sprintf("job %d %s %s (group %s, args %s) attempt %d/%d lost leases %d claimed_by %s claim_token %s lease_until %v last_error %q",
+		j.ID, j.Kind, j.Status, group, str(j.Args), j.AttemptCount, j.MaxAttempts, j.LostCount, str(j.ClaimedBy), str(j.ClaimToken), j.LeaseUntil, str(j.LastError))
 }
 
 // mediaJob reads the one job of media id, failing unless there is exactly one: a media
@@ -168,7 +169,7 @@ func readJobs(t *testing.T, pool *pgxpool.Pool, id int64, kinds []string) []jobR
 	defer cancel()
 	rows, err := pool.Query(ctx, `
 		SELECT id, kind, group_id, args::text, status, attempt_count, max_attempts, claim_token::text, claimed_by, lease_until,
-		       enqueued_at, completed_at, last_error, available_at <= statement_timestamp()
+		       enqueued_at, completed_at, last_error, available_at <= statement_timestamp(), lost_count
 		FROM jobs WHERE subject_id = $1 AND ($2::text[] IS NULL OR kind = ANY($2)) ORDER BY id`, id, kinds)
 	if err != nil {
 		t.Fatalf("read jobs of media %d: %v", id, err)

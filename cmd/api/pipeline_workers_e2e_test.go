@@ -28,10 +28,10 @@ import (
 
 // TestPipeline_Kill9MidEncodeIsReclaimed kills the only worker with SIGKILL in the middle of a
 // rendition of an upload's encode group: its probe and its lowest rendition are done (the media
-// is playable), its second rendition is being encoded. The kill costs that rendition's attempt
-// and nothing else: its lease runs out, a second worker reclaims that job (attempt 2) and
-// completes it and the rest of the group, while every other job of the group completes once at
-// attempt 1 (the renditions the dead worker finished are not encoded again). A completion under
+// is playable), its second rendition is being encoded. The kill costs that rendition one lost
+// lease and nothing else (no attempt): its lease runs out, a second worker reclaims that job
+// (attempt 1 still, lost_count 1) and completes it and the rest of the group, while every other
+// job of the group completes once at attempt 1 (the renditions the dead worker finished are not encoded again). A completion under
 // the dead worker's claim token is fenced out: ErrClaimLost, no write to the media row or the
 // outbox.
 func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
@@ -91,8 +91,8 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 	reclaimedAt := time.Now()
 	t.Logf("SIGKILL → rendition reclaimed by worker B: %s (lease 3s; B was ready %s after the kill)",
 		reclaimedAt.Sub(killedAt).Round(time.Millisecond), bReady.Sub(killedAt).Round(time.Millisecond))
-	if second.AttemptCount != 2 || str(second.ClaimToken) == str(first.ClaimToken) {
-		t.Errorf("reclaimed: %v, want attempt 2 under a new claim token (A's was %s)", second, str(first.ClaimToken))
+	if second.AttemptCount != 1 || second.LostCount != 1 || str(second.ClaimToken) == str(first.ClaimToken) {
+		t.Errorf("reclaimed: %v, want attempt 1 still (the lost lease spent none) and 1 lost lease, under a new claim token (A's was %s)", second, str(first.ClaimToken))
 	}
 
 	q, err := jobqueue.NewQueue(pool, time.Minute, media.JobKind(encodejobs.KindRendition))
@@ -142,8 +142,8 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 	for _, f := range done.faults(split) {
 		t.Error(f)
 	}
-	// The kill cost the killed rendition's attempt, nothing else.
-	for _, f := range attemptFaults(done, map[int64]int{first.ID: 2}) {
+	// The kill cost the killed rendition a lost lease, no attempt, and nothing else.
+	for _, f := range attemptFaults(done, nil) {
 		t.Error(f)
 	}
 	if j := done.job(t, first.ID); str(j.ClaimedBy) != "kill-b" || str(j.ClaimToken) != str(second.ClaimToken) {
@@ -184,7 +184,7 @@ func TestPipeline_Kill9MidEncodeIsReclaimed(t *testing.T) {
 	if f := readyEventsFault(mediaEvents(t, pool, id)); f != "" {
 		t.Errorf("after the late completion: %s", f)
 	}
-	if j := groupOf(mediaJobs(t, pool, id)).job(t, first.ID); j.Status != string(jobqueue.StatusCompleted) || str(j.ClaimToken) != str(second.ClaimToken) || j.AttemptCount != 2 {
+	if j := groupOf(mediaJobs(t, pool, id)).job(t, first.ID); j.Status != string(jobqueue.StatusCompleted) || str(j.ClaimToken) != str(second.ClaimToken) || j.AttemptCount != 1 || j.LostCount != 1 {
 		t.Errorf("after the late completion: %v, want B's completed job unchanged", j)
 	}
 	t.Logf("stale-token completions: their domain writes ran inside the fenced transaction (during B's claim: %v, after B completed: %v)",

@@ -188,8 +188,8 @@ func TestS3_Kill9MidUploadOfOutputsLeavesOnlyTheWinners(t *testing.T) {
 	b := binarytest.Start(t, envB)
 	done := waitJob(t, pool, id, "COMPLETED by B", func(j jobRow) bool { return j.Status == string(jobqueue.StatusCompleted) },
 		func(j jobRow) bool { return j.Status == string(jobqueue.StatusDead) }, api, b)
-	if done.AttemptCount != 2 || str(done.ClaimedBy) != "s3-kill-b" {
-		t.Errorf("completed: %v, want attempt 2 by s3-kill-b", done)
+	if done.AttemptCount != 1 || done.LostCount != 1 || str(done.ClaimedBy) != "s3-kill-b" {
+		t.Errorf("completed: %v, want attempt 1 still with 1 lost lease (the kill spent no attempt), by s3-kill-b", done)
 	}
 	v := waitMedia(t, api, owner, id, media.StatusReady)
 	winnerPrefix := encodejobs.OutputPrefix(id, str(done.ClaimToken))
