@@ -80,9 +80,6 @@ type Job struct {
 	// LostLeases counts the leases the job lost before this claim (its worker killed, hung or
 	// cut off): they spend none of its attempts.
 	LostLeases int
-	// reclaimed is set on a claim that took the job over after a lost lease: it counted no
-	// attempt, so Release gives none back.
-	reclaimed bool
 }
 
 // LastAttempt reports whether a failure of this attempt makes the job DEAD.

@@ -110,7 +110,7 @@ SET status = 'PROCESSING',
     errors = CASE WHEN j.status = 'PROCESSING' THEN ` + withError("'"+expiredReason+"'") + ` ELSE j.errors END
 FROM candidate
 WHERE j.id = candidate.id
-RETURNING ` + jobColumns + `, candidate.reclaimed`
+RETURNING ` + jobColumns
 
 // claimSQL is the claim of a kind without a cluster-wide limit.
 var claimSQL = fmt.Sprintf(claimTemplate, "$3")
@@ -135,14 +135,9 @@ const jobColumns = `j.id, j.kind, j.subject_id, coalesce(j.claim_token::text, ''
 
 func scanJob(row pgx.CollectableRow) (Job, error) {
 	var j Job
-	err := row.Scan(j.fields()...)
+	err := row.Scan(&j.ID, &j.Kind, &j.Subject, &j.ClaimToken, &j.Attempt, &j.MaxAttempts, &j.EnqueuedAt, &j.Group, &j.Args,
+		&j.Partition, &j.Priority, &j.LostLeases)
 	return j, err
-}
-
-// fields are the destinations of jobColumns in j.
-func (j *Job) fields() []any {
-	return []any{&j.ID, &j.Kind, &j.Subject, &j.ClaimToken, &j.Attempt, &j.MaxAttempts, &j.EnqueuedAt, &j.Group, &j.Args,
-		&j.Partition, &j.Priority, &j.LostLeases}
 }
 
 // Claim claims up to n due jobs of kind for node.
@@ -190,11 +185,7 @@ func (q *Queue) Claim(ctx context.Context, kind string, n int, node string) ([]J
 	if err != nil {
 		return nil, fmt.Errorf("claim %s jobs: %w", kind, err)
 	}
-	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Job, error) {
-		var j Job
-		err := row.Scan(append(j.fields(), &j.reclaimed)...)
-		return j, err
-	})
+	jobs, err := pgx.CollectRows(rows, scanJob)
 	if err != nil {
 		return nil, fmt.Errorf("claim %s jobs: %w", kind, err)
 	}
@@ -302,17 +293,13 @@ func withError(param string) string {
 
 // Release gives a claim back on a graceful stop: PENDING at once, with the attempt returned,
 // because a controlled stop is not a failure of the job. A claim that took the job over after
-// a lost lease counted no attempt, and gives none back.
+// a lost lease carries on the attempt the lost one counted, and gives that back.
 func (q *Queue) Release(ctx context.Context, j Job) error {
-	counted := 1
-	if j.reclaimed {
-		counted = 0
-	}
 	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
-			UPDATE jobs SET status = 'PENDING', attempt_count = attempt_count - $3, available_at = statement_timestamp(),
+			UPDATE jobs SET status = 'PENDING', attempt_count = attempt_count - 1, available_at = statement_timestamp(),
 			       claim_token = NULL, claimed_by = NULL, lease_until = NULL
-			WHERE attempt_count >= $3 AND `+fence, j.ID, j.ClaimToken, counted)
+			WHERE attempt_count > 0 AND `+fence, j.ID, j.ClaimToken)
 		if err != nil {
 			return err
 		}
