@@ -276,10 +276,11 @@ func TestLostLeases_AJobThatKillsItsWorkerGoesDead(t *testing.T) {
 
 // lostLeaseBound is how long after its first claim a job that kills its worker on every run
 // is DEAD, with MaxLostLeases n, the default back-off and the nodes of these tests (50 ms
-// polls, a 100 ms rescuer): each of its n runs holds its lease to the end, each of the first
-// n−1 expiries waits its back-off (1 s, 2 s, 4 s, … capped) and then a poll, and the last
-// expiry waits for a rescuer's pass. A second per run is left for a loaded machine's
-// statements and restarts: a threshold from the configuration, not a measurement.
+// polls, a 100 ms rescuer): the bound docs/internals/job-queue.md states (each of its n runs
+// holds its lease to the end, each of the first n−1 expiries waits its back-off, 1 s, 2 s, 4 s,
+// … capped, and the last one a rescuer's pass), plus a poll per claim again and a second per
+// run for a loaded machine's statements and restarts: a threshold from the configuration, not
+// a measurement.
 func lostLeaseBound(n int, lease time.Duration) time.Duration {
 	bound := time.Duration(n)*(lease+time.Second) + 100*time.Millisecond
 	for i := range n - 1 {

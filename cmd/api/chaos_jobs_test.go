@@ -25,10 +25,10 @@ import (
 // (SIGTERM), or makes it lose its claim by expiring its lease under it; each kind of fault at
 // least once per three rounds. Every job of the group (one encode, one per rung, one finish,
 // all in the encode job's group) completes exactly once, none lost or left WAITING, PENDING
-// or PROCESSING; the faulted job ends on the attempt its fault implies (a kill or a lost claim
-// costs that job an attempt, a graceful stop gives it back) and every other job of the group
-// on its first: a fault costs the work of the job it hit and no other's. No notification is
-// duplicated (one media_playable, one media_ready), and no losing claim's files remain: before
+// or PROCESSING; every job of the group, the faulted one too, completes on its first attempt
+// (a kill and a lost claim take the job's lease: it counts one lost lease and no attempt; a
+// graceful stop gives the attempt back): a fault costs the work of the job it hit and no
+// attempt. No notification is duplicated (one media_playable, one media_ready), and no losing claim's files remain: before
 // each fault the test leaves a dead claim's output prefix in storage (what a worker killed
 // while storing a rendition leaves), and the orphan sweep (every 200 ms here, 4 s grace) must
 // remove it with whatever the fault's loser left, while it keeps every folder a rendition row
@@ -69,8 +69,6 @@ func TestChaos_MediaJobs(t *testing.T) {
 		return alive
 	}
 	kinds := []string{"kill -9", "SIGTERM", "lost claim"}
-	// The attempts each fault adds to the job it hits.
-	extraAttempts := map[string]int{"kill -9": 1, "SIGTERM": 0, "lost claim": 1}
 	faults := map[string]int{}
 	hit := map[string]int{} // the kinds of the jobs the faults landed on
 	untested := func() bool {
@@ -106,8 +104,9 @@ func TestChaos_MediaJobs(t *testing.T) {
 				fault = k
 			}
 		}
-		// want: the attempt each faulted job must complete on (every other job: 1).
-		want := map[int64]int{}
+		// want: the attempt each faulted job must complete on (every other job: 1); lost: the
+		// leases each must have lost by then (every other job: none).
+		want, lost := map[int64]int{}, map[int64]int{}
 		var target jobRow
 		if len(running) == 0 || running[0].ClaimedBy == nil {
 			fault = none
@@ -122,7 +121,8 @@ func TestChaos_MediaJobs(t *testing.T) {
 				// it held at the kill are the fault's (the target, unless it finished first and
 				// the worker had claimed the next one).
 				for _, j := range groupOf(mediaJobs(t, pool, id)).held(holder) {
-					want[j.ID] = j.AttemptCount + extraAttempts[fault]
+					want[j.ID] = j.AttemptCount // its lost lease spends no attempt
+					lost[j.ID] = j.LostCount + 1
 				}
 				spawn()
 			case "SIGTERM":
@@ -147,7 +147,8 @@ func TestChaos_MediaJobs(t *testing.T) {
 					t.Fatal(err)
 				}
 				if tag.RowsAffected() == 1 {
-					want[target.ID] = 1 + extraAttempts[fault]
+					want[target.ID] = 1 // its lost lease spends no attempt
+					lost[target.ID] = target.LostCount + 1
 				}
 			}
 			if len(want) == 0 {
@@ -169,6 +170,11 @@ func TestChaos_MediaJobs(t *testing.T) {
 		}
 		for _, f := range attemptFaults(done, want) {
 			t.Errorf("round %d (%s on %v): %s", round, fault, on, f)
+		}
+		for _, j := range done.all {
+			if j.LostCount != lost[j.ID] {
+				t.Errorf("round %d (%s on %v): job %d (%s) lost %d leases, want %d", round, fault, on, j.ID, j.Kind, j.LostCount, lost[j.ID])
+			}
 		}
 		if t.Failed() {
 			t.Fatalf("round %d (%s on %v): the group:%v", round, fault, on, done)
@@ -214,8 +220,8 @@ func TestChaos_MediaJobs(t *testing.T) {
 		for _, f := range outputFaults(id, done, renditionFolders(t, pool, id), objectDirs(t, storageDir, id), spec.Audio) {
 			t.Fatalf("round %d (%s on %v): %s", round, fault, on, f)
 		}
-		t.Logf("round %d: %s on %v → group of %d jobs COMPLETED, attempts %v (by job id; every other job at 1)",
-			round, fault, on, len(done.all), want)
+		t.Logf("round %d: %s on %v → group of %d jobs COMPLETED, attempts %v and lost leases %v (by job id; every other job at 1 and 0)",
+			round, fault, on, len(done.all), want, lost)
 	}
 	if rounds >= len(kinds) {
 		for _, k := range kinds {
@@ -224,8 +230,8 @@ func TestChaos_MediaJobs(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d rounds, faults: %v, on jobs of kinds %v; every job of each group completed once, the faulted one on the attempt its fault "+
-		"implies and every other on its first, one media_playable and one media_ready each, no losing or dead claim's files left",
+	t.Logf("%d rounds, faults: %v, on jobs of kinds %v; every job of each group completed once and on its first attempt, the faulted one "+
+		"with the lost lease its fault implies, one media_playable and one media_ready each, no losing or dead claim's files left",
 		ran, faults, hit)
 }
 
