@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/httpserver"
@@ -228,6 +229,14 @@ func (q *Queue) RetryDead(ctx context.Context, id int64) error {
 		changed, err = q.retryGroup(ctx, j)
 	}
 	switch {
+	case isUniqueKeyHeld(err):
+		// A DEAD job frees its unique key, so a newer job of its kind may hold it now.
+		var holder int64
+		if q.pool.QueryRow(ctx, `SELECT h.id FROM jobs d JOIN jobs h ON h.kind = d.kind AND h.unique_key = d.unique_key
+			WHERE d.id = $1 AND h.status IN ('WAITING', 'PENDING', 'PROCESSING')`, id).Scan(&holder) != nil {
+			return apperr.Errorf(apperr.Conflict, "job %d's unique key was held by another job of its kind: retry it again", id)
+		}
+		return apperr.Errorf(apperr.Conflict, "job %d's unique key is held by job %d, which is not finished: retry it once that one ends", id, holder)
 	case err != nil:
 		return fmt.Errorf("retry job %d: %w", id, err)
 	case !changed:
@@ -244,6 +253,12 @@ func (q *Queue) RetryDead(ctx context.Context, id int64) error {
 		return apperr.Errorf(apperr.Conflict, "job %d is not DEAD", id)
 	}
 	return nil
+}
+
+// isUniqueKeyHeld reports whether err is a write refused by jobs_unique_key_idx.
+func isUniqueKeyHeld(err error) bool {
+	e, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && e.Code == "23505" && e.ConstraintName == "jobs_unique_key_idx"
 }
 
 // revive is the domain side of j's retry: its kind's Revive, and a wake-up of its runners.

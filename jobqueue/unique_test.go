@@ -3,12 +3,17 @@ package jobqueue_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/playhead/playhead/apperr"
 	"github.com/playhead/playhead/jobqueue"
 )
 
@@ -154,5 +159,91 @@ func TestUniqueKeyOf(t *testing.T) {
 	}
 	if _, err := jobqueue.UniqueKeyOf(1, json.RawMessage(`{`), "", 0, at); err == nil {
 		t.Error("args that are not JSON gave a key")
+	}
+}
+
+// afterConflict is a pgx tracer that calls do once, after the first insert that inserted
+// nothing (ON CONFLICT DO NOTHING) and before the statement that follows it.
+type afterConflict struct {
+	once sync.Once
+	do   func()
+}
+
+func (a *afterConflict) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (a *afterConflict) TraceQueryEnd(_ context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
+	if data.Err == nil && data.CommandTag.String() == "INSERT 0 0" {
+		a.once.Do(a.do)
+	}
+}
+
+// The holder of a unique key that finishes between Insert's conflict and its read of the
+// holder frees the key: Insert tries again and inserts a new job, neither failing nor
+// answering the finished job's id.
+func TestInsert_UniqueKeyHolderFinishingMeanwhile(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	q := newQueue(t, b.pool, time.Minute, jobqueue.Kind{Name: "encode"})
+	spec := jobqueue.Spec{Kind: "encode", Subject: 1, MaxAttempts: 3, UniqueKey: "k"}
+	holder := insert(t, b.pool, spec)
+	running := claimOne(t, q, "encode")
+	finished := false
+	tracer := &afterConflict{do: func() {
+		if err := q.Complete(ctx, running, nil); err != nil {
+			t.Error(err)
+		}
+		finished = true
+	}}
+	cfg, err := pgxpool.ParseConfig(b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = tracer
+	traced, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(traced.Close)
+	got := insert(t, traced, spec)
+	if !finished {
+		t.Fatal("the insert met no conflict: the holder's finish in between was not tested")
+	}
+	if got.Existing || got.ID == holder.ID {
+		t.Fatalf("after the holder finished in between: %+v, want a new job (the holder was %d)", got, holder.ID)
+	}
+	if n := b.count(t, `SELECT count(*) FROM jobs WHERE unique_key = 'k' AND status = 'PENDING'`); n != 1 {
+		t.Fatalf("%d PENDING jobs hold the key, want 1", n)
+	}
+}
+
+// An administrator's retry of a DEAD unique job whose key a newer unfinished job of its kind
+// now holds is refused (409, naming that job), not failed on the unique index; once the newer
+// job finishes, the retry goes through.
+func TestRetryDead_UniqueKeyHeldByANewerJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	q := newQueue(t, b.pool, time.Minute, jobqueue.Kind{Name: "encode"})
+	spec := jobqueue.Spec{Kind: "encode", Subject: 1, MaxAttempts: 3, UniqueKey: "k"}
+	dead := insert(t, b.pool, spec)
+	if err := q.Dead(ctx, claimOne(t, q, "encode"), errors.New("broken")); err != nil {
+		t.Fatal(err)
+	}
+	newer := insert(t, b.pool, spec)
+	if newer.Existing {
+		t.Fatal("a DEAD job still held its unique key")
+	}
+	err := q.RetryDead(ctx, dead.ID)
+	if apperr.CodeOf(err) != apperr.Conflict || !strings.Contains(err.Error(), fmt.Sprintf("held by job %d", newer.ID)) {
+		t.Fatalf("retry while job %d holds the key: %v, want a conflict naming it", newer.ID, err)
+	}
+	if err := q.Complete(ctx, claimOne(t, q, "encode"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.RetryDead(ctx, dead.ID); err != nil {
+		t.Fatalf("retry once the newer job finished: %v", err)
 	}
 }
