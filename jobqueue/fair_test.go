@@ -220,3 +220,60 @@ func TestFairness_GroupsInheritThePartition(t *testing.T) {
 		t.Fatalf("first rendition claimed: %+v, want the high one, %d", first, ids[0])
 	}
 }
+
+// A partition that starts a backlog late starts it at the kind's virtual time (the head of
+// the claim order), not at turn 1: after 10 of a 20-job backlog ran, a new partition's 5 jobs
+// alternate with the rest of it instead of all passing it.
+func TestFairness_ALateBacklogStartsAtTheVirtualTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	q := newQueue(t, b.pool, time.Minute, jobqueue.Kind{Name: "encode"})
+	for i := range 20 {
+		insert(t, b.pool, jobqueue.Spec{Kind: "encode", Subject: int64(i), MaxAttempts: 3, Partition: "a"})
+	}
+	for range 10 {
+		if err := q.Complete(ctx, claimOne(t, q, "encode"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		insert(t, b.pool, jobqueue.Spec{Kind: "encode", Subject: int64(100 + i), MaxAttempts: 3, Partition: "b"})
+	}
+	var order string
+	for range 10 {
+		order += claimOne(t, q, "encode").Partition
+	}
+	if order != "ababababab" {
+		t.Fatalf("partitions claimed in the order %s, want the late backlog alternating with the rest of the first", order)
+	}
+}
+
+// The jobs of one group call in one partition take consecutive turns, as a backlog enqueued
+// one job at a time does: another partition's job enqueued after them is claimed second, not
+// after all of them.
+func TestFairness_AGroupTakesConsecutiveTurns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	q := newQueue(t, b.pool, time.Minute, jobqueue.Kind{Name: "rendition"})
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := jobqueue.EnqueueGroup(ctx, tx, []jobqueue.GroupJob{
+			{Kind: "rendition", Subject: 1, MaxAttempts: 3, Partition: "a"},
+			{Kind: "rendition", Subject: 2, MaxAttempts: 3, Partition: "a"},
+			{Kind: "rendition", Subject: 3, MaxAttempts: 3, Partition: "a"},
+		})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert(t, b.pool, jobqueue.Spec{Kind: "rendition", Subject: 4, MaxAttempts: 3, Partition: "b"})
+	var order string
+	for range 4 {
+		order += claimOne(t, q, "rendition").Partition
+	}
+	if order != "abaa" {
+		t.Fatalf("partitions claimed in the order %s, want abaa: the group's jobs on consecutive turns", order)
+	}
+}
