@@ -125,16 +125,23 @@ RETURNING id`
 // partition.
 //
 // The virtual time is the later of the turn of the head of the claim order (the first PENDING
-// job by claim_order, id: one probe of jobs_pending_kind_idx) and the turn after the latest
-// among the kind's PROCESSING jobs (a read of the kind's running jobs in
-// jobs_processing_kind_idx, as many as run at once). The head alone is not enough: while a job
+// and due job by claim_order, id: a scan of jobs_pending_kind_idx that, like the claim's, passes
+// over the jobs in back-off ahead of it; the first PENDING job when none is due) and the turn
+// after the latest among the kind's PROCESSING jobs (a read of the kind's running jobs in
+// jobs_processing_kind_idx, as many as run at once). A job in back-off is passed over because
+// it keeps the turn it was enqueued with: as the head, it would hold the virtual time back by
+// every turn claimed since, and a new partition's backlog enqueued while nothing of the kind
+// runs would take those old turns and pass a busy partition's whole backlog
+// (TestFairness_AJobInBackoffDoesNotHoldBackTheVirtualTime). The head alone is not enough: while a job
 // of a lower priority is the head, jobs of a higher priority that arrive one at a time, each
 // claimed before the next comes, would all take the head's turn and pass it for ever. With
 // the running jobs' turns, each takes a turn past the one before, and the low job's claim order
 // is reached within its penalty (TestPriority_LowIsNotStarved).
 func nextTurn(kind, partition, priority string) string {
 	return `greatest(
-    coalesce((SELECT fair_turn FROM jobs WHERE kind = ` + kind + ` AND status = 'PENDING' ORDER BY claim_order, id LIMIT 1), 0),
+    coalesce((SELECT fair_turn FROM jobs WHERE kind = ` + kind + ` AND status = 'PENDING' AND available_at <= statement_timestamp()
+              ORDER BY claim_order, id LIMIT 1),
+              (SELECT fair_turn FROM jobs WHERE kind = ` + kind + ` AND status = 'PENDING' ORDER BY claim_order, id LIMIT 1), 0),
     coalesce((SELECT max(fair_turn) FROM jobs WHERE kind = ` + kind + ` AND status = 'PROCESSING'), -1) + 1,
     coalesce((SELECT fair_turn FROM jobs WHERE kind = ` + kind + ` AND partition_key = ` + partition + ` AND priority = ` + priority + `
               AND status IN ('PENDING', 'WAITING') ORDER BY fair_turn DESC LIMIT 1), 0) + 1)`

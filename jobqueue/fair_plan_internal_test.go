@@ -79,7 +79,8 @@ func TestClaimSQL_CostIndependentOfPartitionsAndBacklog(t *testing.T) {
 
 // Due-ness is a filter on the claim-order scan: jobs waiting out a retry's back-off that sort
 // ahead of the first due job are looked at and passed over, so the claim's cost grows with
-// them, not with the backlog behind. The test measures it: 500 such jobs cost about 500 rows.
+// them, not with the backlog behind, and so does an enqueue's, whose virtual time is the first
+// due job's turn. The test measures it: 500 such jobs cost about 500 rows.
 func TestClaimSQL_JobsInBackoffAheadAreReadOnce(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.Pool(t)
@@ -99,6 +100,15 @@ func TestClaimSQL_JobsInBackoffAheadAreReadOnce(t *testing.T) {
 	t.Logf("a claim of %d with %d jobs in back-off ahead (of 10 000) looked at %.0f rows of jobs", limit, backoff, read)
 	if read < backoff || read > backoff+3*limit {
 		t.Fatalf("the claim looked at %.0f rows, want the %d in back-off and about %d more", read, backoff, limit)
+	}
+	// An enqueue's virtual time is the first due job's turn: it passes over the same jobs.
+	insert := plantest.Analyze(t, pool, insertSQL, "encode", 1, 3, nil, "p7", 2, nil)
+	read = insert.RowsExaminedFrom("jobs")
+	t.Logf("an insert with %d jobs in back-off ahead looked at %.0f rows of jobs", backoff, read)
+	if read < backoff || read > backoff+5 || slices.Contains(insert.SeqScans(), "jobs") {
+		out, _ := json.MarshalIndent(insert, "", " ")
+		t.Fatalf("the insert looked at %.0f rows, sequential scans %v, want the %d in back-off and a probe or two; plan:\n%s",
+			read, insert.SeqScans(), backoff, out)
 	}
 }
 

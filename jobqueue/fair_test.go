@@ -277,3 +277,35 @@ func TestFairness_AGroupTakesConsecutiveTurns(t *testing.T) {
 		t.Fatalf("partitions claimed in the order %s, want abaa: the group's jobs on consecutive turns", order)
 	}
 }
+
+// A job waiting out a retry's back-off keeps its old turn and so may be the head of the claim
+// order while the kind's due jobs are far past it. The virtual time is not held back by it: a
+// new partition's backlog enqueued while nothing of the kind runs starts at the first due job's
+// turn and alternates with the busy partition, instead of passing all of it.
+func TestFairness_AJobInBackoffDoesNotHoldBackTheVirtualTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	q := newQueue(t, b.pool, time.Minute, jobqueue.Kind{Name: "encode"})
+	for i := range 20 {
+		insert(t, b.pool, jobqueue.Spec{Kind: "encode", Subject: int64(i), MaxAttempts: 3, Partition: "a"})
+	}
+	if err := q.Retry(ctx, claimOne(t, q, "encode"), "failed", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for range 9 {
+		if err := q.Complete(ctx, claimOne(t, q, "encode"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		insert(t, b.pool, jobqueue.Spec{Kind: "encode", Subject: int64(100 + i), MaxAttempts: 3, Partition: "b"})
+	}
+	var order string
+	for range 10 {
+		order += claimOne(t, q, "encode").Partition
+	}
+	if order != "ababababab" {
+		t.Fatalf("partitions claimed in the order %s, want the new backlog alternating with the busy one", order)
+	}
+}
