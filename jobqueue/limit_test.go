@@ -7,12 +7,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/playhead/playhead/dbpool"
+	"github.com/playhead/playhead/internal/pgtest"
 	"github.com/playhead/playhead/jobqueue"
 )
 
 // A kind's MaxRunning holds across nodes: twelve claims of five jobs each, from four pools
 // (four nodes), all started together, take three jobs between them. A completion frees one
 // slot, and so does a lease that expired (a lost node's slot comes back), and no more.
+//
+// With PLAYHEAD_TEST_PGBOUNCER=1 the pools go through PgBouncer in transaction mode, as a
+// node's pool may: the limit's lock and the claim must then still be one transaction on one
+// server session.
 func TestClaim_MaxRunningAcrossPools(t *testing.T) {
 	t.Parallel()
 	const limit, pools, claimers = 3, 4, 3
@@ -23,7 +29,17 @@ func TestClaim_MaxRunningAcrossPools(t *testing.T) {
 	kinds := []jobqueue.Kind{{Name: "hook", MaxRunning: limit}, {Name: "other"}}
 	var queues []*jobqueue.Queue
 	for range pools {
-		queues = append(queues, newQueue(t, ownPool(t, b.url), time.Minute, kinds...))
+		pooled := pgtest.PooledURL(t, b.url)
+		if pooled == "" {
+			queues = append(queues, newQueue(t, ownPool(t, b.url), time.Minute, kinds...))
+			continue
+		}
+		pool, err := dbpool.Open(ctx, pooled, 0, nil, dbpool.ThroughTransactionPooler())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		queues = append(queues, newQueue(t, pool, time.Minute, kinds...))
 	}
 	start := make(chan struct{})
 	var wg sync.WaitGroup
