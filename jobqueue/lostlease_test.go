@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/playhead/playhead/jobqueue"
 )
 
@@ -120,5 +122,36 @@ func TestLostLease_ReleaseAfterATakeoverGivesTheAttemptBack(t *testing.T) {
 	}
 	if again := claimOne(t, q, "fragile"); again.Attempt != 1 || again.LostLeases != 1 {
 		t.Fatalf("claim after the release: %+v, want attempt 1 again, 1 lost lease", again)
+	}
+}
+
+// A job of a group that lost its last lease goes DEAD by the rescuer like any other job of a
+// group: the jobs that wait for it are cancelled with it, in the sweep's transaction, not left
+// WAITING for a parent that will never complete.
+func TestLostLease_RescuerCancelsTheDependantsOfAGroupJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	q := newQueue(t, b.pool, time.Minute, jobqueue.Kind{Name: "fragile", MaxLostLeases: 1}, jobqueue.Kind{Name: "after"})
+	var ids []int64
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		var err error
+		ids, err = jobqueue.EnqueueGroup(ctx, tx, []jobqueue.GroupJob{
+			{Kind: "fragile", Subject: 1, MaxAttempts: 3},
+			{Kind: "after", Subject: 1, MaxAttempts: 3, After: []int{0}},
+		})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimOne(t, q, "fragile")
+	b.expireLeases(t)
+	swept, err := jobqueue.NewRescuer(q, jobqueue.RescuerConfig{Logger: quiet}).Sweep(ctx)
+	if err != nil || len(swept) != 1 || swept[0].ID != ids[0] {
+		t.Fatalf("the rescuer swept %+v (%v), want job %d", swept, err, ids[0])
+	}
+	if n := b.count(t, `SELECT count(*) FROM jobs WHERE id = ANY($1) AND status = 'DEAD'`, ids); n != 2 {
+		t.Fatalf("%d of the group's 2 jobs DEAD after the sweep, want both: the dependant cancelled with its parent", n)
 	}
 }
