@@ -173,13 +173,18 @@ func isJSONObject(raw json.RawMessage) bool {
 }
 
 // UniqueKeyOf builds a unique key from what makes two jobs the same: their subject, their
-// args (compared as JSON values, so the order of an object's keys does not matter), their
-// partition and, when period is positive, the period of at (at truncated to a multiple of
-// period since the zero time): a job enqueued in a later period is a new job. A job's kind is
-// not part of the key: keys are unique within a kind.
+// args (one JSON value, compared as a value: neither the order of an object's keys nor spaces
+// matter, though numbers compare as written, 1 and 1.0 differing), their partition and, when
+// period is positive, the period of at (at truncated to a multiple of period since the zero
+// time): a job enqueued in a later period is a new job. A job's kind is not part of the key:
+// keys are unique within a kind.
 func UniqueKeyOf(subject int64, args json.RawMessage, partition string, period time.Duration, at time.Time) (string, error) {
 	canonical := []byte("null")
 	if len(args) > 0 {
+		// Decode reads one value: what follows it would be left out of the key.
+		if !json.Valid(args) {
+			return "", errors.New("jobqueue: unique key: args are not one JSON value")
+		}
 		// Numbers stay as written (json.Number), not float64s that would round large ids.
 		d := json.NewDecoder(bytes.NewReader(args))
 		d.UseNumber()

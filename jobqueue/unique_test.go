@@ -157,8 +157,10 @@ func TestUniqueKeyOf(t *testing.T) {
 	if key(1, "", "", 0, at) != key(1, "", "", 0, at.Add(24*time.Hour)) {
 		t.Error("without a period, the time changed the key")
 	}
-	if _, err := jobqueue.UniqueKeyOf(1, json.RawMessage(`{`), "", 0, at); err == nil {
-		t.Error("args that are not JSON gave a key")
+	for _, bad := range []string{`{`, `{"a": 1} {"a": 2}`, `{"a": 1}}`, `{"a": 1} x`} {
+		if _, err := jobqueue.UniqueKeyOf(1, json.RawMessage(bad), "", 0, at); err == nil {
+			t.Errorf("args %s, not one JSON value, gave a key", bad)
+		}
 	}
 }
 
