@@ -155,3 +155,24 @@ func TestLostLease_RescuerCancelsTheDependantsOfAGroupJob(t *testing.T) {
 		t.Fatalf("%d of the group's 2 jobs DEAD after the sweep, want both: the dependant cancelled with its parent", n)
 	}
 }
+
+// A job that lost its lease keeps its turn: once its back-off has passed, the next claim takes
+// it before the backlog enqueued after it, not after the whole backlog.
+func TestLostLease_ClaimedAgainInItsTurn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	q := newQueue(t, b.pool, time.Minute, jobqueue.Kind{Name: "fragile"})
+	lost := insert(t, b.pool, jobqueue.Spec{Kind: "fragile", Subject: 1, MaxAttempts: 3})
+	claimOne(t, q, "fragile")
+	for i := range 5 {
+		insert(t, b.pool, jobqueue.Spec{Kind: "fragile", Subject: int64(10 + i), MaxAttempts: 3})
+	}
+	if _, err := b.pool.Exec(ctx, `UPDATE jobs SET lease_until = statement_timestamp() - $2::interval WHERE id = $1`,
+		lost.ID, jobqueue.LostLeaseBackoffCap+time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if j := claimOne(t, q, "fragile"); j.ID != lost.ID || j.LostLeases != 1 {
+		t.Fatalf("claimed %+v, want job %d again, ahead of the jobs enqueued after it", j, lost.ID)
+	}
+}
