@@ -244,7 +244,7 @@ func TestAdminKinds_RefusedWithJSON(t *testing.T) {
 }
 
 // TestMetrics_PausedRunningAndLimit: playhead_jobs_paused says which kinds are paused,
-// playhead_jobs_running counts the jobs under a live lease, and playhead_jobs_max_running
+// playhead_jobs_running counts the jobs under a live lease (not one whose lease expired), and playhead_jobs_max_running
 // gives each kind's limit, read at scrape time.
 func TestMetrics_PausedRunningAndLimit(t *testing.T) {
 	t.Parallel()
@@ -258,6 +258,12 @@ func TestMetrics_PausedRunningAndLimit(t *testing.T) {
 	ctx := context.Background()
 	if jobs, err := q.Claim(ctx, "work", 1, "node"); err != nil || len(jobs) != 1 {
 		t.Fatalf("claimed %d (%v)", len(jobs), err)
+	}
+	// The other job of work is PROCESSING under a lease that has expired: its worker is gone,
+	// so it holds no slot of the limit and is not running.
+	if _, err := b.pool.Exec(ctx, `UPDATE jobs SET status = 'PROCESSING', claim_token = gen_random_uuid(),
+		claimed_by = 'gone', lease_until = statement_timestamp() - interval '1 second' WHERE kind = 'work' AND status = 'PENDING'`); err != nil {
+		t.Fatal(err)
 	}
 	if err := q.Pause(ctx, "other", "test"); err != nil {
 		t.Fatal(err)
