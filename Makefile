@@ -139,9 +139,10 @@ chaos: deps ## The reliability suite with 20 rounds per fault, the queue's chaos
 	@$(MAKE) --no-print-directory chaos-queue
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=2m
 
-# The job queue's chaos tests, once per seed: jobs on their own (jobqueue/chaos_test.go) and in
-# groups of 4 that wait for one another (jobqueue/chaos_groups_test.go); make test runs each once
-# with 2 000 jobs (500 groups) and a random seed.
+# The job queue's chaos tests, once per seed: jobs on their own (jobqueue/chaos_test.go), in
+# groups of 4 that wait for one another (jobqueue/chaos_groups_test.go), and 300 jobs of a kind
+# limited to 3 running on three worker processes (jobqueue/process_chaos_test.go); make test
+# runs each once with 2 000 jobs (500 groups) and a random seed.
 QUEUE_CHAOS_JOBS ?= 5000
 QUEUE_CHAOS_GROUPS ?= 1250
 QUEUE_CHAOS_SEEDS ?= 1 2 3 4 5 6 7 8 9 10
@@ -149,7 +150,7 @@ chaos-queue: ## The job queue's chaos tests, once per seed of QUEUE_CHAOS_SEEDS
 	@for seed in $(QUEUE_CHAOS_SEEDS); do \
 		echo "queue chaos: seed $$seed, $(QUEUE_CHAOS_JOBS) jobs, $(QUEUE_CHAOS_GROUPS) groups"; \
 		PLAYHEAD_QUEUE_CHAOS_SEED=$$seed PLAYHEAD_QUEUE_CHAOS_JOBS=$(QUEUE_CHAOS_JOBS) PLAYHEAD_QUEUE_CHAOS_GROUPS=$(QUEUE_CHAOS_GROUPS) \
-			$(GO) test -count=1 -timeout 30m -run '^TestChaos_Queue(Groups)?$$' -v ./jobqueue || exit 1; \
+			$(GO) test -count=1 -timeout 30m -run '^TestChaos_(Queue|QueueGroups|WorkerProcesses)$$' -v ./jobqueue || exit 1; \
 	done
 
 # Every promise of the reliability suite is checked by breaking it: each mutants/*.patch is a
