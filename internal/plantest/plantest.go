@@ -5,7 +5,11 @@ package plantest
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -35,6 +39,51 @@ func Analyze(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) Node {
 		Plan Node `json:"Plan"`
 	}
 	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+sql, args...).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 1 {
+		t.Fatalf("EXPLAIN returned %d plans", len(plan))
+	}
+	return plan[0].Plan
+}
+
+// AnalyzeGeneric is Analyze of sql's generic plan, the one a prepared statement runs when
+// plan_cache_mode is force_generic_plan: sql is prepared, then EXPLAIN (ANALYZE) executes it
+// with args written as literals (strings, integers, durations and nil only).
+func AnalyzeGeneric(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) Node {
+	t.Helper()
+	ctx := context.Background()
+	literals := make([]string, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case nil:
+			literals[i] = "NULL"
+		case string:
+			literals[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+		case int:
+			literals[i] = strconv.Itoa(v)
+		case time.Duration:
+			literals[i] = fmt.Sprintf("'%d microseconds'", v.Microseconds())
+		default:
+			t.Fatalf("plantest: argument %d: %T cannot be written as a literal", i+1, a)
+		}
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, stmt := range []string{`SET LOCAL plan_cache_mode = force_generic_plan`, `PREPARE plantest_generic AS ` + sql} {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A prepared statement outlives the transaction: it goes with it, before the rollback.
+	defer func() { _, _ = tx.Exec(ctx, `DEALLOCATE plantest_generic`) }()
+	var plan []struct {
+		Plan Node `json:"Plan"`
+	}
+	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE plantest_generic(`+strings.Join(literals, ", ")+`)`).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
 	if len(plan) != 1 {
